@@ -1,0 +1,40 @@
+"""The `jaxplat` command. Each subcommand lives in `jaxplat.commands.<name>`
+and exposes `register(subparsers)`; the parser's `func(args)` runs it."""
+
+import argparse
+import importlib
+import sys
+
+from jaxplat.specs import SpecError
+
+COMMANDS = ("estimate", "sweep", "codesign")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxplat", description="Cost model of LLM inference on any chip and cluster.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"jaxplat.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"jaxplat.commands.{name}":
+                raise
+            continue  # not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except (SpecError, ValueError) as e:
+        print(f"jaxplat: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("jaxplat: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the `jaxplat` command, one module each."""
