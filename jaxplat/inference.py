@@ -21,6 +21,7 @@ from jaxplat.operators import OpTable, build_table
 from jaxplat.options import Options
 from jaxplat.parallel import Parallel, chips
 from jaxplat.roofline import combine, safe_div, sum_over_steps
+from jaxplat.units import DTYPES
 from jaxplat.workload import Workload
 
 DEFAULT_SHARPNESS = 20.0  # p of the smooth max: at most 2^(1/20) - 1 = 3.5% above max
@@ -56,8 +57,14 @@ class Metrics:
     feasible: jax.Array
 
 
-def peak_flops(hw: Hardware, wl: Workload) -> jax.Array:
-    """Achievable FLOP/s in the workload's compute dtype."""
+def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Array:
+    """Achievable FLOP/s in the workload's compute dtype.
+
+    GenZ has one peak (bf16) and scales it by 2 bytes / bytes per element
+    (int8/fp8 run at twice the bf16 rate; CONVENTIONS.md "Units and system").
+    """
+    if opts.genz:
+        return hw.flops[DTYPES.index("bf16")] * 2.0 / wl.bytes_act * hw.eff_compute
     return hw.flops[wl.compute_dtype.astype(jnp.int32)] * hw.eff_compute
 
 
@@ -69,7 +76,7 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options):
     derated by the memory efficiency (GenZ, CONVENTIONS.md "Per-operator").
     Returns (c0, c1, m0, m1, comm), each [rows] seconds (per token for *1).
     """
-    peak = peak_flops(hw, wl)
+    peak = peak_flops(hw, wl, opts)
     main_bw = hw.mem_bw[0] * hw.eff_memory
     sram_bw = hw.sram_bw * hw.eff_memory
 

@@ -1,0 +1,133 @@
+"""Spec loading: built-ins, Hugging Face configs, and the promised one-line errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jaxplat as jp
+from jaxplat.specs import SpecError, builtin_names, hardware_from_dict, read_yaml, workload_from_dict
+
+HF = Path(__file__).resolve().parents[2] / "shared" / "data" / "hf_configs"
+REQUIRED_BUILTINS = {
+    "models": ["llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
+               "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3", "qwen3-235b-a22b", "gpt-3-175b", "gemma-2-27b"],
+    "hardware": ["a100-80gb", "h100-sxm", "h200-sxm", "b200", "gb200", "mi300x", "gaudi3", "tpu-v4", "tpu-v5e",
+                 "tpu-v5p", "groq-lpu", "cerebras-wse-3", "sambanova-sn40l"],
+    "workloads": ["chatbot", "qa", "summarization", "code-generation", "long-context-reasoning"],
+}
+LOADERS = {"models": jp.load_model, "hardware": jp.load_hardware, "workloads": jp.load_workload}
+H100 = dict(flops={"bf16": 989e12}, memory=[{"name": "hbm", "size": 80e9, "bandwidth": 3.35e12}],
+            network=[{"domain": 8, "bandwidth": 450e9, "latency": 1e-6, "topology": "switch"}])
+
+
+@pytest.mark.parametrize("kind", sorted(REQUIRED_BUILTINS))
+def test_every_builtin_loads(kind):
+    names = builtin_names(kind)
+    assert set(REQUIRED_BUILTINS[kind]) <= set(names)
+    for name in names:
+        LOADERS[kind](name)
+
+
+def test_yaml_reads_exponent_floats_without_dot(tmp_path):
+    # PyYAML (YAML 1.1) would read these as strings.
+    p = tmp_path / "x.yaml"
+    p.write_text("a: 80e9\nb: 1e-6\nc: 3.35e12\nd: 1.5\ne: 7\n")
+    d = read_yaml(p)
+    assert d == {"a": 8.0e10, "b": 1e-6, "c": 3.35e12, "d": 1.5, "e": 7}
+    assert isinstance(d["a"], float)
+
+
+def test_builtin_model_dims_match_published_parameter_counts():
+    from jaxplat.model import param_count
+    # Published sizes (hf_configs/README.md): Llama-3.1-405B 405.9B, DeepSeek-V3 671B, Mixtral 46.7B.
+    for name, billions in (("llama-3.1-405b", 405.9), ("deepseek-v3", 671.0), ("mixtral-8x7b", 46.7),
+                           ("qwen3-235b-a22b", 235.1)):
+        got = float(param_count(jp.load_model(name))) / 1e9
+        assert abs(got - billions) / billions < 0.01, (name, got)
+
+
+@pytest.mark.parametrize("path", sorted(HF.glob("*.json")), ids=lambda p: p.stem)
+def test_every_hf_config_loads_or_is_refused_clearly(path):
+    cfg = json.loads(path.read_text())
+    ssm = cfg.get("model_type") in ("mamba", "falcon_mamba", "jamba")
+    if ssm:
+        with pytest.raises(SpecError, match="state-space"):
+            jp.load_model(path)
+        return
+    m = jp.load_model(path)
+    assert float(m.layers) == cfg.get("num_hidden_layers", cfg.get("text_config", {}).get("num_hidden_layers"))
+
+
+def test_hf_config_details():
+    ds = jp.load_model(HF / "deepseek-v3.json")
+    assert ds.attention == "mla" and float(ds.dense_layers) == 3 and float(ds.experts) == 256
+    assert float(ds.shared_experts) == 1 and float(ds.expert_intermediate) == 2048
+    mav = jp.load_model(HF / "llama-4-maverick-17b-128e.json")
+    assert float(mav.dense_layers) == 24 and float(mav.intermediate) == 16384  # MoE every 2nd of 48 layers
+    opt = jp.load_model(HF / "opt-66b.json")
+    assert float(opt.gated) == 0 and float(opt.intermediate) == 36864
+    gemma = jp.load_model(HF / "gemma-2-27b.json")
+    assert float(gemma.tied) == 1 and float(gemma.head_dim) == 128
+
+
+def _err(fn, *args):
+    with pytest.raises(SpecError) as e:
+        fn(*args)
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_hardware_errors_name_the_key():
+    assert "unknown key 'flop'" in _err(hardware_from_dict, {**H100, "flop": 1})
+    assert "missing key 'memory'" in _err(hardware_from_dict, {k: v for k, v in H100.items() if k != "memory"})
+    bad = {**H100, "memory": [{"name": "hbm", "size": -80e9, "bandwidth": 3.35e12}]}
+    assert "memory[0].size must be positive" in _err(hardware_from_dict, bad)
+    bad = {**H100, "memory": [{"name": "hbm", "size": 0, "bandwidth": 3.35e12}]}
+    assert "must be positive" in _err(hardware_from_dict, bad)
+    msg = _err(hardware_from_dict, {**H100, "flops": {"bf17": 1e12}})
+    assert "unknown dtype 'bf17'" in msg and "bf16" in msg
+    bad = {**H100, "network": [{**H100["network"][0], "topology": "donut"}]}
+    assert "allowed: switch" in _err(hardware_from_dict, bad)
+
+
+def test_workload_errors():
+    base = dict(batch=1, prompt=128, output=128)
+    assert "unknown key 'batchsize'" in _err(workload_from_dict, {**base, "batchsize": 2})
+    assert "missing key 'prompt'" in _err(workload_from_dict, {"batch": 1, "output": 2})
+    assert "unknown dtype 'fp12'" in _err(workload_from_dict, {**base, "dtype": {"kv": "fp12"}})
+    assert "batch must be positive" in _err(workload_from_dict, {**base, "batch": -1})
+
+
+def test_model_errors(tmp_path):
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}))
+    assert "missing key 'vocab_size'" in _err(jp.load_model, p)
+    p.write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                             "num_key_value_heads": 3, "vocab_size": 10, "intermediate_size": 8}))
+    assert "multiple of num_key_value_heads" in _err(jp.load_model, p)
+
+
+def test_unknown_names_list_close_matches():
+    assert "did you mean llama-3.1-70b" in _err(jp.load_model, "llama-3.1-70")
+    assert "h100-sxm" in _err(jp.load_hardware, "h100")
+    assert "spec file not found" in _err(jp.load_model, "/nonexistent/model.yaml")
+
+
+def test_dtype_fallback_fills_every_dtype():
+    hw = hardware_from_dict(H100)
+    assert np.all(np.asarray(hw.flops) == 989e12)  # one listed dtype serves all
+
+
+def test_cli_errors_are_one_line():
+    r = subprocess.run([sys.executable, "-m", "jaxplat.cli", "estimate", "--model", "llama-2-7", "--hardware",
+                        "h100-sxm"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "did you mean llama-2-7b" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "jaxplat.cli", "estimate", "--model", "llama-2-7b", "--hardware",
+                        "h100-sxm", "--batch", "-3"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--batch must be positive" in r.stderr and "Traceback" not in r.stderr
