@@ -6,10 +6,7 @@ Profile conventions (what is costed, which tensors sit on chip) are chosen
 here, when rows are built, so evaluation has no profile branches.
 
 Every row describes one operator on one chip (after tensor/expert splits):
-  count       how many times it runs per forward pass (layers of its group),
-              over all pipeline stages: one micro-batch crossing the pipeline
-  stage       how many times it runs in the busiest pipeline stage
-              (ceil(layers/pp) layers; equal to count when pp = 1)
+  count       how many times it runs per forward pass (layers of its group)
   f0, f1      FLOPs at s = 0 and per generated token s in the KV cache
   a*, w*, o*  bytes of the input activation (A), the weight or KV operand (W)
               and the output (O), likewise affine in s
@@ -31,7 +28,7 @@ from jaxplat.options import Options
 from jaxplat.parallel import Parallel
 from jaxplat.workload import Workload
 
-NUMERIC = ("count", "stage", "f0", "f1", "a0", "a1", "w0", "w1", "o0", "o1",
+NUMERIC = ("count", "f0", "f1", "a0", "a1", "w0", "w1", "o0", "o1",
            "on_a", "on_w", "on_o", "stored", "comm_n", "comm_b", "m", "k", "n")
 
 # Nominal FLOPs per element of element-wise ops. They are memory-bound by
@@ -48,7 +45,6 @@ class OpTable:
     """Struct of arrays, each [rows] float; names and groups are static."""
 
     count: jax.Array
-    stage: jax.Array
     f0: jax.Array
     f1: jax.Array
     a0: jax.Array
