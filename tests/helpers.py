@@ -4,20 +4,16 @@ import jax
 import numpy as np
 
 from jaxplat.hardware import Hardware
-from jaxplat.specs import hardware_from_dict, workload_from_dict
+from jaxplat.genz import genz_system as _genz_system
+from jaxplat.specs import workload_from_dict
 
 GiB = 2.0**30
 
 
 def genz_system(tflops, mem_gbs, *, eff=1.0, link_gbs=25.0, link_us=1.9, mem_gb=1e9, onchip_gbs=18000.0) -> Hardware:
     """A GenZ `System(...)` in our hardware schema (GenZ: GB/s = 2^30 B/s)."""
-    return hardware_from_dict({
-        "flops": {"bf16": tflops * 1e12},
-        "memory": [{"name": "sram", "size": 1e18, "bandwidth": onchip_gbs * GiB},
-                   {"name": "hbm", "size": mem_gb * GiB, "bandwidth": mem_gbs * GiB}],
-        "network": [{"domain": 1e6, "bandwidth": link_gbs * GiB, "latency": link_us * 1e-6}],
-        "efficiency": {"compute": eff, "memory": eff},
-    })
+    return _genz_system(tflops, mem_gbs, compute_efficiency=eff, memory_efficiency=eff, off_chip_mem_size=mem_gb,
+                        onchip_mem_bw=onchip_gbs, interchip_link_bw=link_gbs, interchip_link_latency=link_us)
 
 
 def workload(**kw):
