@@ -64,3 +64,77 @@ def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
         "network" if kind else ("compute" if c >= mm else "memory") if (c or mm) else "-"
         for kind, c, mm in zip(t.comm_kinds, out["compute_time"], out["memory_time"])]
     return out
+
+
+def comm_breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
+                   options: Options = Options()) -> list[dict]:
+    """Communication of one deployment, per collective row and network level.
+
+    The collective rows of the same operator tables `evaluate` uses (prefill
+    pass and one decode step), with the time of one call split over the
+    network levels (collectives.describe; the genz profile charges GenZ's one
+    link, level 0). Rows whose group is a single chip are left out.
+
+    Returns a list of dicts, one per collective row and phase:
+      phase ('prefill' / 'decode'), name (row name, e.g. 'attn_allreduce'),
+      kind ('allreduce', 'allgather', 'reducescatter', 'alltoall',
+      'sendrecv'), group (chips; for sendrecv the rank span, 2 x stage chips),
+      stride (ranks between the group's members: 1 for tp, tp for sp, tp·sp
+      for ep),
+      payload_bytes (per chip, one call), calls (per pass: layers of the
+      row's group over the whole pipeline), form ('hierarchical', 'flat',
+      'point-to-point'; 'genz' in that profile), level_seconds (list, one
+      call, innermost level first), algorithms (fastest per level, '' when a
+      level is idle), seconds (one call), total_seconds (calls x seconds).
+    A decode step's rows are those of the step at the mean context (the
+    genz profile: at prompt + output); collectives do not depend on it.
+    """
+    from jaxplat import collectives  # noqa: PLC0415 (keeps the module's import list short)
+
+    out = []
+    for phase in ("prefill", "decode"):
+        t = jax.device_get(_tables(model, parallel, workload, phase, options))
+        for i, kind in enumerate(t.comm_kinds):
+            if not kind or float(t.comm_n[i]) <= 1.0 or float(t.count[i]) == 0.0:
+                continue
+            n, nbytes, calls = float(t.comm_n[i]), float(t.comm_b[i]), float(t.count[i])
+            if options.genz:
+                sec = float(collectives.genz_collective_time(kind, hardware, n, nbytes))
+                levels = [sec] + [0.0] * (len(hardware.net_bw) - 1)
+                info = {"form": "genz", "levels": levels, "algorithms": ["genz"] + [""] * (len(levels) - 1),
+                        "seconds": sec}
+            else:
+                info = collectives.describe(kind, hardware, n, nbytes, float(t.comm_s[i]))
+            out.append(dict(phase=phase, name=t.names[i], kind=kind, group=n, stride=float(t.comm_s[i]),
+                            payload_bytes=nbytes, calls=calls,
+                            form=info["form"], level_seconds=info["levels"], algorithms=info["algorithms"],
+                            seconds=info["seconds"], total_seconds=calls * info["seconds"]))
+    return out
+
+
+@functools.partial(jax.jit, static_argnames=("phase", "options"))
+def _tables(model, parallel, workload, phase, options):
+    return build_table(model, parallel, workload, phase, options)
+
+
+def format_comm_breakdown(rows: list[dict], level_names=None) -> str:
+    """`comm_breakdown` rows as a text table: one line per collective row and
+    phase, with the seconds of one call at each network level, the fastest
+    algorithm per level, and the total per pass (calls x one call)."""
+    from jaxplat.report import table  # noqa: PLC0415
+    from jaxplat.units import fmt_bytes, fmt_time  # noqa: PLC0415
+
+    if not rows:
+        return "Communication: none (every group is one chip)"
+    nlev = max(len(r["level_seconds"]) for r in rows)
+    used = [i for i in range(nlev) if any(r["level_seconds"][i] for r in rows)] or [0]
+    names = list(level_names or []) + [f"level {i}" for i in range(len(level_names or []), nlev)]
+    out = []
+    for r in rows:
+        lv = [f"{fmt_time(r['level_seconds'][i])} {r['algorithms'][i]}".strip() if r["level_seconds"][i] else "-"
+              for i in used]
+        out.append([r["phase"], r["name"], r["kind"], f"{r['group']:g}", fmt_bytes(r["payload_bytes"]),
+                    f"{r['calls']:g}", *lv, fmt_time(r["seconds"]), fmt_time(r["total_seconds"])])
+    headers = ["phase", "collective", "kind", "chips", "payload", "calls",
+               *[names[i] for i in used], "per call", "per pass"]
+    return "Communication per collective and network level\n" + table(headers, out, "lllrrr" + "r" * (len(used) + 2))

@@ -1,86 +1,284 @@
 """Collective communication time on a hierarchy of network levels (α-β model).
 
-Costs follow the classic α-β analysis of ring collectives (Thakur, Rabenseifner
-& Gropp, IJHPCA 2005; Chan et al., "Collective communication: theory,
-practice, and experience", 2007). A group larger than the innermost domain
-runs hierarchically: reduce-scatter inside, the collective across on the
-reduced shard, all-gather inside (as NCCL's tree/hierarchical algorithms and
-Megatron's 2D all-reduce do), so each level l contributes with its own group
-factor f_l and the payload left at that level.
+Each network level l has a domain D_l (chips it connects), a per-chip
+bandwidth β_l (bytes/s per direction, derated by eff_network), a latency α_l
+(s per message step) and a topology (TOPOLOGIES). A group of n chips placed
+on consecutive ranks joins f_l = min(n, D_l) / min(n, D_{l-1}) sub-groups at
+level l (`level_factors`).
+
+Algorithms (costs from the α-β analyses of Thakur, Rabenseifner & Gropp,
+IJHPCA 2005, and Chan et al., CCPE 2007; tree: Sanders, Speck & Träff,
+"Two-tree algorithms", Parallel Computing 2009, as in NCCL; Bruck et al.,
+IEEE TPDS 1997 for the log-step all-to-all):
+  ring      bandwidth-optimal; on a d-dimensional torus or mesh it runs
+            dimension by dimension, so its latency is d(k-1) steps (k = f^(1/d))
+            instead of f-1 (the TPU pattern, "How to Scale Your Model", ch. 3).
+  tree      all-reduce in 2·log2(f) latency steps, the whole buffer twice
+            through each chip (pipelined double binary tree).
+  one-shot  every chip sends its buffer to every peer at once (one latency,
+            f-1 times the bytes): wins for small messages (TRT-LLM one-shot
+            all-reduce, NVLS).
+  pairwise / Bruck   for all-to-all.
+Each call takes the fastest algorithm (as NCCL's tuner does), or a smooth
+minimum of them in smooth mode. On direct networks (ring, torus, mesh) bytes
+that are not sent to a neighbour cross several links; the non-ring algorithms
+pay the mean hop count as a bandwidth factor, and the 2D mesh halves the ring
+bandwidth (no wrap-around links: a line emulates a ring over both directions).
+
+Hierarchy: a group larger than the innermost domain runs the collective
+hierarchically (reduce-scatter inside, the collective across on the reduced
+shard, all-gather inside: Megatron-LM's and NCCL's 2D schemes), so level l
+carries the payload left after the levels inside it; or flat, one ring over
+the whole group at the outermost level's speed. The faster of the two is used.
 """
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxplat.hardware import MAX_NET_LEVELS, Hardware
+from jaxplat.hardware import MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.roofline import safe_div
 
 KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 
 GENZ_COLLECTIVE_OVERHEAD = 5e-6  # s; GenZ adds 5 µs to each AR/AG/A2A (CONVENTIONS.md)
+UNBOUNDED_DOMAIN = 1e9  # chips; specs.py pads missing network levels with this domain
+SMOOTH_MIN_P = 20.0  # p of the smooth minimum when none is given (<= k^(1/p) - 1 above the min of k)
+
+# Dimensions of each topology (switch and ring are one-dimensional for the ring algorithm).
+_DIMS = {"switch": 1.0, "ring": 1.0, "torus2d": 2.0, "torus3d": 3.0, "mesh2d": 2.0}
 
 
-def level_factors(hw: Hardware, n: jax.Array) -> jax.Array:
-    """[MAX_NET_LEVELS] chips of a group of `n` that each level joins.
+def level_factors(hw: Hardware, n: jax.Array, stride=1.0) -> jax.Array:
+    """[..., MAX_NET_LEVELS] chips of a group of `n` (shape [...]) that each
+    level joins.
 
-    Level l joins f_l = min(n, D_l) / min(n, D_{l-1}) sub-groups (D_{-1} = 1),
-    so the product of the factors is n when the outermost domain holds n.
+    The group's members are `stride` ranks apart (ranks fill the innermost
+    domain first; tensor parallel is innermost, stride 1). Level l holds
+    r_l = min(n, max(D_l / stride, 1)) members, so it joins f_l = r_l / r_{l-1}
+    sub-groups (r_{-1} = 1) and the product of the factors is n.
     """
-    reach = jnp.minimum(n, hw.net_domain)
-    below = jnp.concatenate([jnp.ones((1,), reach.dtype), reach[:-1]])
+    reach, below = _reach(hw, n, stride)
     return jnp.maximum(reach / below, 1.0)
 
 
-def _per_level(kind: str, f, bytes_, alpha, beta):
-    """Ring-algorithm time at one level: f chips, `bytes_` payload per chip."""
-    steps = f - 1.0
-    share = safe_div(steps, f) * bytes_
+def _reach(hw: Hardware, n, stride=1.0):
+    """[..., levels] members of the group within level l's domain, and within l-1's."""
+    n, stride = jnp.broadcast_arrays(jnp.asarray(n, jnp.float32), jnp.asarray(stride, jnp.float32))
+    reach = jnp.minimum(n[..., None], jnp.maximum(hw.net_domain / stride[..., None], 1.0))
+    below = jnp.concatenate([jnp.ones_like(reach[..., :1]), reach[..., :-1]], axis=-1)
+    return reach, below
+
+
+def chips_available(hw: Hardware) -> jax.Array:
+    """Chips in the system: the outermost declared network domain.
+
+    Padded levels (domain >= UNBOUNDED_DOMAIN) do not count, so a spec whose
+    outermost level is a 256-GPU pod offers 256 chips.
+    """
+    real = hw.net_domain < UNBOUNDED_DOMAIN
+    return jnp.where(jnp.any(real), jnp.max(jnp.where(real, hw.net_domain, 1.0)), UNBOUNDED_DOMAIN)
+
+
+def _topology_terms(topo, f):
+    """(ring steps, ring bandwidth factor, mean hops) of f chips on a topology.
+
+    topo: float index into TOPOLOGIES (traced); f: chips at this level.
+    Mean hop counts: switch 1; ring of f with both directions f/4; a torus of
+    side k: k/4 per dimension; a line of k: ~k/3 per dimension (never < 1).
+    """
+    steps, rbf, hops = [], [], []
+    for name in TOPOLOGIES:
+        d = _DIMS[name]
+        k = f ** (1.0 / d)
+        steps.append(d * (k - 1.0) if name != "switch" else f - 1.0)
+        rbf.append(0.5 if name == "mesh2d" else 1.0)
+        if name == "switch":
+            h = jnp.ones_like(f)
+        elif name == "mesh2d":
+            h = d * k / 3.0
+        else:
+            h = d * k / 4.0
+        hops.append(jnp.maximum(h, 1.0))
+    i = jnp.round(jnp.clip(topo, 0, len(TOPOLOGIES) - 1))
+    conds = [i == j for j in range(len(TOPOLOGIES))]
+    pick = lambda xs: jnp.select(conds, [x * jnp.ones_like(f) for x in xs])  # noqa: E731
+    return pick(steps), pick(rbf), pick(hops)
+
+
+def smooth_min(times, p=SMOOTH_MIN_P):
+    """Smooth minimum of non-negative times along axis 0: their average
+    weighted by t^-p (a softmin over log-times with temperature 1/p).
+
+    A convex combination, so never below the minimum (an upper bound, like
+    the p-norm smooth max of roofline.smooth_max); it tends to the minimum as
+    p grows and equals it at ties or when one time is far below the others
+    (at most ~1/(e·p) above it in between). 0 when any time is 0.
+    Scale-free and gradient-safe (both sides of each `where` guarded).
+    """
+    m = jnp.min(times, axis=0)
+    ok = m > 0
+    ms = jnp.where(ok, m, 1.0)
+    ts = jnp.where(ok, times, 1.0)
+    u = (ms / ts) ** p  # 1 for the minimum, -> 0 for slower algorithms
+    return jnp.where(ok, jnp.sum(u * ts, axis=0) / jnp.sum(u, axis=0), 0.0)
+
+
+def _pick(times, smooth):
+    """Minimum over algorithms: exact, or `smooth_min` (smooth = True or p)."""
+    times = jnp.stack(times)
+    if smooth is False or smooth is None:
+        return jnp.min(times, axis=0)
+    return smooth_min(times, SMOOTH_MIN_P if smooth is True else smooth)
+
+
+def algorithm_times(kind: str, f, payload, alpha, beta, topo) -> dict:
+    """Time of each algorithm for one collective inside one level, seconds.
+
+    Args:
+      kind: static, one of KINDS except sendrecv.
+      f: chips in the group at this level; payload: bytes per chip as in
+        `collective_time`; alpha, beta, topo: that level's latency (s),
+        derated bandwidth (bytes/s per chip per direction) and topology index.
+    Returns:
+      {algorithm name: seconds}; each is 0 when f <= 1.
+    """
+    steps, rbf, hops = _topology_terms(topo, f)
+    frac = safe_div(f - 1.0, f)  # share of the buffer that leaves a chip
+    lg = jnp.ceil(jnp.log2(jnp.maximum(f, 1.0)))
+    bw = lambda nbytes: safe_div(nbytes, beta)  # noqa: E731
     if kind == "allreduce":
-        return 2.0 * steps * alpha + 2.0 * safe_div(share, beta)
-    return steps * alpha + safe_div(share, beta)
+        out = {"ring": 2.0 * steps * alpha + 2.0 * bw(frac * payload / rbf),
+               "tree": 2.0 * lg * alpha + 2.0 * bw(payload * hops),
+               "oneshot": alpha + bw((f - 1.0) * payload * hops)}
+    elif kind in ("allgather", "reducescatter"):
+        out = {"ring": steps * alpha + bw(frac * payload / rbf),
+               "oneshot": alpha + bw(frac * payload * hops)}
+    elif kind == "alltoall":
+        # Bruck: ceil(log2 f) rounds, each moving about half of the buffer.
+        out = {"pairwise": (f - 1.0) * alpha + bw(frac * payload * hops),
+               "bruck": lg * alpha + bw(0.5 * lg * payload * hops)}
+    else:
+        raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
+    return {k: jnp.where(f > 1.0, v, 0.0) for k, v in out.items()}
 
 
-def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array) -> jax.Array:
+def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False, stride=1.0) -> jax.Array:
+    """[..., MAX_NET_LEVELS] seconds of the hierarchical form at each level.
+
+    n, bytes_: group sizes and payloads, any broadcastable shape [...].
+    All-reduce, all-gather, reduce-scatter: level l runs the collective over
+    f_l chips on the payload left by the levels inside it (bytes / Π_{j<l} f_j).
+    All-to-all: the bytes addressed to peers beyond level l-1 cross level l.
+    Send/recv: one message at the innermost level whose domain holds `n`
+    (n is then the span of ranks between sender and receiver, inclusive).
+    `stride`: ranks between the group's members (see `level_factors`).
+    """
+    n, bytes_ = jnp.broadcast_arrays(jnp.asarray(n, jnp.float32), jnp.asarray(bytes_, jnp.float32))
+    beta = hw.net_bw * hw.eff_network
+    big = n[..., None] > 1.0
+    if kind == "sendrecv":
+        first = _first_holding(hw, n)
+        t = hw.net_latency + safe_div(bytes_[..., None], beta)
+        return jnp.where((jnp.arange(MAX_NET_LEVELS) == first[..., None]) & big, t, 0.0)
+    reach, below = _reach(hw, n, stride)
+    f = jnp.maximum(reach / below, 1.0)
+    out = []
+    payload = bytes_
+    for lvl in range(MAX_NET_LEVELS):
+        if kind == "alltoall":
+            # Bytes for peers outside the level below, spread as an all-to-all
+            # among the f_l sub-groups: scaled so that frac·payload crosses.
+            crossing = safe_div(reach[..., lvl] - below[..., lvl], n) * bytes_
+            payload = safe_div(crossing * f[..., lvl], f[..., lvl] - 1.0)
+        times = algorithm_times(kind, f[..., lvl], payload, hw.net_latency[lvl], beta[lvl], hw.net_topology[lvl])
+        out.append(_pick(list(times.values()), smooth))
+        if kind != "alltoall":
+            payload = payload / f[..., lvl]
+    return jnp.where(big, jnp.stack(out, axis=-1), 0.0)
+
+
+def _first_holding(hw: Hardware, n):
+    """[...] index of the innermost level whose domain holds n chips."""
+    holds = hw.net_domain >= jnp.asarray(n)[..., None]
+    return jnp.where(jnp.any(holds, axis=-1), jnp.argmax(holds, axis=-1), MAX_NET_LEVELS - 1)
+
+
+def flat_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False, stride=1.0) -> jax.Array:
+    """The whole group as one level at the speed of the outermost level it
+    reaches (the slowest link on a ring sets the pace), any algorithm."""
+    n, bytes_ = jnp.broadcast_arrays(jnp.asarray(n, jnp.float32), jnp.asarray(bytes_, jnp.float32))
+    beta = hw.net_bw * hw.eff_network
+    span = n * stride
+    lvl = _first_holding(hw, span)
+    switch = jnp.float32(TOPOLOGIES.index("switch"))
+    # A span over several domains is treated as switched: the outer level's
+    # own structure joins whole sub-domains, not single chips.
+    topo = jnp.where(span > hw.net_domain[0], switch, hw.net_topology[0])
+    times = algorithm_times(kind, n, bytes_, hw.net_latency[lvl], beta[lvl], topo)
+    return jnp.where(n > 1.0, _pick(list(times.values()), smooth), 0.0)
+
+
+def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False, stride=1.0) -> jax.Array:
     """Default profile: time of one collective, seconds.
 
     Args:
       kind: static, one of KINDS.
       hw: uses net_domain, net_bw (bytes/s per chip per direction),
-        net_latency (s) and eff_network.
-      n: chips in the group (float scalar).
-      bytes_: payload per chip in bytes: the full buffer for all-reduce, the
-        gathered result for all-gather, the input for reduce-scatter, what
-        one chip sends in all for all-to-all, the message for send/recv.
+        net_latency (s), net_topology and eff_network.
+      n: chips in the group (float, any shape [...]); for sendrecv, the rank
+        span between the two ends (2 for neighbours).
+      bytes_: payload per chip in bytes (broadcast with n): the full buffer
+        for all-reduce, the gathered result for all-gather, the input for
+        reduce-scatter, what one chip sends in all for all-to-all, the
+        message for send/recv.
+      smooth: False for the exact minimum over algorithms; True or a p > 0
+        (traced allowed) for the smooth minimum `smooth_min` (gradients).
+      stride: ranks between the group's members (1 for tensor parallel;
+        tp for context parallel; tp·sp for expert parallel), so that a group
+        spread over nodes pays the scale-out network.
     Returns:
-      Seconds; 0 when n <= 1.
+      [...] seconds; 0 where n <= 1. The faster of hierarchical and flat.
     """
-    beta = hw.net_bw * hw.eff_network
+    hier = jnp.sum(level_times(kind, hw, n, bytes_, smooth, stride), axis=-1)
     if kind == "sendrecv":
-        # Point-to-point between neighbouring stages: the innermost level
-        # that holds two chips (stages are adjacent in the domain).
-        return jnp.where(n > 1, hw.net_latency[0] + safe_div(bytes_, beta[0]), 0.0)
-    f = level_factors(hw, n)
-    if kind == "alltoall":
-        # Traffic to peers outside the domain below crosses level l.
-        reach = jnp.minimum(n, hw.net_domain)
-        below = jnp.concatenate([jnp.ones((1,), reach.dtype), reach[:-1]])
-        frac = safe_div(reach - below, n)
-        t = (f - 1.0) * hw.net_latency + safe_div(frac * bytes_, beta)
-        return jnp.where(n > 1, jnp.sum(t), 0.0)
-    total = 0.0
-    payload = bytes_
-    for lvl in range(MAX_NET_LEVELS):
-        total = total + _per_level(kind, f[lvl], payload, hw.net_latency[lvl], beta[lvl])
-        payload = payload / f[lvl]
-    return jnp.where(n > 1, total, 0.0)
+        return hier
+    return _pick([hier, flat_time(kind, hw, n, bytes_, smooth, stride)], smooth)
 
 
-def genz_collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array) -> jax.Array:
+def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware, genz: bool = False,
+                     smooth=False, stride=None) -> jax.Array:
+    """[rows] seconds of the collective of each row of an operator table.
+
+    One vectorized call per collective kind (not per row), so a table costs a
+    handful of collective evaluations to trace and compile.
+
+    Args:
+      kinds: static per-row kinds ("" for rows without a collective).
+      n, bytes_: [rows] group sizes and payloads; stride: [rows] rank
+        strides of the groups (None: 1).
+      genz: static, GenZ's flat formulas instead of ours.
+    """
+    out = jnp.zeros_like(bytes_)
+    stride = jnp.ones_like(bytes_) if stride is None else stride
+    for kind in sorted(set(kinds) - {""}):
+        idx = np.array([i for i, k in enumerate(kinds) if k == kind])
+        if genz:
+            t = genz_collective_time(kind, hw, n[idx], bytes_[idx])
+        else:
+            t = collective_time(kind, hw, n[idx], bytes_[idx], smooth, stride[idx])
+        out = out.at[idx].set(t)
+    return out
+
+
+def genz_collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False) -> jax.Array:
     """GenZ profile: GenZ's flat formulas over its one link (CONVENTIONS.md).
 
     AR = 5µs + 2(n-1)α + 2(n-1)·bytes/(n·β); AG = A2A = 5µs + (n-1)α +
     (n-1)·bytes/(n·β); message pass = α + bytes/β. Never derated.
+    `smooth` is accepted for a common signature and unused (no choice here).
     """
+    del smooth
     alpha, beta = hw.net_latency[0], hw.net_bw[0]
     steps = n - 1.0
     if kind == "sendrecv":
@@ -89,3 +287,49 @@ def genz_collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Arra
         mult = 2.0 if kind == "allreduce" else 1.0
         t = GENZ_COLLECTIVE_OVERHEAD + mult * (steps * alpha + safe_div(steps * bytes_, n * beta))
     return jnp.where(n > 1, t, 0.0)
+
+
+def describe(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:
+    """How `collective_time` (exact mode) runs one collective, for reports.
+
+    Host-side (not for jit). Returns {"form": "hierarchical" | "flat" |
+    "point-to-point", "levels": [seconds per network level], "algorithms":
+    [fastest algorithm per level, "" where idle], "seconds": total}.
+    """
+    n, bytes_ = float(n), float(bytes_)
+    if n <= 1.0:
+        return {"form": "-", "levels": [0.0] * MAX_NET_LEVELS, "algorithms": [""] * MAX_NET_LEVELS, "seconds": 0.0}
+    if kind == "sendrecv":
+        lv = [float(x) for x in level_times(kind, hw, n, bytes_)]
+        return {"form": "point-to-point", "levels": lv, "algorithms": ["send" if x else "" for x in lv],
+                "seconds": sum(lv)}
+    stride = float(stride)
+    hier = [float(x) for x in level_times(kind, hw, n, bytes_, stride=stride)]
+    flat = float(flat_time(kind, hw, n, bytes_, stride=stride))
+    beta = hw.net_bw * hw.eff_network
+    if flat < sum(hier):
+        lvl = int(_first_holding(hw, n * stride))
+        topo = TOPOLOGIES.index("switch") if n * stride > float(hw.net_domain[0]) else float(hw.net_topology[0])
+        times = algorithm_times(kind, jnp.float32(n), jnp.float32(bytes_), hw.net_latency[lvl], beta[lvl],
+                                jnp.float32(topo))
+        levels = [0.0] * MAX_NET_LEVELS
+        levels[lvl] = flat
+        algs = [""] * MAX_NET_LEVELS
+        algs[lvl] = min(times, key=lambda k: float(times[k]))
+        return {"form": "flat", "levels": levels, "algorithms": algs, "seconds": flat}
+    f = [float(x) for x in level_factors(hw, n, stride)]
+    reach, below = (np.asarray(x) for x in _reach(hw, n, stride))
+    algs, payload = [], bytes_
+    for lvl in range(MAX_NET_LEVELS):
+        if kind == "alltoall":
+            crossing = (reach[lvl] - below[lvl]) / n * bytes_
+            payload = crossing * f[lvl] / (f[lvl] - 1.0) if f[lvl] > 1 else 0.0
+        if f[lvl] <= 1.0:
+            algs.append("")
+        else:
+            times = algorithm_times(kind, jnp.float32(f[lvl]), jnp.float32(payload), hw.net_latency[lvl],
+                                    beta[lvl], hw.net_topology[lvl])
+            algs.append(min(times, key=lambda k: float(times[k])))
+        if kind != "alltoall":
+            payload = payload / f[lvl]
+    return {"form": "hierarchical", "levels": hier, "algorithms": algs, "seconds": sum(hier)}

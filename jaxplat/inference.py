@@ -7,17 +7,18 @@ The GenZ profile instead reports GenZ's decode latency: one step with the KV
 cache at prompt + output tokens (CONVENTIONS.md, "Whole model").
 """
 
+import dataclasses
 import functools
 
 import jax
 import jax.numpy as jnp
 
-from jaxplat import memory
-from jaxplat._pytree import pytree_dataclass
-from jaxplat.collectives import collective_time, genz_collective_time
+from jaxplat import cost, energy, memory
+from jaxplat._pytree import pytree_dataclass, replace
+from jaxplat.collectives import chips_available, table_comm_times
 from jaxplat.hardware import Hardware
 from jaxplat.model import Model
-from jaxplat.operators import OpTable, build_table
+from jaxplat.operators import OpTable, build_table, microbatching, stage_counts
 from jaxplat.options import Options
 from jaxplat.parallel import Parallel, chips
 from jaxplat.roofline import combine, safe_div, sum_over_steps
@@ -36,8 +37,11 @@ class Metrics:
       the two phases. throughput: output tokens/s of the whole deployment.
     weights_bytes, kv_bytes, activation_bytes, memory_bytes, capacity_bytes:
       per chip. comm_time: seconds spent in collectives over the request.
-    chips: chips used. fits, feasible: booleans (feasible = fits and every
-      degree divides what it splits).
+    chips: chips used (product of all degrees). fits, feasible: booleans
+      (fits: the busiest stage's memory per chip; feasible = fits, divisible
+      and chips_ok). divisible: degrees divide what they split. chips_ok:
+      chips <= the system's chips (outermost network domain). bubble: idle
+      fraction of the prefill pipeline, (pp-1)/(nmb+pp-1).
     """
 
     ttft: jax.Array
@@ -55,6 +59,16 @@ class Metrics:
     chips: jax.Array
     fits: jax.Array
     feasible: jax.Array
+    # Distribution (jaxplat.parallel): degrees divide what they split, the
+    # chips fit in the system, and the pipeline bubble of prefill (fraction).
+    divisible: jax.Array = dataclasses.field(default_factory=lambda: jnp.bool_(True))
+    chips_ok: jax.Array = dataclasses.field(default_factory=lambda: jnp.bool_(True))
+    bubble: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    # Energy and money (jaxplat.energy, jaxplat.cost): J per output token,
+    # average W of the whole deployment, USD per million output tokens.
+    energy_per_token_j: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    power_w: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    cost_per_mtok_usd: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
 
 
 def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Array:
@@ -68,8 +82,11 @@ def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Arr
     return hw.flops[wl.compute_dtype.astype(jnp.int32)] * hw.eff_compute
 
 
-def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options):
+def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=None):
     """Per-row compute and memory time (affine in s) and communication time.
+
+    `p`: in smooth mode, the sharpness of the smooth minimum over collective
+    algorithms (None: the default of collectives.SMOOTH_MIN_P).
 
     Memory time charges off-chip bytes at the main memory's bandwidth and
     on-chip bytes at the SRAM bandwidth (free when the chip has none), both
@@ -84,13 +101,13 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options):
         off = (1.0 - table.on_a) * a + (1.0 - table.on_w) * w + (1.0 - table.on_o) * o
         on = table.on_a * a + table.on_w * w + table.on_o * o
         return off / main_bw + safe_div(on, sram_bw)
+    if opts.memory_hierarchy and not opts.genz:  # placement over levels + tiling reuse (memory.py)
+        mem = memory.hierarchy_memory_fn(table, hw, wl, wl.output)
 
-    comm_fn = genz_collective_time if opts.genz else collective_time
-    comm = []
-    for i, kind in enumerate(table.comm_kinds):
-        comm.append(comm_fn(kind, hw, table.comm_n[i], table.comm_b[i]) if kind else jnp.zeros_like(peak))
+    smooth = (True if p is None else p) if opts.smooth else False
+    comm = table_comm_times(table.comm_kinds, table.comm_n, table.comm_b, hw, opts.genz, smooth, table.comm_s)
     return (table.f0 / peak, table.f1 / peak, mem(table.a0, table.w0, table.o0),
-            mem(table.a1, table.w1, table.o1), jnp.stack(comm))
+            mem(table.a1, table.w1, table.o1), comm)
 
 
 def row_step_times(table, hw, wl, opts, s, p=None):
@@ -105,12 +122,33 @@ def row_decode_sums(table, hw, wl, opts, lo, hi, p=None):
     return sum_over_steps(c0, c1, m0, m1, comm, lo, hi, p)
 
 
-def _feasible(model: Model, par: Parallel) -> jax.Array:
-    """Degrees divide what they split (heads, KV heads, experts)."""
+def _feasible(model: Model, par: Parallel, opts: Options = Options()) -> jax.Array:
+    """Degrees are whole numbers >= 1 and divide what they split: heads by
+    the attention split (tp; tp·ep in the genz profile), KV heads and tp one
+    another (replication), experts by ep; at most one stage per layer; the
+    load-imbalance factor is at least 1. Uneven layer splits are allowed."""
     divides = lambda x, d: jnp.mod(x, d) == 0  # noqa: E731
-    kv_ok = divides(model.kv_heads, par.tp) | divides(par.tp, model.kv_heads)
+    degrees = jnp.stack([par.tp, par.pp, par.ep, par.dp, par.sp, par.microbatches])
+    whole = jnp.all((degrees >= 1.0) & (degrees == jnp.round(degrees)))
+    tp_attn = par.tp * par.ep if opts.genz else par.tp
+    kv_ok = divides(model.kv_heads, tp_attn) | divides(tp_attn, model.kv_heads)
     experts_ok = (model.experts == 0) | divides(model.experts, par.ep)
-    return divides(model.heads, par.tp) & kv_ok & experts_ok & (par.tp >= 1) & (par.ep >= 1)
+    return (whole & divides(model.heads, tp_attn) & kv_ok & experts_ok & (par.pp <= model.layers)
+            & (par.imbalance >= 1.0))
+
+
+def _soft_larger(a, b, p):
+    """Smooth twin of max(a, b) for a, b >= 0: their average weighted by t^p.
+
+    Exact when a == b (pp = 1 makes the pipeline's two bounds equal, where a
+    p-norm max would add 2^(1/p)) and when one is far larger; at most ~1/(e·p)
+    below the max in between. Gradient-safe at a = b = 0.
+    """
+    m = jnp.maximum(a, b)
+    ok = m > 0
+    ms = jnp.where(ok, m, 1.0)
+    ua, ub = (jnp.where(ok, a, 0.0) / ms) ** p, (jnp.where(ok, b, 0.0) / ms) ** p
+    return jnp.where(ok, (ua * a + ub * b) / (ua + ub), 0.0)
 
 
 @functools.partial(jax.jit, static_argnames=("options",))
@@ -124,35 +162,88 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
     if options.genz and model.attention == "mla":
         raise ValueError("the genz profile has no MLA (GenZ does not model it); use profile 'default'")
     p = sharpness if options.smooth else None
-    wl = workload
-    pre = build_table(model, parallel, wl, "prefill", options)
-    dec = build_table(model, parallel, wl, "decode", options)
+    wl, par = workload, parallel
+    pre = build_table(model, par, wl, "prefill", options)
+    dec = build_table(model, par, wl, "decode", options)
+    nmb, ub = microbatching(par, wl, options)
+    hidden = 1.0 - jnp.clip(par.overlap, 0.0, 1.0)  # share of communication left exposed
 
-    ttft = jnp.sum(pre.count * row_step_times(pre, hardware, wl, options, 0.0, p))
+    # Prefill. `count` runs one micro-batch through every stage (its latency),
+    # `stage` through the busiest stage, which sets the pace of the others:
+    # TTFT of the last micro-batch = pass + (nmb - 1) x stage (GPipe schedule,
+    # Huang et al. 2019; bubble (pp - 1) / (nmb + pp - 1)). GenZ reports the
+    # latency of one micro-batch (CONVENTIONS.md, "PP").
+    c0, c1, m0, m1, comm_pre = row_components(pre, hardware, wl, options, p)
+    t_pre = combine(c0, m0, hidden * comm_pre, p)
+    pass_pre, stage_pre = jnp.sum(pre.count * t_pre), jnp.sum(pre.stage * t_pre)
+    ttft = pass_pre if options.genz else pass_pre + (nmb - 1.0) * stage_pre
+
+    # Decode. A micro-batch's next token needs its previous one, so a round
+    # of every micro-batch takes max(one pass, nmb x busiest stage) (Megatron
+    # / vLLM pipelined decode); summed exactly per operator over the steps.
+    # The max of the two sums equals the sum of the max when nmb = 1 or
+    # nmb >= pp (one side dominates at every step), else it is a lower bound.
     steps = jnp.maximum(wl.output - 1.0, 0.0)
+    c0, c1, m0, m1, comm_dec = row_components(dec, hardware, wl, options, p)
     if options.genz:
-        tpot = jnp.sum(dec.count * row_step_times(dec, hardware, wl, options, wl.output, p))
+        t_dec = combine(c0 + c1 * wl.output, m0 + m1 * wl.output, hidden * comm_dec, p)
+        tpot = jnp.sum(dec.count * t_dec)
         decode_time = steps * tpot
-        throughput = safe_div(wl.batch, tpot)  # GenZ: decode tokens/s, beams not counted
+        # GenZ 0.0.16: Ltot = (nmb - 1)·Latency/pp + Latency when pp > 1;
+        # decode tokens/s, beams not counted.
+        ltot = jnp.where(par.pp > 1.0, (nmb - 1.0) * tpot / par.pp + tpot, tpot)
+        throughput = safe_div(wl.batch, ltot)
+        comm_time = jnp.sum(pre.count * hidden * comm_pre) + steps * jnp.sum(dec.count * hidden * comm_dec)
     else:
-        decode_time = jnp.sum(dec.count * row_decode_sums(dec, hardware, wl, options, 1.0, steps, p))
+        sums = sum_over_steps(c0, c1, m0, m1, hidden * comm_dec, 1.0, steps, p)
+        pass_dec, stage_dec = jnp.sum(dec.count * sums), nmb * jnp.sum(dec.stage * sums)
+        decode_time = jnp.maximum(pass_dec, stage_dec) if p is None else _soft_larger(pass_dec, stage_dec, p)
         tpot = safe_div(decode_time, steps)
+        comm_dec_pass = steps * jnp.sum(dec.count * hidden * comm_dec)
+        comm_dec_stage = steps * nmb * jnp.sum(dec.stage * hidden * comm_dec)
+        comm_time = (jnp.sum(pre.count * hidden * comm_pre) + (nmb - 1.0) * jnp.sum(pre.stage * hidden * comm_pre)
+                     + jnp.where(pass_dec >= stage_dec, comm_dec_pass, comm_dec_stage))
     e2e = ttft + decode_time
     if not options.genz:
-        throughput = parallel.dp * safe_div(wl.batch * wl.output, e2e)
+        throughput = par.dp * safe_div(wl.batch * wl.output, e2e)
 
-    _, _, _, _, comm_pre = row_components(pre, hardware, wl, options)
-    _, _, _, _, comm_dec = row_components(dec, hardware, wl, options)
-    comm_time = jnp.sum(pre.count * comm_pre) + steps * jnp.sum(dec.count * comm_dec)
-
-    heads_kv = jnp.maximum(jnp.ceil(model.kv_heads / (parallel.tp * (parallel.ep if options.genz else 1.0))), 1.0)
-    w = memory.weights_bytes(pre)
-    kv = memory.kv_bytes(model, wl, heads_kv)
-    act = memory.activation_bytes(pre)
-    total = w + kv + act
+    # Memory per chip. Default: the busiest stage of one chip, with the KV
+    # cache of every micro-batch in flight (ceil(batch/ep) sequences on an
+    # attention-data-parallel rank, 1/sp of each with context parallelism).
+    # GenZ: weights and KV summed over the stages, KV of one micro-batch, and
+    # "fits" against pp chips' memory (CONVENTIONS.md, "Summary numbers").
+    tp_kv = par.tp * (par.ep if options.genz else 1.0)
+    heads_kv = jnp.maximum(jnp.ceil(model.kv_heads / tp_kv), 1.0)  # replicated when tp > kv heads
     cap = memory.capacity_bytes(hardware)
-    fits = total <= cap
+    act = memory.activation_bytes(pre)
+    if options.genz:
+        w = memory.weights_bytes(pre)
+        kv = memory.kv_bytes(model, replace(wl, batch=ub), heads_kv)
+        fits = w + kv <= jnp.sum(hardware.mem_size) * par.pp  # GenZ: off-chip memory of pp chips
+    else:
+        w = memory.weights_bytes(dataclasses.replace(pre, count=pre.stage))
+        resident = replace(wl, batch=jnp.ceil(wl.batch / par.ep))
+        layers_stage = stage_counts(model, par, options.smooth)["layer"][1]
+        kv = memory.kv_bytes(model, resident, heads_kv) * safe_div(layers_stage, model.layers) / par.sp
+        fits = w + kv + act <= cap
+    total = w + kv + act
+    divisible = _feasible(model, par, options)
+    chips_ok = chips(par) <= chips_available(hardware)
+    bubble = jnp.where(options.genz, 0.0, safe_div(par.pp - 1.0, nmb + par.pp - 1.0))
+
+    # Energy of one request batch on one replica: the tables hold one
+    # micro-batch on one path through all pp stages (`count`), and there are
+    # tp·ep·sp paths and nmb micro-batches; then average power and cost per
+    # token (jaxplat.energy, jaxplat.cost).
+    paths = parallel.tp * parallel.ep * parallel.sp
+    steps_sum = steps * wl.output if options.genz else steps * (steps + 1.0) / 2.0
+    e_req = energy.request_energy(pre, dec, hardware, wl, options, steps, steps_sum, e2e, paths * nmb,
+                                  paths * parallel.pp)
+    power = energy.average_power(e_req, e2e, parallel.dp)
     return Metrics(ttft=ttft, tpot=tpot, e2e=e2e, throughput=throughput, prefill_time=ttft,
                    decode_time=decode_time, comm_time=comm_time, weights_bytes=w, kv_bytes=kv,
                    activation_bytes=act, memory_bytes=total, capacity_bytes=cap,
-                   chips=chips(parallel), fits=fits, feasible=fits & _feasible(model, parallel))
+                   chips=chips(parallel), fits=fits, feasible=fits & divisible & chips_ok,
+                   divisible=divisible, chips_ok=chips_ok, bubble=bubble,
+                   energy_per_token_j=energy.per_token(e_req, wl), power_w=power,
+                   cost_per_mtok_usd=cost.cost_per_mtok(hardware, chips(parallel), power, throughput))

@@ -20,11 +20,18 @@ class Options:
         ceil) so that gradients reach every input. Exact mode reports.
       fused_attention: FlashAttention-style fusion (Dao et al. 2022): scores
         stay on chip. Off: scores go to main memory and back (a naive kernel).
+      memory_hierarchy: default profile only: place weights, KV cache and
+        activations over the memory levels (fastest first, spilling down) and
+        charge GEMM operands their tiling re-reads for the on-chip buffer
+        (memory.hierarchy_memory_fn). Off: the plain roofline (every
+        off-chip byte once at main-memory bandwidth). The genz profile
+        ignores it.
     """
 
     profile: str = "default"
     smooth: bool = False
     fused_attention: bool = True
+    memory_hierarchy: bool = True
 
     def __post_init__(self):
         if self.profile not in PROFILES:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from jaxplat import cost, energy
 from jaxplat._pytree import as_f32
 from jaxplat.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model import Model
@@ -105,9 +106,10 @@ def _dtype(src, key, value) -> str:
 
 # ----------------------------------------------------------------- hardware
 
-_HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "tdp_w", "price_usd")
-_MEM_KEYS = ("name", "size", "bandwidth")
-_NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology")
+_HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "tdp_w", "price_usd",
+            "energy", "tco")  # energy, tco, pj_per_bit: jaxplat.energy / jaxplat.cost (defaults there)
+_MEM_KEYS = ("name", "size", "bandwidth", "pj_per_bit")
+_NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "pj_per_bit")
 _EFF_KEYS = ("compute", "memory", "network")
 
 
@@ -135,7 +137,7 @@ def hardware_from_dict(d: dict, src="hardware") -> Hardware:
     for i, lv in enumerate(levels):
         if not isinstance(lv, dict):
             raise SpecError(f"{src}: memory[{i}] must be a mapping with keys {', '.join(_MEM_KEYS)}")
-        _check_keys(src, f"memory[{i}].", lv, _MEM_KEYS, required=_MEM_KEYS)
+        _check_keys(src, f"memory[{i}].", lv, _MEM_KEYS, required=_MEM_KEYS[:3])
         mem.append((str(lv["name"]), _number(src, f"memory[{i}].size", lv["size"]),
                     _number(src, f"memory[{i}].bandwidth", lv["bandwidth"])))
     sram_size = sram_bw = 0.0
@@ -184,7 +186,8 @@ def hardware_from_dict(d: dict, src="hardware") -> Hardware:
         net_bw=np.array(bw), net_latency=np.array(lat), net_topology=np.array(topo),
         eff_compute=effs["compute"], eff_memory=effs["memory"], eff_network=effs["network"],
         tdp=_number(src, "tdp_w", d.get("tdp_w", 0.0), allow_zero=True),
-        price=_number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True))
+        price=_number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True),
+        **energy.hardware_energy_fields(d, src), **cost.tco_fields(d.get("tco"), src))
 
 
 def load_hardware(name_or_path) -> Hardware:

@@ -7,6 +7,7 @@ import jax
 from jaxplat import units
 from jaxplat._pytree import replace
 from jaxplat.breakdown import breakdown
+from jaxplat.commands import serving_args
 from jaxplat.inference import evaluate
 from jaxplat.options import PROFILES, Options
 from jaxplat.parallel import Parallel
@@ -20,6 +21,7 @@ JSON_KEYS = {
     "weights_bytes": "weights_bytes", "kv_bytes": "kv_bytes", "activation_bytes": "activation_bytes",
     "memory_bytes": "memory_bytes", "capacity_bytes": "capacity_bytes", "chips": "chips",
     "fits": "fits", "feasible": "feasible",
+    "energy_per_token_j": "energy_per_token_j", "power_w": "power_w", "cost_per_mtok_usd": "cost_per_mtok_usd",
 }
 
 
@@ -38,6 +40,7 @@ def register(sub):
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
+    serving_args.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -75,6 +78,19 @@ def infeasible_reasons(model, par, metrics) -> list[str]:
     return reasons
 
 
+def _human(key: str, value) -> str:
+    """A serving JSON value with its unit (key suffixes carry SI units)."""
+    if isinstance(value, bool):
+        return str(value)
+    if key.endswith("_tok_s"):
+        return f"{value:.4g} tokens/s"
+    if key.endswith("_req_s"):
+        return f"{value:.4g} requests/s"
+    if key.endswith("_s"):
+        return units.fmt_time(value)
+    return f"{value:.4g}"
+
+
 def run(args) -> int:
     model, hw = load_model(args.model), load_hardware(args.hardware)
     wl = _overrides(load_workload(args.workload), args)
@@ -83,9 +99,10 @@ def run(args) -> int:
     metrics = jax.device_get(evaluate(model, hw, par, wl, opts))
     values = {JSON_KEYS[k]: (bool(v) if k in ("fits", "feasible") else float(v))
               for k, v in vars(metrics).items() if k in JSON_KEYS}
+    served = serving_args.serving_json(args, model, hw, par, wl)
     if args.json:
         print(json.dumps({"model": args.model, "hardware": args.hardware, "workload": args.workload,
-                          "profile": args.profile, **values}))
+                          "profile": args.profile, **values, **served}))
         return 0
     m = metrics
     print(f"{args.model} on {args.hardware} x{float(m.chips):g} "
@@ -106,6 +123,12 @@ def run(args) -> int:
         ["fits / feasible", f"{bool(m.fits)} / {bool(m.feasible)}"],
     ]
     print(table(["metric", "value"], rows, "lr"))
+    if served:
+        print("\nServing (continuous batching; --rate 0 is offline max load)")
+        unstable = served.get("stable") is False
+        print(table(["metric", "value"], [[k, "unbounded (arrivals exceed capacity)"
+                                           if unstable and k.endswith("_s") and not k.endswith("req_s")
+                                           else _human(k, v)] for k, v in served.items()], "lr"))
     for reason in infeasible_reasons(model, par, m):
         print(f"  infeasible: {reason}")
     for phase, title in (("prefill", "Prefill (one pass over the prompt)"),

@@ -1,0 +1,111 @@
+"""Sweep speed: full end-to-end configurations per second, and the baseline.
+
+A 1.2e9-point study (Llama-3.1-70B, chatbot workload, prefill + the whole
+decode per configuration) over tp x pp x batch (outer: these change the
+operator table) and dense FLOP/s x HBM bandwidth x link bandwidth x SRAM size
+(inner, hardware-only) runs for a few steps (it is not run to the end; the
+rate is steady after the first step). Printed:
+
+* compile time of the engine's step (trace + XLA compile), seconds;
+* XLA's temp-buffer size for one step (compiled.memory_analysis());
+* peak resident memory of this process (getrusage ru_maxrss: includes
+  Python, JAX, the compile and every step run), which stays flat with the
+  number of steps (the host keeps only top-k, front and counters);
+* configurations/s of the engine on all devices;
+* configurations/s of a plain Python loop calling jitted `jaxplat.evaluate`
+  once per configuration (the code a user would otherwise write), on a small
+  sample, and the ratio.
+
+Usage: .venv/bin/python experiments/bench_sweep.py [--seconds 20] [--block 16384]
+The last line is `configs/s: N`.
+"""
+
+import argparse
+import resource
+import time
+
+import jax
+import numpy as np
+
+import jaxplat as jp
+from jaxplat import search
+from jaxplat._pytree import replace
+from jaxplat.study import study_from_dict
+
+STUDY = dict(
+    name="bench-1e9", models=["llama-3.1-70b"], workloads=["chatbot"], hardware="h200-sxm",
+    axes=dict(tp=[1, 2, 4, 8], pp=[1, 2, 4, 8], batch={"pow2": [1, 256]},
+              flops={"log": [1e14, 1e16], "count": 128}, hbm_bandwidth={"log": [1e12, 3.2e13], "count": 128},
+              link_bandwidth={"log": [2.5e10, 3.2e12], "count": 32}, sram_size={"log": [1e7, 1e9], "count": 16}),
+    constraints=dict(max_chips=64, ttft="workload", tpot="workload"),
+    objective={"maximize": "throughput_per_chip"}, pareto=["tpot", "throughput_per_chip"], top_k=20)
+
+
+def python_loop_rate(study, n=200) -> float:
+    """Configurations/s of jitted `jaxplat.evaluate` called once per configuration."""
+    m, wl0, hw0 = study.models[0], study.workloads[0], study.hardware
+    one = jax.jit(lambda m, h, p, w: jp.evaluate(m, h, p, w, study.options).throughput)
+    rng = np.random.default_rng(0)
+    flats = rng.integers(0, study.size, n)
+    cfgs = study.decode(flats)
+
+    def call(j):
+        hw = replace(hw0, flops=hw0.flops * (cfgs["flops"][j] / hw0.flops[2]),
+                     mem_bw=hw0.mem_bw.at[0].set(cfgs["hbm_bandwidth"][j]),
+                     net_bw=hw0.net_bw.at[0].set(cfgs["link_bandwidth"][j]), sram_size=cfgs["sram_size"][j])
+        par = jp.Parallel(tp=cfgs["tp"][j], pp=cfgs["pp"][j])
+        return one(m, hw, par, replace(wl0, batch=cfgs["batch"][j]))
+
+    call(0).block_until_ready()  # compile
+    t = time.perf_counter()
+    for j in range(n):
+        float(call(j))
+    return n / (time.perf_counter() - t)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0, help="sweep this long (s), then stop")
+    ap.add_argument("--block", type=int, default=16384, help="configurations per block")
+    ap.add_argument("--blocks-per-step", type=int, default=4)
+    ap.add_argument("--loop-sample", type=int, default=200, help="configurations in the Python-loop baseline")
+    args = ap.parse_args()
+
+    study = study_from_dict({**STUDY, "engine": {"block": args.block, "blocks_per_step": args.blocks_per_step}})
+    engine = search.Engine(study)
+    g = engine.grid
+    print(f"study: {study.size:,} configurations ({g.n_outer} outer x {g.n_inner:,} hardware); "
+          f"blocks of {g.co} x {g.ci}, {engine.g} per device per step, {engine.n_dev} device(s) "
+          f"({jax.devices()[0].platform})")
+    t = time.perf_counter()
+    compiled = engine._step.lower(np.int32(0)).compile()
+    compile_s = time.perf_counter() - t
+    mem = compiled.memory_analysis()
+    temp = getattr(mem, "temp_size_in_bytes", float("nan")) if mem is not None else float("nan")
+    print(f"compile: {compile_s:.2f} s (trace + XLA compile of one step)")
+    print(f"XLA temp buffers per step: {temp / 1e6:.1f} MB")
+
+    # Warm-up (first execution), then one timed step to size the timed run.
+    search.run(engine, progress=False, max_steps=1)
+    t = time.perf_counter()
+    search.run(engine, progress=False, max_steps=1)
+    step_s = time.perf_counter() - t
+    n_steps = max(2, int(args.seconds / step_s))
+    # One continuous run: the next step is dispatched before the host merges the last.
+    t = time.perf_counter()
+    res = search.run(engine, progress=True, max_steps=n_steps)
+    dt = time.perf_counter() - t
+    configs = int(res.counts[0])
+    rate = configs / dt
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    print(f"swept {configs:,} of {study.size:,} configurations in {dt:.2f} s ({n_steps} steps); "
+          f"feasible {int(res.counts[1]):,}, meet SLOs {int(res.counts[2]):,}")
+    print(f"peak resident memory (ru_maxrss, whole process incl. compile): {rss / 1e9:.2f} GB")
+    loop = python_loop_rate(study, args.loop_sample)
+    print(f"python loop over jaxplat.evaluate: {loop:.4g} configs/s ({args.loop_sample} configurations)")
+    print(f"speed-up of the engine over the loop: {rate / loop:.4g}x")
+    print(f"configs/s: {rate:.4g}")
+
+
+if __name__ == "__main__":
+    main()

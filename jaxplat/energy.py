@@ -1,0 +1,215 @@
+"""Energy per token and average power, from the operator tables.
+
+Energy of one request batch on one replica = dynamic energy (FLOPs times J
+per FLOP in the compute dtype, bytes moved at each memory level times J per
+byte there, bytes sent at each network level times J per byte there) plus
+static power times the time. This is the usual first-order accelerator energy
+model (Horowitz, "Computing's energy problem", ISSCC 2014; Sze et al.,
+"Efficient processing of deep neural networks", Proc. IEEE 2017): energy is
+work, not time, so it reads the same FLOP and byte columns that the roofline
+turns into seconds.
+
+The default J/FLOP and J/byte figures below are filled in by the spec loader
+when a hardware YAML does not give its own (`energy:` block and per-level
+`energy_per_byte`). They are estimates for a 4-5 nm accelerator and say so.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.collectives import level_factors
+from jaxplat.hardware import Hardware
+from jaxplat.operators import OpTable
+from jaxplat.options import Options
+from jaxplat.roofline import safe_div
+from jaxplat.workload import Workload
+
+# J per FLOP by dtype at 4-5 nm (estimate). Horowitz (ISSCC 2014, 45 nm):
+# fp16 multiply 1.1 pJ + add 0.4 pJ, fp32 3.7 + 0.9 pJ, int8 0.2 + 0.03 pJ per
+# multiply-add (2 FLOPs). Scaled by ~0.4 to 5 nm (assumed) and rounded; narrower
+# dtypes roughly halve the energy of a MAC array (assumed).
+DEFAULT_J_PER_FLOP = {
+    "fp32": 1.0e-12, "tf32": 0.5e-12, "bf16": 0.3e-12, "fp16": 0.3e-12,
+    "fp8": 0.15e-12, "int8": 0.1e-12, "fp4": 0.08e-12, "int4": 0.05e-12,
+}
+# J per byte moved, by memory kind (matched on the level's name).
+DEFAULT_J_PER_BYTE_MEM = {
+    # Large on-chip SRAM incl. wires: ~0.2 pJ/bit (Horowitz 2014: 8 kB SRAM 64-bit
+    # read 10 pJ at 45 nm = 0.16 pJ/bit; MB-scale arrays pay more wire). Estimate.
+    "sram": 1.6e-12,
+    # HBM2: ~3.9 pJ/bit at the interface (O'Connor et al., "Fine-grained DRAM",
+    # MICRO 2017); HBM3/3e are quoted near the same figure. 3.9 pJ/bit x 8.
+    "hbm": 31.2e-12,
+    # Off-package DDR5 / LPDDR / CXL: ~15 pJ/bit incl. PHY and controller (assumed).
+    "dram": 120e-12,
+}
+# J per byte sent per chip, by network level: scale-up (NVLink-class SerDes
+# plus one switch hop, ~8 pJ/bit, assumed) and scale-out (NIC, optics and
+# switches, ~20 pJ/bit, assumed).
+DEFAULT_J_PER_BYTE_NET = (64e-12, 160e-12)
+# Static (leakage + idle) power as a fraction of TDP when the spec gives none:
+# an idle H100 SXM draws ~70-100 W of its 700 W (nvidia-smi, common reports). Assumed 0.15.
+DEFAULT_STATIC_FRACTION = 0.15
+
+
+def hardware_energy_fields(d: dict, src="hardware") -> dict:
+    """`Hardware` energy fields from a raw hardware spec dict, defaults filled.
+
+    Reads the optional `energy: {pj_per_flop: {dtype: pJ}, static_w: W}` block
+    and the optional `pj_per_bit` of each memory and network level. Memory
+    levels map to fields as `hardware_from_dict` places them: a first level
+    named 'sram' is the on-chip SRAM (and also main memory on an SRAM-only chip).
+    """
+    from jaxplat.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS
+    from jaxplat.specs import SpecError, _check_keys, _number
+    from jaxplat.units import DTYPES
+
+    en = d.get("energy", {}) or {}
+    if not isinstance(en, dict):
+        raise SpecError(f"{src}: energy must be a mapping with keys pj_per_flop, static_w")
+    _check_keys(src, "energy.", en, ("pj_per_flop", "static_w"))
+    pj = en.get("pj_per_flop", {}) or {}
+    if not isinstance(pj, dict):
+        raise SpecError(f"{src}: energy.pj_per_flop must map dtypes to pJ per FLOP, e.g. {{bf16: 0.3}}")
+    for k in pj:
+        if k not in DTYPES:
+            raise SpecError(f"{src}: energy.pj_per_flop has unknown dtype {k!r}; allowed: {', '.join(DTYPES)}")
+    flop = [(_number(src, f"energy.pj_per_flop.{dt}", pj[dt]) * 1e-12 if dt in pj else DEFAULT_J_PER_FLOP[dt])
+            for dt in DTYPES]
+
+    def level_energy(kind, i, lv, default):
+        if isinstance(lv, dict) and "pj_per_bit" in lv:
+            return _number(src, f"{kind}[{i}].pj_per_bit", lv["pj_per_bit"], allow_zero=True) * 8e-12
+        return default
+
+    levels = [lv if isinstance(lv, dict) else {} for lv in d.get("memory") or []]
+    mem = [level_energy("memory", i, lv, DEFAULT_J_PER_BYTE_MEM[mem_kind(str(lv.get("name", "")))])
+           for i, lv in enumerate(levels)]
+    e_sram = DEFAULT_J_PER_BYTE_MEM["sram"]
+    if levels and str(levels[0].get("name")) == "sram":
+        e_sram = mem[0]
+        mem = mem[1:] or mem[:1]
+    nets = [lv if isinstance(lv, dict) else {} for lv in d.get("network") or []]
+    net = [level_energy("network", i, lv, DEFAULT_J_PER_BYTE_NET[min(i, 1)]) for i, lv in enumerate(nets)]
+    net = (net + net[-1:] * MAX_NET_LEVELS)[:MAX_NET_LEVELS] if net else [0.0] * MAX_NET_LEVELS
+    tdp = d.get("tdp_w", 0.0) or 0.0
+    static = en.get("static_w", DEFAULT_STATIC_FRACTION * float(tdp) if not isinstance(tdp, str) else 0.0)
+    return dict(energy_flop=np.array(flop), energy_sram=e_sram,
+                energy_mem=np.array((mem + [0.0] * MAX_MEM_LEVELS)[:MAX_MEM_LEVELS]),
+                energy_net=np.array(net), static_power=_number(src, "energy.static_w", static, allow_zero=True))
+
+
+def mem_kind(name: str) -> str:
+    """Memory kind of a level name ('sram', 'hbm', else 'dram') for defaults."""
+    name = name.lower()
+    if "sram" in name:
+        return "sram"
+    if "hbm" in name:
+        return "hbm"
+    return "dram"
+
+
+def table_work(table: OpTable, passes, steps_sum):
+    """FLOPs, on-chip bytes and off-chip bytes of a table over several passes.
+
+    Each column is affine in s (generated tokens in the KV cache), so over
+    passes at s = s_1..s_n the total of x0 + x1*s is n*x0 + (sum s)*x1.
+
+    Args:
+      table: per-chip `OpTable`.
+      passes: number of passes n (scalar). steps_sum: sum of s over them.
+    Returns:
+      (flops, on_bytes, off_bytes), scalars per chip.
+    """
+    tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
+    a, w, o = tot(table.a0, table.a1), tot(table.w0, table.w1), tot(table.o0, table.o1)
+    on = table.on_a * a + table.on_w * w + table.on_o * o
+    off = (1.0 - table.on_a) * a + (1.0 - table.on_w) * w + (1.0 - table.on_o) * o
+    return jnp.sum(tot(table.f0, table.f1)), jnp.sum(on), jnp.sum(off)
+
+
+def collective_bytes(kind: str, hw: Hardware, n, nbytes) -> jax.Array:
+    """[MAX_NET_LEVELS] bytes one chip sends at each network level, one collective.
+
+    Counts the bandwidth-optimal traffic of hierarchical ring collectives
+    (Thakur, Rabenseifner & Gropp, IJHPCA 2005; Chan et al., CCPE 2007): level l
+    joins f_l sub-groups (`collectives.level_factors`) and carries the payload
+    left after the levels inside it; all-reduce sends 2(f_l - 1)/f_l of it,
+    all-gather and reduce-scatter (f_l - 1)/f_l; all-to-all sends each level
+    the share of peers first reached there; send/recv the message once on the
+    innermost level. An algorithm the time model picks for latency (tree,
+    one-shot) may move more bytes: this is a lower bound on traffic, kept as a
+    byte count (not a second time model) because differentiating the time
+    model for it made `evaluate` compile several times slower.
+
+    Args:
+      kind: static, one of collectives.KINDS. n: chips in the group.
+      nbytes: payload per chip, as in `collectives.collective_time`.
+    """
+    if kind == "sendrecv":
+        level0 = jnp.where(n > 1, nbytes, 0.0)
+        return jnp.zeros_like(hw.net_bw).at[0].set(level0)
+    f = level_factors(hw, n)
+    if kind == "alltoall":
+        reach = jnp.minimum(n, hw.net_domain)
+        below = jnp.concatenate([jnp.ones((1,), reach.dtype), reach[:-1]])
+        return safe_div(reach - below, n) * nbytes
+    inner = jnp.concatenate([jnp.ones((1,), f.dtype), jnp.cumprod(f)[:-1]])  # chips joined inside level l
+    mult = 2.0 if kind == "allreduce" else 1.0
+    return mult * safe_div(f - 1.0, f) * nbytes / inner
+
+
+def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
+    """[MAX_NET_LEVELS] bytes one chip sends per pass of the table."""
+    total = jnp.zeros_like(hw.net_bw)
+    for i, kind in enumerate(table.comm_kinds):
+        if kind:
+            total = total + table.count[i] * collective_bytes(kind, hw, table.comm_n[i], table.comm_b[i])
+    return total
+
+
+def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum):
+    """Joules one chip spends on a table's work over the passes (no static)."""
+    flops, on, off = table_work(table, passes, steps_sum)
+    e_flop = hw.energy_flop[wl.compute_dtype.astype(jnp.int32)]
+    net = passes * comm_bytes(table, hw, opts)
+    return flops * e_flop + on * hw.energy_sram + off * hw.energy_mem[0] + jnp.sum(net * hw.energy_net)
+
+
+def request_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: Options,
+                   steps, steps_sum, e2e, copies, chips):
+    """Joules one replica spends on one request batch: prefill, decode, static.
+
+    Args:
+      pre, dec: prefill and decode tables of one chip's share of each layer;
+        `count` covers every layer, so a table is one path through the
+        pipeline (all its stages).
+      steps: decode passes; steps_sum: the sum of s over them (s = 1..steps
+        gives steps(steps+1)/2; the genz profile costs every step at s = output).
+      e2e: seconds the batch takes. copies: how many times the tables'
+        work is done (tp·ep·sp parallel paths through the pipeline, times the
+        micro-batches, as a table holds one micro-batch). chips: chips of the
+        replica, each drawing static power for e2e.
+    Returns:
+      Scalar joules.
+    """
+    e_pre = dynamic_energy(pre, hw, wl, opts, 1.0, 0.0)
+    e_dec = dynamic_energy(dec, hw, wl, opts, steps, steps_sum)
+    return copies * (e_pre + e_dec) + chips * hw.static_power * e2e
+
+
+def per_token(energy, wl: Workload):
+    """Joules per output token: energy / (batch x output)."""
+    return safe_div(energy, wl.batch * wl.output)
+
+
+def average_power(energy, e2e, dp):
+    """Average power of the deployment (dp replicas), W."""
+    return dp * safe_div(energy, e2e)
+
+
+__all__ = ["hardware_energy_fields", "DEFAULT_J_PER_FLOP", "DEFAULT_J_PER_BYTE_MEM", "DEFAULT_J_PER_BYTE_NET",
+           "DEFAULT_STATIC_FRACTION",
+           "mem_kind", "table_work", "collective_bytes", "comm_bytes", "dynamic_energy", "request_energy",
+           "per_token", "average_power"]

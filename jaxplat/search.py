@@ -1,0 +1,525 @@
+"""The sweep engine: a study's grid, evaluated in blocks on every device.
+
+Layout of the work (all shapes static, so one compiled program per study):
+
+* The grid is outer x inner: outer axes change the operator table (model,
+  workload, parallel degrees, chips), inner axes are hardware-only. The flat
+  index is `o * n_inner + i`. A *block* is a (Co, Ci) tile of it: whole
+  rows of inner points when they fit (Ci = n_inner), else one row cut in
+  pieces of Ci. Blocks cover contiguous flat ranges in increasing order.
+* A block is generated on the device from its id (mixed-radix decode of the
+  outer and inner ranges), evaluated with the one `jaxplat.evaluate` vmapped
+  twice (outer, then inner: the table is built once per outer point, XLA
+  batches only what depends on the inner axes), and reduced on the device to
+  a fixed-size `Summary`: counts, top-k, a 2-D Pareto front, per-axis
+  counts and best objective, a histogram of the objective.
+* A *step* runs `blocks_per_step` blocks on each device (`lax.scan`, carry =
+  a running summary) under `jax.shard_map` over a 1-D mesh of all devices,
+  on one host or many (`jax.distributed`). Every device runs the same local
+  program on the same block shape, so a block's numbers do not depend on how
+  many devices there are. The host merges the per-device summaries.
+* Merges only add integers, take maxima and select by a total order
+  (score, then flat index), so the result is exactly the same for any device
+  count, step size or interruption. The host state is written atomically
+  after every step and a rerun resumes from the next block.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+from jaxplat.inference import Metrics, evaluate
+from jaxplat.parallel import Parallel
+from jaxplat.roofline import safe_div
+from jaxplat.specs import SpecError
+from jaxplat.study import METRICS, Study
+
+COUNTERS = ("evaluated", "feasible", "ok", "over_chips", "wrong_chips", "over_ttft", "over_tpot", "over_memory")
+STATE_FILE = "state.npz"
+
+
+# --------------------------------------------------------------- metrics
+
+
+def available_metrics() -> tuple:
+    """Metric names this build of the cost model can report (see METRICS)."""
+    fields = {f.name for f in dataclasses.fields(Metrics)}
+    return tuple(k for k, (src, _, _) in METRICS.items() if src == "derived" or src in fields)
+
+
+def _metric_values(names, m: Metrics) -> jax.Array:
+    """[len(names)] metric values of one configuration (SI units)."""
+    out = []
+    for name in names:
+        src = METRICS[name][0]
+        if name == "throughput_per_chip":
+            out.append(safe_div(m.throughput, m.chips))
+        elif name == "memory_fraction":
+            out.append(safe_div(m.memory_bytes, m.capacity_bytes))
+        else:
+            out.append(getattr(m, src))
+    return jnp.stack([jnp.asarray(v, jnp.float32) for v in out])
+
+
+# ------------------------------------------------------------------ grid
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """Block tiling of a study's index space (host ints, all static)."""
+
+    n_outer: int
+    n_inner: int
+    co: int        # outer points per block
+    ci: int        # inner points per block
+    per_row: int   # blocks per outer row-group (J)
+    n_blocks: int
+
+    @staticmethod
+    def of(study: Study, block: int | None = None) -> "Grid":
+        b = block or study.block
+        no, ni = study.n_outer, study.n_inner
+        if ni >= b:
+            co, ci = 1, b
+        else:
+            co, ci = min(max(1, b // ni), no), ni
+        per_row = -(-ni // ci)
+        n_blocks = -(-no // co) * per_row
+        if n_blocks >= 2**31:
+            raise SpecError(f"study {study.name}: {n_blocks} blocks; raise engine.block")
+        return Grid(no, ni, co, ci, per_row, n_blocks)
+
+    def block_range(self, k: int) -> tuple[int, int]:
+        """[first, last] flat index a block covers (host ints)."""
+        ob, j = divmod(k, self.per_row)
+        o0 = ob * self.co
+        o1 = min(o0 + self.co, self.n_outer) - 1
+        i0 = j * self.ci
+        i1 = min(i0 + self.ci, self.n_inner) - 1
+        return o0 * self.n_inner + i0, o1 * self.n_inner + i1
+
+
+def _digits(idx, sizes):
+    """Mixed-radix decode: int32 indices -> one int32 digit array per size (row-major)."""
+    out = []
+    for n in reversed(sizes):
+        out.append(idx % n)
+        idx = idx // n
+    return out[::-1]
+
+
+# ----------------------------------------------------------- the engine
+
+
+class Engine:
+    """Compiled evaluation of one study: `step(first_block)` -> per-device `Summary`s.
+
+    Args:
+      study: a validated `Study`.
+      mesh: a 1-D `jax.sharding.Mesh` with axis 'd' (default: every device
+        of every process).
+      block: override the study's block size (configurations per block).
+      blocks_per_step: override the blocks each device runs per step.
+    """
+
+    def __init__(self, study: Study, mesh=None, block=None, blocks_per_step=None):
+        self.study = study
+        self.grid = Grid.of(study, block)
+        self.g = blocks_per_step or study.blocks_per_step
+        self.mesh = mesh or jax.make_mesh((jax.device_count(),), ("d",),
+                                          axis_types=(jax.sharding.AxisType.Explicit,))
+        self.n_dev = self.mesh.shape["d"]
+        self.metrics = available_metrics()
+        for name in (study.objective, *study.pareto):
+            if name not in self.metrics:
+                raise SpecError(f"study {study.name}: metric {name!r} is not reported by this cost model")
+        self.obj_col = self.metrics.index(study.objective)
+        self.par_cols = tuple(self.metrics.index(p) for p in study.pareto)
+        # Pareto axes oriented so that smaller is better.
+        self.par_sign = tuple(1.0 if METRICS[p][1] == "min" else -1.0 for p in study.pareto)
+        self.axis_sizes = tuple(len(a) for a in study.axes)
+        self.axis_offsets = tuple(int(x) for x in np.cumsum((0,) + self.axis_sizes)[:-1])
+        self.k = study.top_k
+        self.pp = study.pareto_points
+        self.bins = study.histogram_bins
+        local = jax.shard_map(self._local_step, mesh=self.mesh, in_specs=P(), out_specs=P("d"))
+        self._step = jax.jit(local)
+
+    # ---- one configuration
+
+    def _point(self, ov, iv):
+        """Flags and metrics of one configuration from its axis values (traced scalars)."""
+        st = self.study
+        model, wl, par, hw = st.models[0], st.workloads[0], Parallel(), st.hardware
+        chips_eq = None
+        for axis, v in zip(st.outer, ov):
+            kind = axis.kind
+            if axis.name == "model":
+                model = _pick(st.models, v)
+            elif axis.name == "workload":
+                wl = _pick(st.workloads, v)
+            elif axis.name == "chips":
+                chips_eq = v
+            elif kind.group == "parallel":
+                par = kind.setter(par, v)
+            else:
+                wl = kind.setter(wl, v)
+        for axis, v in zip(st.inner, iv):
+            hw = axis.kind.setter(hw, v)
+        m = evaluate(model, hw, par, wl, st.options)
+        vals = _metric_values(self.metrics, m)
+        obj = vals[self.obj_col]
+        feasible = m.feasible & jnp.all(jnp.isfinite(vals))
+        ttft_slo = _slo_value(st.ttft, wl.ttft_slo)
+        tpot_slo = _slo_value(st.tpot, wl.tpot_slo)
+        fails = dict(
+            over_chips=m.chips > st.max_chips,
+            wrong_chips=(m.chips != chips_eq) if chips_eq is not None else jnp.bool_(False),
+            over_ttft=m.ttft > ttft_slo,
+            over_tpot=m.tpot > tpot_slo,
+            over_memory=m.memory_bytes > st.max_memory_fraction * m.capacity_bytes)
+        ok = feasible
+        for f in fails.values():
+            ok = ok & ~f
+        score = obj if st.maximize else -obj
+        return dict(vals=vals, score=score, obj=obj, feasible=feasible, ok=ok, **fails)
+
+    # ---- one block
+
+    def _block(self, k):
+        """Evaluate block `k` (int32 scalar) -> (results [Co, Ci, ...], o [Co], i [Ci], valid [Co, Ci])."""
+        gr, st = self.grid, self.study
+        ob, j = k // gr.per_row, k % gr.per_row
+        o = ob * gr.co + jnp.arange(gr.co, dtype=jnp.int32)
+        i = j * gr.ci + jnp.arange(gr.ci, dtype=jnp.int32)
+        valid = (o < gr.n_outer)[:, None] & (i < gr.n_inner)[None, :] & (k < gr.n_blocks)
+        od = _digits(jnp.minimum(o, gr.n_outer - 1), [len(a) for a in st.outer])
+        idg = _digits(jnp.minimum(i, gr.n_inner - 1), [len(a) for a in st.inner])
+        ov = [jnp.asarray(a.values, jnp.float32)[d] for a, d in zip(st.outer, od)]
+        iv = [jnp.asarray(a.values, jnp.float32)[d] for a, d in zip(st.inner, idg)]
+        # The inner vmap also maps the inner index itself, so that it has a
+        # batched argument when the study has no hardware axis (Ci = 1).
+        point = lambda ov, iv, _: self._point(ov, iv)  # noqa: E731
+        inner = jax.vmap(point, in_axes=(None, 0, 0))
+        res = jax.vmap(inner, in_axes=(0, None, None))(ov, iv, i)
+        return res, o, i, valid, od, idg
+
+    def _block_summary(self, k):
+        res, o, i, valid, od, idg = self._block(k)
+        gr, st = self.grid, self.study
+        ok = res["ok"] & valid
+        feas = res["feasible"] & valid
+        counts = [valid.sum(), feas.sum(), ok.sum()]
+        counts += [(res[c] & feas).sum() for c in COUNTERS[3:]]
+        counts = jnp.stack([c.astype(jnp.int32) for c in counts])
+        n = gr.co * gr.ci
+        oo = jnp.broadcast_to(o[:, None], (gr.co, gr.ci)).reshape(n)
+        ii = jnp.broadcast_to(i[None, :], (gr.co, gr.ci)).reshape(n)
+        vals = res["vals"].reshape(n, -1)
+        score = jnp.where(ok, res["score"], -jnp.inf).reshape(n)
+        okf = ok.reshape(n)
+
+        # Per-axis (and per group-by value): configurations that fit / meet
+        # every constraint, and the best score. Segment ids are
+        # group * len(axis) + value digit.
+        ng = st.n_groups
+        gd = od[st.group_by] if st.group_by >= 0 else jnp.zeros((gr.co,), jnp.int32)
+        best_any = jnp.where(ok, res["score"], -jnp.inf)
+        ax_feas, ax_ok, ax_best = [], [], []
+        f_row, o_row, b_row = feas.sum(1).astype(jnp.int32), ok.sum(1).astype(jnp.int32), best_any.max(1)
+        for a, d in zip(st.outer, od):
+            seg, n_seg = gd * len(a) + d, ng * len(a)
+            ax_feas.append(jax.ops.segment_sum(f_row, seg, n_seg).reshape(ng, len(a)))
+            ax_ok.append(jax.ops.segment_sum(o_row, seg, n_seg).reshape(ng, len(a)))
+            ax_best.append(jax.ops.segment_max(b_row, seg, n_seg).reshape(ng, len(a)))
+        if st.inner:
+            f_col = jax.ops.segment_sum(feas.astype(jnp.int32), gd, ng).T   # [Ci, ng]
+            o_col = jax.ops.segment_sum(ok.astype(jnp.int32), gd, ng).T
+            b_col = jax.ops.segment_max(best_any, gd, ng).T
+            for a, d in zip(st.inner, idg):
+                ax_feas.append(jax.ops.segment_sum(f_col, d, len(a)).T)
+                ax_ok.append(jax.ops.segment_sum(o_col, d, len(a)).T)
+                ax_best.append(jax.ops.segment_max(b_col, d, len(a)).T)
+        cat = lambda xs, dt: jnp.concatenate(xs, axis=1) if xs else jnp.zeros((ng, 0), dt)  # noqa: E731
+
+        # Histogram of the objective over configurations that meet everything:
+        # log-spaced bins, with under- and overflow bins at the ends.
+        lo, hi = (math.log10(x) for x in self.study.histogram_range)
+        lg = jnp.log10(jnp.maximum(jnp.abs(res["obj"]), 1e-30))
+        b = jnp.clip(jnp.floor((lg - lo) / (hi - lo) * self.bins) + 1, 0, self.bins + 1).astype(jnp.int32)
+        hist = jax.ops.segment_sum(ok.astype(jnp.int32).reshape(n), b.reshape(n), self.bins + 2)
+
+        a, bb = self._pareto_keys(vals, okf)
+        block = dict(counts=counts, top=(score, oo, ii, vals, okf), front=(a, bb, oo, ii, vals, okf),
+                     ax_feas=cat(ax_feas, jnp.int32), ax_ok=cat(ax_ok, jnp.int32),
+                     ax_best=cat(ax_best, jnp.float32), hist=hist)
+        return block
+
+    def _pareto_keys(self, vals, ok):
+        (ca, cb), (sa, sb) = self.par_cols, self.par_sign
+        a = jnp.where(ok, sa * vals[:, ca], jnp.inf)
+        b = jnp.where(ok, sb * vals[:, cb], jnp.inf)
+        return a, b
+
+    # ---- running summaries (device side)
+
+    def empty(self):
+        """A summary of nothing, on the device."""
+        m = len(self.metrics)
+        na, ng = sum(self.axis_sizes), self.study.n_groups
+        z = lambda *s, dt=jnp.float32, v=0: jnp.full(s, v, dt)  # noqa: E731
+        return dict(
+            counts=z(len(COUNTERS), dt=jnp.int32),
+            top=(z(self.k, v=-jnp.inf), z(self.k, dt=jnp.int32), z(self.k, dt=jnp.int32), z(self.k, m),
+                 z(self.k, dt=jnp.bool_)),
+            front=(z(self.pp, v=jnp.inf), z(self.pp, v=jnp.inf), z(self.pp, dt=jnp.int32),
+                   z(self.pp, dt=jnp.int32), z(self.pp, m), z(self.pp, dt=jnp.bool_)),
+            front_overflow=z(dt=jnp.int32),
+            ax_feas=z(ng, na, dt=jnp.int32), ax_ok=z(ng, na, dt=jnp.int32), ax_best=z(ng, na, v=-jnp.inf),
+            hist=z(self.bins + 2, dt=jnp.int32))
+
+    def _merge(self, run, blk):
+        """Running summary + a later block's candidates -> running summary."""
+        out = dict(counts=run["counts"] + blk["counts"], ax_feas=run["ax_feas"] + blk["ax_feas"],
+                   ax_ok=run["ax_ok"] + blk["ax_ok"], ax_best=jnp.maximum(run["ax_best"], blk["ax_best"]),
+                   hist=run["hist"] + blk["hist"])
+        # Top-k: lax.top_k keeps the lower position on ties, and the running
+        # entries (earlier flat indices) come first, so ties go to the lower index.
+        cat = [jnp.concatenate([x, y]) for x, y in zip(run["top"], blk["top"])]
+        _, pos = lax.top_k(cat[0], self.k)
+        out["top"] = tuple(x[pos] for x in cat)
+        # Pareto (both keys minimized): sort by (a, b, o, i); a point is on the
+        # front iff its b is below every b before it. Keep the first `pp`.
+        cat = [jnp.concatenate([x, y]) for x, y in zip(run["front"], blk["front"])]
+        a, b, o, i, vals, okf = cat
+        order = jnp.lexsort((i, o, b, a))
+        a, b, o, i, vals, okf = (x[order] for x in (a, b, o, i, vals, okf))
+        prev = jnp.concatenate([jnp.full((1,), jnp.inf, b.dtype), lax.cummin(b)[:-1]])
+        on = okf & (b < prev)
+        n_on = on.sum().astype(jnp.int32)
+        (sel,) = jnp.nonzero(on, size=self.pp, fill_value=a.shape[0] - 1)
+        keep = jnp.arange(self.pp) < n_on
+        out["front"] = (jnp.where(keep, a[sel], jnp.inf), jnp.where(keep, b[sel], jnp.inf), o[sel], i[sel],
+                        vals[sel], keep & okf[sel])
+        out["front_overflow"] = run["front_overflow"] + jnp.maximum(n_on - self.pp, 0)
+        return out
+
+    def _local_step(self, first):
+        """Per device: blocks first + d*G ... + G - 1, reduced into one summary."""
+        d = lax.axis_index("d")
+        start = first + d * self.g
+
+        def body(run, gidx):
+            return self._merge(run, self._block_summary(start + gidx)), None
+
+        # The carry varies over devices (each runs its own blocks).
+        init = jax.tree.map(lambda x: lax.pcast(x, ("d",), to="varying"), self.empty())
+        run, _ = lax.scan(body, init, jnp.arange(self.g, dtype=jnp.int32))
+        return jax.tree.map(lambda x: x[None], run)
+
+    def step(self, first_block: int):
+        """Dispatch one step (asynchronous); returns per-device summaries [D, ...]."""
+        return self._step(np.int32(first_block))
+
+    @property
+    def blocks_per_call(self) -> int:
+        return self.n_dev * self.g
+
+    def compile(self):
+        """Compile the step now; returns seconds spent."""
+        t = time.perf_counter()
+        self._step.lower(np.int32(0)).compile()
+        return time.perf_counter() - t
+
+
+def _pick(trees, v):
+    """Select one of several same-structure pytrees by a traced index."""
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+    return jax.tree.map(lambda x: x[v.astype(jnp.int32)], stacked)
+
+
+def _slo_value(setting, workload_slo):
+    if setting is None:
+        return jnp.float32(jnp.inf)
+    if setting == "workload":
+        return workload_slo
+    return jnp.float32(setting)
+
+
+# ------------------------------------------------------------ host state
+
+
+class Result:
+    """The host-side running result of a sweep (flat indices as Python ints).
+
+    Attributes:
+      counts: {counter: int}. top: dict of arrays sorted best first.
+      front: dict of arrays sorted by the first Pareto metric.
+      ax_feas, ax_ok: [groups, sum of axis lengths] int64 (groups: values of
+        the study's group_by axis, else 1); ax_best: [same] float32 score.
+      hist: [bins + 2] int64. next_block: first block not yet merged.
+    """
+
+    def __init__(self, engine: Engine):
+        self.e = engine
+        m = len(engine.metrics)
+        na, ng = sum(engine.axis_sizes), engine.study.n_groups
+        self.counts = np.zeros(len(COUNTERS), np.int64)
+        self.top = dict(score=np.zeros(0, np.float32), index=np.zeros(0, np.int64), vals=np.zeros((0, m), np.float32))
+        self.front = dict(a=np.zeros(0, np.float32), b=np.zeros(0, np.float32), index=np.zeros(0, np.int64),
+                          vals=np.zeros((0, m), np.float32))
+        self.front_overflow = 0
+        self.ax_feas = np.zeros((ng, na), np.int64)
+        self.ax_ok = np.zeros((ng, na), np.int64)
+        self.ax_best = np.full((ng, na), -np.inf, np.float32)
+        self.hist = np.zeros(engine.bins + 2, np.int64)
+        self.next_block = 0
+        self.elapsed = 0.0
+
+    def merge(self, s: dict):
+        """Fold per-device summaries (numpy, leading axis = device) into the result."""
+        n_inner = self.e.grid.n_inner
+        self.counts += s["counts"].astype(np.int64).sum(0)
+        self.ax_feas += s["ax_feas"].astype(np.int64).sum(0)
+        self.ax_ok += s["ax_ok"].astype(np.int64).sum(0)
+        self.ax_best = np.maximum(self.ax_best, s["ax_best"].max(0))
+        self.hist += s["hist"].astype(np.int64).sum(0)
+        self.front_overflow += int(s["front_overflow"].sum())
+
+        score, o, i, vals, okf = (x.reshape((-1,) + x.shape[2:]) for x in s["top"])
+        idx = o.astype(np.int64) * n_inner + i.astype(np.int64)
+        score = np.concatenate([self.top["score"], score[okf]])
+        idx = np.concatenate([self.top["index"], idx[okf]])
+        vals = np.concatenate([self.top["vals"], vals[okf]])
+        order = np.lexsort((idx, -score.astype(np.float64)))[: self.e.k]
+        self.top = dict(score=score[order], index=idx[order], vals=vals[order])
+
+        a, b, o, i, vals, okf = (x.reshape((-1,) + x.shape[2:]) for x in s["front"])
+        idx = o.astype(np.int64) * n_inner + i.astype(np.int64)
+        a = np.concatenate([self.front["a"], a[okf]])
+        b = np.concatenate([self.front["b"], b[okf]])
+        idx = np.concatenate([self.front["index"], idx[okf]])
+        vals = np.concatenate([self.front["vals"], vals[okf]])
+        order = np.lexsort((idx, b, a))
+        a, b, idx, vals = a[order], b[order], idx[order], vals[order]
+        prev = np.concatenate([[np.inf], np.minimum.accumulate(b)[:-1]]) if len(b) else b
+        on = b < prev
+        self.front = dict(a=a[on], b=b[on], index=idx[on], vals=vals[on])
+
+    # ---- persistence
+
+    def save(self, path: Path):
+        """Write the state atomically (a crash leaves the old or the new file)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            np.savez(f, counts=self.counts, top_score=self.top["score"], top_index=self.top["index"],
+                     top_vals=self.top["vals"], front_a=self.front["a"], front_b=self.front["b"],
+                     front_index=self.front["index"], front_vals=self.front["vals"], ax_feas=self.ax_feas,
+                     ax_ok=self.ax_ok, ax_best=self.ax_best, hist=self.hist,
+                     meta=np.array(json.dumps(dict(next_block=self.next_block, elapsed=self.elapsed,
+                                                   front_overflow=self.front_overflow,
+                                                   fingerprint=self.e.study.fingerprint,
+                                                   grid=dataclasses.asdict(self.e.grid),
+                                                   metrics=list(self.e.metrics), top_k=self.e.k))))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def load(self, path: Path) -> bool:
+        """Resume from a state file; False if absent. SpecError if from another study."""
+        path = Path(path)
+        if not path.is_file():
+            return False
+        with np.load(path) as z:
+            meta = json.loads(str(z["meta"]))
+            mine = dict(fingerprint=self.e.study.fingerprint, grid=dataclasses.asdict(self.e.grid),
+                        metrics=list(self.e.metrics), top_k=self.e.k)
+            for key, v in mine.items():
+                if meta.get(key) != v:
+                    raise SpecError(f"{path}: state from a different study or engine ({key} differs); "
+                                    "use another --out or --restart")
+            self.counts = z["counts"]
+            self.top = dict(score=z["top_score"], index=z["top_index"], vals=z["top_vals"])
+            self.front = dict(a=z["front_a"], b=z["front_b"], index=z["front_index"], vals=z["front_vals"])
+            self.ax_feas, self.ax_ok, self.ax_best, self.hist = z["ax_feas"], z["ax_ok"], z["ax_best"], z["hist"]
+        self.next_block = meta["next_block"]
+        self.elapsed = meta["elapsed"]
+        self.front_overflow = meta["front_overflow"]
+        return True
+
+    @property
+    def done(self) -> bool:
+        return self.next_block >= self.e.grid.n_blocks
+
+
+def _fetch(tree):
+    """Per-device summaries to host numpy, on one process or many."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def run(engine: Engine, state_path=None, *, progress=True, max_steps=None, on_step=None) -> Result:
+    """Sweep the whole study (or resume it) and return the `Result`.
+
+    Args:
+      engine: the compiled study.
+      state_path: file to resume from and write after every step (process 0
+        writes; every process reads), or None for no persistence.
+      progress: show a tqdm bar (configurations/s and ETA) on process 0.
+      max_steps: stop after this many steps (to test interruption).
+      on_step: optional callback(result) after each merged step.
+    """
+    res = Result(engine)
+    if state_path is not None:
+        res.load(state_path)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+        res.next_block = int(multihost_utils.broadcast_one_to_all(np.int32(res.next_block)))
+    gr = engine.grid
+    lead = jax.process_index() == 0
+    bar = None
+    if progress and lead:
+        from tqdm import tqdm
+        bar = tqdm(total=engine.study.size, initial=int(res.counts[0]), unit="cfg", unit_scale=True,
+                   desc=engine.study.name, smoothing=0.1)
+    t0 = time.perf_counter()
+    elapsed0 = res.elapsed
+    base = res.next_block
+    pending = engine.step(base) if base < gr.n_blocks else None
+    steps = 0
+    while pending is not None:
+        nxt = base + engine.blocks_per_call
+        # Dispatch the next step before fetching this one, so the device never waits for the host.
+        stop = max_steps is not None and steps + 1 >= max_steps
+        ahead = engine.step(nxt) if (nxt < gr.n_blocks and not stop) else None
+        s = _fetch(pending)
+        before = int(res.counts[0])
+        res.merge(s)
+        res.next_block = min(nxt, gr.n_blocks)
+        res.elapsed = elapsed0 + time.perf_counter() - t0
+        if state_path is not None and lead:
+            res.save(state_path)
+        if bar is not None:
+            bar.update(int(res.counts[0]) - before)
+        if on_step is not None:
+            on_step(res)
+        steps += 1
+        base, pending = nxt, ahead
+    if bar is not None:
+        bar.close()
+    return res
+
+
+__all__ = ["COUNTERS", "Engine", "Grid", "Result", "available_metrics", "run"]

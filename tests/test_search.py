@@ -1,0 +1,165 @@
+"""The sweep engine against a plain Python loop over `jaxplat.evaluate`.
+
+One small study (2 workloads x 3 tp x 4 batch outer, 5 HBM bandwidths x 3
+FLOP/s inner = 360 configurations, blocks of 4 x 15) is compiled once and
+checked against the single-configuration path: counts, top-k, Pareto front,
+per-axis summaries, and resume after an interruption.
+"""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import jaxplat as jp
+from jaxplat import search
+from jaxplat._pytree import replace
+from jaxplat.specs import SpecError
+from jaxplat.study import study_from_dict
+
+STUDY = dict(
+    name="tiny", models=["llama-3.1-8b"], workloads=["chatbot", "qa"], hardware="h100-sxm",
+    axes=dict(tp=[1, 2, 4], batch={"pow2": [1, 8]}, hbm_bandwidth={"log": [1e12, 8e12], "count": 5},
+              flops=[2e14, 1e15, 4e15]),
+    constraints=dict(max_chips=2, ttft="workload", tpot=0.008),
+    objective={"maximize": "throughput_per_chip"}, pareto=["tpot", "throughput_per_chip"],
+    group_by="workload", top_k=7, engine=dict(block=64, blocks_per_step=1))
+
+
+@pytest.fixture(scope="module")
+def study():
+    return study_from_dict(STUDY)
+
+
+@pytest.fixture(scope="module")
+def engine(study):
+    return search.Engine(study)
+
+
+@pytest.fixture(scope="module")
+def result(engine):
+    return search.run(engine, progress=False)
+
+
+@pytest.fixture(scope="module")
+def reference(study):
+    """Every configuration through jitted `jaxplat.evaluate`, one call each."""
+    one = jax.jit(lambda m, h, p, w: jp.evaluate(m, h, p, w, study.options))
+    m, h0 = study.models[0], study.hardware
+    rows = []
+    for flat in range(study.size):
+        cfg = {k: (v[0] if isinstance(v, np.ndarray) else v) for k, v in study.decode([flat]).items()}
+        wl = study.workloads[study.workload_names.index(cfg["workload"])]
+        wl = replace(wl, batch=cfg["batch"])
+        hw = replace(h0, mem_bw=h0.mem_bw.at[0].set(cfg["hbm_bandwidth"]),
+                     flops=h0.flops * (cfg["flops"] / h0.flops[2]))
+        r = jax.device_get(one(m, hw, jp.Parallel(tp=cfg["tp"]), wl))
+        tpc = float(r.throughput) / float(r.chips)
+        ok = (bool(r.feasible) and r.chips <= 2 and r.ttft <= float(wl.ttft_slo) and r.tpot <= 0.008
+              and r.memory_bytes <= r.capacity_bytes)
+        rows.append(dict(flat=flat, tpc=tpc, tpot=float(r.tpot), feasible=bool(r.feasible), ok=ok, **cfg))
+    return rows
+
+
+def test_grid_covers_every_index_once(engine):
+    gr = engine.grid
+    assert (gr.co, gr.ci, gr.per_row, gr.n_blocks) == (4, 15, 1, 6)
+    spans = [gr.block_range(k) for k in range(gr.n_blocks)]
+    assert spans[0][0] == 0 and spans[-1][1] == 359
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))
+
+
+def test_cut_rows_when_inner_is_large(study):
+    gr = search.Grid.of(study, block=8)  # 15 inner points: pieces of 8 and 7 (masked tail)
+    assert (gr.co, gr.ci, gr.per_row, gr.n_blocks) == (1, 8, 2, 48)
+    assert gr.block_range(1) == (8, 14) and gr.block_range(2) == (15, 22)
+
+
+def test_counts_match_python_loop(result, reference):
+    c = dict(zip(search.COUNTERS, result.counts))
+    assert c["evaluated"] == 360
+    assert c["feasible"] == sum(r["feasible"] for r in reference)
+    assert c["ok"] == sum(r["ok"] for r in reference)
+    assert 0 < c["ok"] < c["feasible"]  # the constraints bind somewhere, not everywhere
+
+
+def test_top_k_matches_python_loop(result, reference):
+    ok = sorted((r for r in reference if r["ok"]), key=lambda r: (-r["tpc"], r["flat"]))[:7]
+    assert list(result.top["index"]) == [r["flat"] for r in ok]
+    np.testing.assert_allclose(result.top["vals"][:, 0], [r["tpc"] for r in ok], rtol=1e-5)
+
+
+def test_pareto_front_matches_brute_force(result, reference):
+    ok = [r for r in reference if r["ok"]]
+    front = {r["flat"] for r in ok
+             if not any((q["tpot"] <= r["tpot"] and q["tpc"] >= r["tpc"])
+                        and (q["tpot"] < r["tpot"] or q["tpc"] > r["tpc"]) for q in ok)}
+    assert set(result.front["index"].tolist()) == front
+    assert np.all(np.diff(result.front["a"]) > 0)  # sorted by TPOT, strictly
+
+
+def test_per_axis_summary_matches_python_loop(result, reference, study):
+    off = 0
+    for a in study.axes:
+        for j in range(len(a)):
+            for g, wname in enumerate(study.workload_names):
+                rows = [r for r in reference if r["workload"] == wname and r[a.name] == a.label(j)]
+                assert result.ax_ok[g, off + j] == sum(r["ok"] for r in rows)
+                assert result.ax_feas[g, off + j] == sum(r["feasible"] for r in rows)
+                best = max((r["tpc"] for r in rows if r["ok"]), default=-math.inf)
+                assert result.ax_best[g, off + j] == pytest.approx(best, rel=1e-5)
+        off += len(a)
+
+
+def test_resume_after_interruption_gives_the_same_result(engine, result, tmp_path):
+    path = tmp_path / "state.npz"
+    part = search.run(engine, path, progress=False, max_steps=2)
+    assert part.next_block == 2 and not part.done
+    again = search.run(engine, path, progress=False)  # resumes at block 2
+    assert again.done
+    np.testing.assert_array_equal(again.counts, result.counts)
+    np.testing.assert_array_equal(again.top["index"], result.top["index"])
+    np.testing.assert_array_equal(again.top["vals"], result.top["vals"])
+    np.testing.assert_array_equal(again.front["index"], result.front["index"])
+    np.testing.assert_array_equal(again.ax_ok, result.ax_ok)
+    np.testing.assert_array_equal(again.hist, result.hist)
+    assert search.run(engine, path, progress=False).counts[0] == 360  # a finished state: nothing redone
+
+
+def test_state_from_another_study_is_refused(engine, tmp_path, study):
+    path = tmp_path / "state.npz"
+    search.run(engine, path, progress=False, max_steps=1)
+    other = search.Result(engine)
+    other.e = type("E", (), {"study": type("S", (), {"fingerprint": "x"})(), "grid": engine.grid,
+                             "metrics": engine.metrics, "k": engine.k})()
+    with pytest.raises(SpecError, match="different study"):
+        other.load(path)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"axes": {"tpp": [1]}}, "unknown key axes.'tpp'"),
+    ({"colour": 1}, "unknown key 'colour'"),
+    ({"axes": {"batch": {"log": [1, 8]}}}, "needs a positive integer count"),
+    ({"axes": {"tp": [0.5]}}, "at least 1"),
+    ({"objective": {"maximize": "speed"}}, "unknown metric 'speed'"),
+    ({"constraints": {"ttft": "soon"}}, "constraints.ttft"),
+    ({"group_by": "flops"}, "group_by"),
+])
+def test_study_errors_name_the_key(change, match):
+    with pytest.raises(SpecError, match=match):
+        study_from_dict({**STUDY, **change})
+
+
+def test_ranges_and_decode():
+    st = study_from_dict({**STUDY, "axes": {"batch": {"pow2": [3, 40]}, "tp": [1, 2],
+                                            "hbm_bandwidth": {"log": [1e12, 1e14], "count": 3},
+                                            "flops": {"linear": [1e14, 3e14], "count": 3}}})
+    assert list(st.outer[1].values) == [4, 8, 16, 32]
+    np.testing.assert_allclose(st.inner[0].values, [1e12, 1e13, 1e14])
+    np.testing.assert_allclose(st.inner[1].values, [1e14, 2e14, 3e14])
+    assert st.size == 2 * 4 * 2 * 3 * 3
+    # Row-major, hardware axes fastest: flat 1 changes only flops.
+    d = st.decode([0, 1, 9])
+    assert d["flops"][1] == 2e14 and d["hbm_bandwidth"][1] == 1e12
+    assert d["batch"][2] == 4 and d["tp"][2] == 2 and d["workload"][2] == "chatbot"

@@ -1,0 +1,101 @@
+"""Serving: capacity, the request simulator vs the queueing approximation,
+zero-load limits, goodput, speculative decoding."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxplat as jp
+from jaxplat import serving as S
+from jaxplat import simulator as M
+from jaxplat._pytree import replace
+from jaxplat.specs import workload_from_dict
+
+OPTS = jp.Options()
+WL = workload_from_dict({"batch": 1, "prompt": 512, "output": 64, "slo": {"ttft": 0.2, "tpot": 0.02}})
+MAX_BATCH = jnp.float32(64.0)
+
+
+@functools.partial(jax.jit, static_argnames=())
+def _sim(model, hw, rates, chunks, warmups):
+    """One compiled simulator, vmapped over (rate, chunk, warm-up) triples."""
+    def one(rate, chunk, warmup):
+        srv = S.serving(rate=rate, chunk=chunk, max_batch=64.0)
+        return M.simulate_sampled(model, hw, jp.Parallel(), WL, srv, jax.random.PRNGKey(1), OPTS, warmup,
+                                  n_requests=256, slots=64, iterations=6144)
+    return jax.vmap(one)(rates, chunks, warmups)
+
+
+@jax.jit
+def _queue(model, hw, rates, chunks):
+    q = lambda r, c: S.queueing(model, hw, jp.Parallel(), WL, S.serving(rate=r, chunk=c), OPTS, MAX_BATCH)  # noqa: E731
+    return jax.vmap(q)(rates, chunks)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model, hw = jp.load_model("llama-3.1-8b"), jp.load_hardware("h100-sxm")
+    # zero load, moderate load (whole prompts), moderate load (chunked, 256-token budget)
+    rates, chunks = jnp.array([1e-3, 30.0, 30.0]), jnp.array([0.0, 0.0, 256.0])
+    sim, info = jax.device_get(_sim(model, hw, rates, chunks, jnp.array([0.0, 0.2, 0.2])))
+    q = jax.device_get(_queue(model, hw, rates.at[0].set(0.0), chunks))  # the model at exactly zero load
+    unloaded = jax.device_get(jp.evaluate(model, hw, jp.Parallel(), WL, OPTS))
+    return model, hw, sim, info, q, unloaded
+
+
+def test_zero_load_gives_unloaded_latencies(setup):
+    _, _, sim, info, q, m = setup
+    assert info["finished"][0] > 0.1  # the requests that finished within the horizon
+    for got in (sim.ttft_mean[0], q.ttft_mean[0]):
+        np.testing.assert_allclose(got, m.ttft, rtol=2e-3)
+    # the queueing model takes the step at the mean context (exact when no
+    # operator crosses its roofline ridge over the output)
+    for got in (sim.tpot_mean[0], q.tpot_mean[0]):
+        np.testing.assert_allclose(got, m.tpot, rtol=1e-2)
+
+
+@pytest.mark.parametrize("i", [1, 2])
+def test_simulator_and_queueing_agree_at_moderate_load(setup, i):
+    _, _, sim, info, q, m = setup
+    assert info["finished"][i] > 0.99 and bool(q.stable[i])
+    assert 4.0 < float(q.batch[i]) < 48.0  # moderate: a real batch, well below capacity
+    assert float(sim.tpot_mean[i]) > 1.1 * float(m.tpot)  # load visibly slows decoding
+    # Whole prompts (i = 1): the approximation misses the correlation of
+    # prompt arrivals with long iterations; TTFT agrees to 15% there
+    # (12% low at 30 req/s), everything else to 10%.
+    for k in ("ttft_mean", "tpot_mean", "e2e_mean"):
+        tol = 0.15 if (i == 1 and k == "ttft_mean") else 0.10
+        np.testing.assert_allclose(getattr(q, k)[i], getattr(sim, k)[i], rtol=tol, err_msg=k)
+
+
+def test_capacity_hand_worked():
+    # Llama-2-7B (MHA, 32 KV heads), bf16, one H100 80 GB, prompt + output 2048.
+    model, hw = jp.load_model("llama-2-7b"), jp.load_hardware("h100-sxm")
+    wl = workload_from_dict({"batch": 1, "prompt": 1024, "output": 1024})
+    d, f, L, V = 4096, 11008, 32, 32000
+    weights = 2.0 * (L * (4 * d * d + 3 * d * f) + 2 * V * d)  # untied embedding and head
+    act = 2.0 * 3 * f * 8192  # SiLU-and-gate over an 8192-token iteration: in 2f, out f
+    kv_seq = 2.0 * L * 2 * d * 2048  # K and V, bf16
+    want = np.floor(0.9 * (80e9 - weights - act) / kv_seq)
+    b, kv, _ = jax.device_get(S.capacity_jit(model, hw, jp.Parallel(), wl, S.serving(mem_fraction=0.9), OPTS))
+    np.testing.assert_allclose(kv, kv_seq, rtol=1e-6)
+    assert float(b) == want == 55
+
+
+def test_goodput_monotone_in_hardware_speed(setup):
+    model, hw = setup[0], setup[1]
+    speeds = jnp.array([0.5, 1.0, 2.0])
+    g = jax.jit(jax.vmap(lambda x: S.goodput(
+        model, replace(hw, flops=hw.flops * x, mem_bw=hw.mem_bw * x, sram_bw=hw.sram_bw * x),
+        jp.Parallel(), WL, S.serving(), OPTS, MAX_BATCH, steps=16)))(speeds)
+    g = np.asarray(g)
+    assert g[0] > 0 and np.all(np.diff(g) > 0), g
+
+
+def test_speculative_expected_tokens():
+    np.testing.assert_allclose(S.expected_tokens(0.0, 0.7), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(S.expected_tokens(4.0, 0.5), 1 + 0.5 + 0.25 + 0.125 + 0.0625, rtol=1e-6)
+    np.testing.assert_allclose(S.expected_tokens(3.0, 1.0), 4.0, rtol=1e-4)
