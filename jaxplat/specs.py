@@ -190,6 +190,12 @@ def hardware_from_dict(d: dict, src="hardware") -> Hardware:
         **energy.hardware_energy_fields(d, src), **cost.tco_fields(d.get("tco"), src))
 
 
+def network_level_names(name_or_path) -> list[str]:
+    """Names of a hardware spec's network levels, innermost first (for reports)."""
+    nets = read_yaml(_resolve("hardware", name_or_path)).get("network") or []
+    return [str(lv.get("name", f"level {i}")) for i, lv in enumerate(nets)]
+
+
 def load_hardware(name_or_path) -> Hardware:
     """Load a built-in chip by name (e.g. 'h100-sxm') or a YAML/JSON file."""
     path = _resolve("hardware", name_or_path)

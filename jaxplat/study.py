@@ -323,6 +323,8 @@ def _metric(src, key, name):
 
 def study_from_dict(d: dict, src="study") -> Study:
     """Validate a study dict and build a `Study` (one-line SpecError otherwise)."""
+    if "params" in d and "technology" in d:  # a codesign study (jaxplat.codesign), not a sweep
+        raise SpecError(f"{src}: this is a co-design study; run it with `jaxplat codesign {src}`")
     _check_keys(src, "", d, _STUDY_KEYS, required=("models", "workloads", "hardware", "objective"))
     models, model_names = _named_list(src, "models", d, load_model, _model_from_dict)
     kinds = {m.attention for m in models}

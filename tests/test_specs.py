@@ -131,3 +131,11 @@ def test_cli_errors_are_one_line():
     r = subprocess.run([sys.executable, "-m", "jaxplat.cli", "estimate", "--model", "llama-2-7b", "--hardware",
                         "h100-sxm", "--batch", "-3"], capture_output=True, text=True)
     assert r.returncode == 2 and "--batch must be positive" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_rejects_bad_parallel_flags():
+    for flags, msg in ((["--overlap", "1.5"], "--overlap is a fraction"), (["--imbalance", "0.5"], "--imbalance must"),
+                       (["--sp", "0"], "--sp must be positive")):
+        r = subprocess.run([sys.executable, "-m", "jaxplat.cli", "estimate", "--model", "llama-2-7b", "--hardware",
+                            "h100-sxm", *flags], capture_output=True, text=True)
+        assert r.returncode == 2 and msg in r.stderr and r.stderr.count("\n") == 1

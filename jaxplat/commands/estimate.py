@@ -6,13 +6,13 @@ import jax
 
 from jaxplat import units
 from jaxplat._pytree import replace
-from jaxplat.breakdown import breakdown
+from jaxplat.breakdown import breakdown, comm_breakdown, format_comm_breakdown
 from jaxplat.commands import serving_args
 from jaxplat.inference import evaluate
 from jaxplat.options import PROFILES, Options
 from jaxplat.parallel import Parallel
 from jaxplat.report import operator_table, table
-from jaxplat.specs import SpecError, load_hardware, load_model, load_workload
+from jaxplat.specs import SpecError, load_hardware, load_model, load_workload, network_level_names
 
 # Metrics field -> JSON key with its SI unit.
 JSON_KEYS = {
@@ -20,7 +20,8 @@ JSON_KEYS = {
     "prefill_time": "prefill_s", "decode_time": "decode_s", "comm_time": "comm_s",
     "weights_bytes": "weights_bytes", "kv_bytes": "kv_bytes", "activation_bytes": "activation_bytes",
     "memory_bytes": "memory_bytes", "capacity_bytes": "capacity_bytes", "chips": "chips",
-    "fits": "fits", "feasible": "feasible",
+    "fits": "fits", "feasible": "feasible", "divisible": "divisible", "chips_ok": "chips_ok",
+    "bubble": "pipeline_bubble_fraction",
     "energy_per_token_j": "energy_per_token_j", "power_w": "power_w", "cost_per_mtok_usd": "cost_per_mtok_usd",
 }
 
@@ -34,8 +35,14 @@ def register(sub):
     for flag, helptext in (("batch", "sequences per replica"), ("prompt", "prompt tokens"),
                            ("output", "output tokens"), ("beams", "beams per sequence")):
         p.add_argument(f"--{flag}", type=int, help=f"override the workload's {helptext}")
-    for flag, helptext in (("tp", "tensor"), ("pp", "pipeline"), ("ep", "expert"), ("dp", "data")):
+    for flag, helptext in (("tp", "tensor"), ("pp", "pipeline"), ("ep", "expert"), ("dp", "data"),
+                           ("sp", "sequence (context)")):
         p.add_argument(f"--{flag}", type=int, default=1, help=f"{helptext}-parallel degree (default 1)")
+    p.add_argument("--microbatches", type=int, default=1, help="pipeline micro-batches in flight (default 1)")
+    p.add_argument("--overlap", type=float, default=0.0,
+                   help="fraction of communication hidden behind compute, 0..1 (default 0, GenZ's assumption)")
+    p.add_argument("--imbalance", type=float, default=1.0,
+                   help="MoE load imbalance: busiest expert's tokens over the mean, >= 1 (default 1)")
     p.add_argument("--dtype", choices=units.DTYPES, help="one dtype for weights, activations and KV cache")
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
@@ -52,9 +59,13 @@ def _overrides(wl, args):
             if v <= 0:
                 raise SpecError(f"--{flag} must be positive, got {v}")
             changes[flag] = float(v)
-    for flag in ("tp", "pp", "ep", "dp"):
+    for flag in ("tp", "pp", "ep", "dp", "sp", "microbatches"):
         if getattr(args, flag) <= 0:
             raise SpecError(f"--{flag} must be positive, got {getattr(args, flag)}")
+    if not 0.0 <= args.overlap <= 1.0:
+        raise SpecError(f"--overlap is a fraction in [0, 1], got {args.overlap}")
+    if args.imbalance < 1.0:
+        raise SpecError(f"--imbalance must be >= 1 (1 = perfectly balanced), got {args.imbalance}")
     if args.dtype:
         b = units.BYTES_PER_ELEMENT[args.dtype]
         changes.update(bytes_weight=b, bytes_act=b, bytes_kv=b, compute_dtype=float(units.DTYPES.index(args.dtype)))
@@ -64,8 +75,12 @@ def _overrides(wl, args):
 def infeasible_reasons(model, par, metrics) -> list[str]:
     """Host-side explanation of `feasible = False` (the model only flags it)."""
     heads, kv, experts = float(model.heads), float(model.kv_heads), float(model.experts)
-    tp, ep = float(par.tp), float(par.ep)
+    tp, ep, pp = float(par.tp), float(par.ep), float(par.pp)
     reasons = []
+    if not bool(metrics.chips_ok):
+        reasons.append(f"uses {float(metrics.chips):g} chips, more than the system's network holds")
+    if pp > float(model.layers):
+        reasons.append(f"pp={pp:g} exceeds the {float(model.layers):g} layers")
     if heads % tp:
         reasons.append(f"tp={tp:g} does not divide the {heads:g} attention heads")
     if kv % tp and tp % kv:
@@ -94,7 +109,8 @@ def _human(key: str, value) -> str:
 def run(args) -> int:
     model, hw = load_model(args.model), load_hardware(args.hardware)
     wl = _overrides(load_workload(args.workload), args)
-    par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp)
+    par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp, microbatches=args.microbatches,
+                   overlap=args.overlap, imbalance=args.imbalance)
     opts = Options(profile=args.profile)
     metrics = jax.device_get(evaluate(model, hw, par, wl, opts))
     values = {JSON_KEYS[k]: (bool(v) if k in ("fits", "feasible") else float(v))
@@ -106,7 +122,7 @@ def run(args) -> int:
         return 0
     m = metrics
     print(f"{args.model} on {args.hardware} x{float(m.chips):g} "
-          f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp}), workload {args.workload}: "
+          f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} sp={args.sp}), workload {args.workload}: "
           f"batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, output {float(wl.output):g}, "
           f"beams {float(wl.beams):g}, profile {args.profile}\n")
     rows = [
@@ -121,6 +137,10 @@ def run(args) -> int:
         ["memory per chip / capacity", f"{units.fmt_bytes(float(m.memory_bytes))} / "
                                        f"{units.fmt_bytes(float(m.capacity_bytes))}"],
         ["fits / feasible", f"{bool(m.fits)} / {bool(m.feasible)}"],
+        ["pipeline bubble", f"{100 * float(m.bubble):.1f}%"],
+        ["energy per output token", f"{float(m.energy_per_token_j):.4g} J"],
+        ["average power (deployment)", f"{float(m.power_w):.4g} W"],
+        ["cost per million output tokens", f"${float(m.cost_per_mtok_usd):.4g}"],
     ]
     print(table(["metric", "value"], rows, "lr"))
     if served:
@@ -131,6 +151,8 @@ def run(args) -> int:
                                            else _human(k, v)] for k, v in served.items()], "lr"))
     for reason in infeasible_reasons(model, par, m):
         print(f"  infeasible: {reason}")
+    print()
+    print(format_comm_breakdown(comm_breakdown(model, hw, par, wl, opts), network_level_names(args.hardware)))
     for phase, title in (("prefill", "Prefill (one pass over the prompt)"),
                          ("decode", "Decode (mean step; GenZ profile: the step at prompt + output)")):
         print()
