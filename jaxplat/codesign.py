@@ -299,10 +299,18 @@ class Result:
     trajectory: dict = None
 
 
+def _safe_chunk(chunk: int, prob: Problem) -> int:
+    """Chips per vmapped call, so that chips x candidates <= search.MAX_BLOCK."""
+    from jaxplat.search import MAX_BLOCK  # noqa: PLC0415 (search imports heavy modules)
+
+    return max(1, min(chunk, MAX_BLOCK // max(1, len(prob.valid))))
+
+
 def exact_objectives(xs, prob: Problem, chunk=256) -> np.ndarray:
     """[N, C] exact objective of chips xs [N, 4] on every candidate (+inf where
     infeasible), in fixed-size chunks so that every call reuses one compile."""
     xs = np.asarray(xs, np.float32)
+    chunk = _safe_chunk(chunk, prob)
     out = []
     for s in range(0, len(xs), chunk):
         part = xs[s:s + chunk]
@@ -359,11 +367,12 @@ def grid_search(prob: Problem, points, chunk=256, progress=True):
     technology-derived hardware; this is a chunked vmap over the same
     `evaluate`, not a second cost model.
 
-    Keep `chunk` at 256: with 2048 chips x 32 candidates in one vmap the
-    default-profile `evaluate` returned a different (infeasible, TPOT above
-    the SLO) result for one chip than a single call does (/tmp/cd_grid3.py
-    reproduces it; not yet explained, reported to the lead).
+    `chunk` x candidates stays within search.MAX_BLOCK: a vmap of evaluate
+    wider than 2^15 points returns decode times copied from other points on
+    XLA:CPU (jax 0.10.2; experiments/codesign_vmap_repro.py), while the same
+    arithmetic outside one jitted evaluate is right.
     """
+    chunk = _safe_chunk(chunk, prob)
     axes = grid_axes(prob, points)
     shape = tuple(len(a) for a in axes)
     n = int(np.prod(shape))

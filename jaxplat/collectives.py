@@ -132,6 +132,82 @@ def _pick(times, smooth):
     return smooth_min(times, SMOOTH_MIN_P if smooth is True else smooth)
 
 
+# Vectorized form used by `collective_time` and `table_comm_times`: every
+# row, every network level (plus the flat form as one extra "level") and
+# every algorithm at once, as [rows, levels + 1, algorithms] arrays, so a
+# table's collectives trace to one small set of array ops instead of one
+# copy of `algorithm_times` per level, kind and topology. Same formulas.
+_ALGS = ("ring", "tree", "oneshot", "pairwise", "bruck")
+_RUNS = {"allreduce": (1, 1, 1, 0, 0), "allgather": (1, 0, 1, 0, 0), "reducescatter": (1, 0, 1, 0, 0),
+         "alltoall": (0, 0, 0, 1, 1)}
+_NOT_RUN = 1e30  # s; a finite stand-in for algorithms a kind does not have (smooth_min stays NaN-free)
+# Per topology (TOPOLOGIES order): dimensions, ring bandwidth factor, mean-hop divisor.
+_TOPO_DIMS = np.array([_DIMS[t] for t in TOPOLOGIES], np.float32)
+_TOPO_RBF = np.array([0.5 if t == "mesh2d" else 1.0 for t in TOPOLOGIES], np.float32)
+_TOPO_HOPDIV = np.array([3.0 if t == "mesh2d" else 4.0 for t in TOPOLOGIES], np.float32)
+
+
+def _topology_terms_vec(topo, f):
+    """`_topology_terms` with per-element topologies (gathered, not selected)."""
+    i = jnp.round(jnp.clip(topo, 0, len(TOPOLOGIES) - 1)).astype(jnp.int32)
+    d, rbf, div = jnp.asarray(_TOPO_DIMS)[i], jnp.asarray(_TOPO_RBF)[i], jnp.asarray(_TOPO_HOPDIV)[i]
+    k = jnp.where(d == 1.0, f, f ** (1.0 / d))
+    switch = i == TOPOLOGIES.index("switch")
+    hops = jnp.where(switch, 1.0, jnp.maximum(d * k / div, 1.0))
+    return d * (k - 1.0), rbf, hops
+
+
+def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, smooth) -> jax.Array:
+    """[R] seconds of R collectives (kinds static, none "sendrecv"): the
+    faster of hierarchical (`level_times` summed) and flat (`flat_time`),
+    each level's algorithm chosen as `_pick` does. n, bytes_, stride: [R]."""
+    a2a = np.array([k == "alltoall" for k in kinds])
+    beta = hw.net_bw * hw.eff_network
+    reach, below = _reach(hw, n, stride)  # [R, L]
+    f = jnp.maximum(reach / below, 1.0)
+    # Payload at each level: what the levels inside left (bytes / Π_{j<l} f_j);
+    # all-to-all: the bytes for peers first reached at level l (level_times).
+    pay = None
+    if not a2a.all():
+        inner = jnp.concatenate([jnp.ones_like(f[:, :1]), jnp.cumprod(f[:, :-1], axis=-1)], axis=-1)
+        pay = bytes_[:, None] / inner
+    if a2a.any():
+        crossing = safe_div(reach - below, n[:, None]) * bytes_[:, None]
+        pay_a2a = safe_div(crossing * f, f - 1.0)
+        pay = pay_a2a if pay is None else jnp.where(a2a[:, None], pay_a2a, pay)
+    # The flat form as one more level: n chips at the outermost level reached.
+    span = n * stride
+    lvl = _first_holding(hw, span)
+    topo_flat = jnp.where(span > hw.net_domain[0], jnp.float32(TOPOLOGIES.index("switch")), hw.net_topology[0])
+    R, L = f.shape
+    F = jnp.concatenate([f, n[:, None]], axis=-1)  # [R, L + 1]
+    P = jnp.concatenate([pay, bytes_[:, None]], axis=-1)
+    alpha = jnp.concatenate([jnp.broadcast_to(hw.net_latency, (R, L)), hw.net_latency[lvl][:, None]], axis=-1)
+    B = jnp.concatenate([jnp.broadcast_to(beta, (R, L)), beta[lvl][:, None]], axis=-1)
+    topo = jnp.concatenate([jnp.broadcast_to(hw.net_topology, (R, L)), topo_flat[:, None]], axis=-1)
+    steps, rbf, hops = _topology_terms_vec(topo, F)
+    frac = safe_div(F - 1.0, F)
+    lg = jnp.ceil(jnp.log2(jnp.maximum(F, 1.0)))
+    bw = lambda nbytes: safe_div(nbytes, B)  # noqa: E731
+    ar = np.array([k == "allreduce" for k in kinds])[:, None]
+    mult = np.where(ar, 2.0, 1.0).astype(np.float32)
+    times = jnp.stack([
+        mult * steps * alpha + mult * bw(frac * P / rbf),                      # ring
+        2.0 * lg * alpha + 2.0 * bw(P * hops),                                  # tree (all-reduce)
+        alpha + bw(jnp.where(ar, F - 1.0, frac) * P * hops),                    # one-shot
+        (F - 1.0) * alpha + bw(frac * P * hops),                                # pairwise (all-to-all)
+        lg * alpha + bw(0.5 * lg * P * hops)], axis=-1)                         # Bruck (all-to-all)
+    runs = np.array([_RUNS[k] for k in kinds], bool)[:, None, :]
+    times = jnp.where(runs, times, _NOT_RUN)
+    if smooth is False or smooth is None:
+        best = jnp.min(times, axis=-1)
+    else:
+        best = smooth_min(jnp.moveaxis(times, -1, 0), SMOOTH_MIN_P if smooth is True else smooth)
+    best = jnp.where(F > 1.0, best, 0.0)
+    hier, flat = jnp.sum(best[:, :L], axis=-1), best[:, L]
+    return _pick([hier, flat], smooth)
+
+
 def algorithm_times(kind: str, f, payload, alpha, beta, topo) -> dict:
     """Time of each algorithm for one collective inside one level, seconds.
 
@@ -240,10 +316,14 @@ def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, sm
     Returns:
       [...] seconds; 0 where n <= 1. The faster of hierarchical and flat.
     """
-    hier = jnp.sum(level_times(kind, hw, n, bytes_, smooth, stride), axis=-1)
     if kind == "sendrecv":
-        return hier
-    return _pick([hier, flat_time(kind, hw, n, bytes_, smooth, stride)], smooth)
+        return jnp.sum(level_times(kind, hw, n, bytes_, smooth, stride), axis=-1)
+    if kind not in _RUNS:
+        raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
+    n, bytes_, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, bytes_, stride)))
+    flat = lambda x: x.reshape(-1)  # noqa: E731
+    t = _fused_times((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride), smooth)
+    return t.reshape(n.shape)
 
 
 def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware, genz: bool = False,
@@ -259,16 +339,36 @@ def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware
         strides of the groups (None: 1).
       genz: static, GenZ's flat formulas instead of ours.
     """
-    out = jnp.zeros_like(bytes_)
     stride = jnp.ones_like(bytes_) if stride is None else stride
-    for kind in sorted(set(kinds) - {""}):
-        idx = np.array([i for i, k in enumerate(kinds) if k == kind])
-        if genz:
-            t = genz_collective_time(kind, hw, n[idx], bytes_[idx])
-        else:
-            t = collective_time(kind, hw, n[idx], bytes_[idx], smooth, stride[idx])
-        out = out.at[idx].set(t)
-    return out
+    if genz:
+        return _genz_rows(kinds, hw, n, bytes_)
+    # The collective rows in one vectorized call (send/recv apart: one level),
+    # then put back in row order with one gather (zeros for the other rows).
+    coll = [i for i, k in enumerate(kinds) if k and k != "sendrecv"]
+    send = [i for i, k in enumerate(kinds) if k == "sendrecv"]
+    parts, order = [], coll + send
+    if coll:
+        idx = np.array(coll)
+        parts.append(_fused_times(tuple(kinds[i] for i in coll), hw, n[idx], bytes_[idx], stride[idx], smooth))
+    if send:
+        idx = np.array(send)
+        parts.append(collective_time("sendrecv", hw, n[idx], bytes_[idx], smooth, stride[idx]))
+    if not parts:
+        return jnp.zeros_like(bytes_)
+    pos = np.full(len(kinds), len(order))  # rows without a collective read the trailing 0
+    pos[np.array(order)] = np.arange(len(order))
+    return jnp.concatenate(parts + [jnp.zeros((1,), bytes_.dtype)])[pos]
+
+
+def _genz_rows(kinds: tuple, hw: Hardware, n, bytes_) -> jax.Array:
+    """`genz_collective_time` of every row at once (0 for rows without one)."""
+    kinds_a = np.array(kinds)
+    alpha, beta = hw.net_latency[0], hw.net_bw[0]
+    steps = n - 1.0
+    mult = np.where(kinds_a == "allreduce", 2.0, 1.0).astype(np.float32)
+    t_coll = GENZ_COLLECTIVE_OVERHEAD + mult * (steps * alpha + safe_div(steps * bytes_, n * beta))
+    t = jnp.where(kinds_a == "sendrecv", alpha + safe_div(bytes_, beta), t_coll)
+    return jnp.where((kinds_a != "") & (n > 1), t, 0.0)
 
 
 def genz_collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False) -> jax.Array:

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.collectives import level_factors
+from jaxplat.collectives import _first_holding, _reach
 from jaxplat.hardware import Hardware
 from jaxplat.operators import OpTable
 from jaxplat.options import Options
@@ -129,8 +129,8 @@ def table_work(table: OpTable, passes, steps_sum):
     return jnp.sum(tot(table.f0, table.f1)), jnp.sum(on), jnp.sum(off)
 
 
-def collective_bytes(kind: str, hw: Hardware, n, nbytes) -> jax.Array:
-    """[MAX_NET_LEVELS] bytes one chip sends at each network level, one collective.
+def collective_bytes(kind: str, hw: Hardware, n, nbytes, stride=1.0) -> jax.Array:
+    """[..., MAX_NET_LEVELS] bytes one chip sends at each network level, one collective.
 
     Counts the bandwidth-optimal traffic of hierarchical ring collectives
     (Thakur, Rabenseifner & Gropp, IJHPCA 2005; Chan et al., CCPE 2007): level l
@@ -138,35 +138,61 @@ def collective_bytes(kind: str, hw: Hardware, n, nbytes) -> jax.Array:
     left after the levels inside it; all-reduce sends 2(f_l - 1)/f_l of it,
     all-gather and reduce-scatter (f_l - 1)/f_l; all-to-all sends each level
     the share of peers first reached there; send/recv the message once on the
-    innermost level. An algorithm the time model picks for latency (tree,
-    one-shot) may move more bytes: this is a lower bound on traffic, kept as a
-    byte count (not a second time model) because differentiating the time
+    innermost level whose domain holds its rank span. Levels are assigned as
+    `collectives.level_times` does, so a group spread `stride` ranks apart
+    (context- or expert-parallel groups) pays its outer levels. An algorithm
+    the time model picks for latency (tree, one-shot) may move more bytes:
+    this is a lower bound on traffic, kept as a byte count (not a second
+    time model) because differentiating the time
     model for it made `evaluate` compile several times slower.
 
     Args:
-      kind: static, one of collectives.KINDS. n: chips in the group.
+      kind: static, one of collectives.KINDS. n: chips in the group
+        (for sendrecv, the rank span), any shape [...].
       nbytes: payload per chip, as in `collectives.collective_time`.
+      stride: ranks between the group's members (`OpTable.comm_s`).
     """
+    n, nbytes, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, nbytes, stride)))
     if kind == "sendrecv":
-        level0 = jnp.where(n > 1, nbytes, 0.0)
-        return jnp.zeros_like(hw.net_bw).at[0].set(level0)
-    f = level_factors(hw, n)
+        lvl = jnp.arange(hw.net_bw.shape[0]) == _first_holding(hw, n)[..., None]
+        return jnp.where(lvl & (n[..., None] > 1), nbytes[..., None], 0.0)
+    reach, below = _reach(hw, n, stride)
     if kind == "alltoall":
-        reach = jnp.minimum(n, hw.net_domain)
-        below = jnp.concatenate([jnp.ones((1,), reach.dtype), reach[:-1]])
-        return safe_div(reach - below, n) * nbytes
-    inner = jnp.concatenate([jnp.ones((1,), f.dtype), jnp.cumprod(f)[:-1]])  # chips joined inside level l
+        return safe_div(reach - below, n[..., None]) * nbytes[..., None]
+    f = jnp.maximum(reach / below, 1.0)  # = collectives.level_factors(hw, n, stride)
+    inner = jnp.concatenate([jnp.ones_like(f[..., :1]), jnp.cumprod(f, axis=-1)[..., :-1]], axis=-1)
     mult = 2.0 if kind == "allreduce" else 1.0
-    return mult * safe_div(f - 1.0, f) * nbytes / inner
+    return mult * safe_div(f - 1.0, f) * nbytes[..., None] / inner
 
 
 def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
-    """[MAX_NET_LEVELS] bytes one chip sends per pass of the table."""
-    total = jnp.zeros_like(hw.net_bw)
-    for i, kind in enumerate(table.comm_kinds):
-        if kind:
-            total = total + table.count[i] * collective_bytes(kind, hw, table.comm_n[i], table.comm_b[i])
-    return total
+    """[MAX_NET_LEVELS] bytes one chip sends per pass of the table (one
+    vectorized `collective_bytes` per collective kind, as
+    `collectives.table_comm_times`)."""
+    kinds = np.array(table.comm_kinds)
+    idx = np.flatnonzero(kinds != "")
+    if idx.size == 0:
+        return jnp.zeros_like(hw.net_bw)
+    # All collective rows at once: `collective_bytes` of each kind, selected
+    # per row by static masks (one set of ops instead of one per kind).
+    kinds = kinds[idx]
+    n, nbytes, stride = table.comm_n[idx], table.comm_b[idx], table.comm_s[idx]
+    b = jnp.zeros((idx.size, hw.net_bw.shape[0]), nbytes.dtype)
+    ring = (kinds != "sendrecv") & (kinds != "alltoall")
+    if (kinds != "sendrecv").any():
+        reach, below = _reach(hw, n, stride)
+        if ring.any():
+            f = jnp.maximum(reach / below, 1.0)
+            inner = jnp.concatenate([jnp.ones_like(f[:, :1]), jnp.cumprod(f, axis=-1)[:, :-1]], axis=-1)
+            mult = np.where(kinds == "allreduce", 2.0, 1.0).astype(np.float32)[:, None]
+            b = jnp.where(ring[:, None], mult * safe_div(f - 1.0, f) * nbytes[:, None] / inner, b)
+        if (kinds == "alltoall").any():
+            a2a = safe_div(reach - below, n[:, None]) * nbytes[:, None]
+            b = jnp.where((kinds == "alltoall")[:, None], a2a, b)
+    if (kinds == "sendrecv").any():
+        send = collective_bytes("sendrecv", hw, n, nbytes, stride)
+        b = jnp.where((kinds == "sendrecv")[:, None], send, b)
+    return jnp.sum(table.count[idx][:, None] * b, axis=0)
 
 
 def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum):

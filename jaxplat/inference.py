@@ -12,6 +12,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxplat import cost, energy, memory
 from jaxplat._pytree import pytree_dataclass, replace
@@ -82,7 +83,7 @@ def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Arr
     return hw.flops[wl.compute_dtype.astype(jnp.int32)] * hw.eff_compute
 
 
-def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=None):
+def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=None, comm=None):
     """Per-row compute and memory time (affine in s) and communication time.
 
     `p`: in smooth mode, the sharpness of the smooth minimum over collective
@@ -91,6 +92,8 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=
     Memory time charges off-chip bytes at the main memory's bandwidth and
     on-chip bytes at the SRAM bandwidth (free when the chip has none), both
     derated by the memory efficiency (GenZ, CONVENTIONS.md "Per-operator").
+    `comm`: the rows' communication times if already computed
+    (`tables_comm_times`), else computed here.
     Returns (c0, c1, m0, m1, comm), each [rows] seconds (per token for *1).
     """
     peak = peak_flops(hw, wl, opts)
@@ -104,10 +107,22 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=
     if opts.memory_hierarchy and not opts.genz:  # placement over levels + tiling reuse (memory.py)
         mem = memory.hierarchy_memory_fn(table, hw, wl, wl.output)
 
-    smooth = (True if p is None else p) if opts.smooth else False
-    comm = table_comm_times(table.comm_kinds, table.comm_n, table.comm_b, hw, opts.genz, smooth, table.comm_s)
+    if comm is None:
+        (comm,) = tables_comm_times((table,), hw, opts, p)
     return (table.f0 / peak, table.f1 / peak, mem(table.a0, table.w0, table.o0),
             mem(table.a1, table.w1, table.o1), comm)
+
+
+def tables_comm_times(tables, hw: Hardware, opts: Options, p=None) -> tuple:
+    """[rows] communication seconds of each table's rows, all tables' rows in
+    one `table_comm_times` call (so prefill and decode share one traced copy
+    of the collective model). `p` as in `row_components`."""
+    smooth = (True if p is None else p) if opts.smooth else False
+    cat = lambda key: jnp.concatenate([getattr(t, key) for t in tables])  # noqa: E731
+    kinds = sum((tuple(t.comm_kinds) for t in tables), ())
+    comm = table_comm_times(kinds, cat("comm_n"), cat("comm_b"), hw, opts.genz, smooth, cat("comm_s"))
+    ends = np.cumsum([len(t.comm_kinds) for t in tables])[:-1]
+    return tuple(jnp.split(comm, ends))
 
 
 def row_step_times(table, hw, wl, opts, s, p=None):
@@ -173,7 +188,8 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
     # TTFT of the last micro-batch = pass + (nmb - 1) x stage (GPipe schedule,
     # Huang et al. 2019; bubble (pp - 1) / (nmb + pp - 1)). GenZ reports the
     # latency of one micro-batch (CONVENTIONS.md, "PP").
-    c0, c1, m0, m1, comm_pre = row_components(pre, hardware, wl, options, p)
+    comm_pre, comm_dec = tables_comm_times((pre, dec), hardware, options, p)
+    c0, c1, m0, m1, comm_pre = row_components(pre, hardware, wl, options, p, comm_pre)
     t_pre = combine(c0, m0, hidden * comm_pre, p)
     pass_pre, stage_pre = jnp.sum(pre.count * t_pre), jnp.sum(pre.stage * t_pre)
     ttft = pass_pre if options.genz else pass_pre + (nmb - 1.0) * stage_pre
@@ -184,7 +200,7 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
     # The max of the two sums equals the sum of the max when nmb = 1 or
     # nmb >= pp (one side dominates at every step), else it is a lower bound.
     steps = jnp.maximum(wl.output - 1.0, 0.0)
-    c0, c1, m0, m1, comm_dec = row_components(dec, hardware, wl, options, p)
+    c0, c1, m0, m1, comm_dec = row_components(dec, hardware, wl, options, p, comm_dec)
     if options.genz:
         t_dec = combine(c0 + c1 * wl.output, m0 + m1 * wl.output, hidden * comm_dec, p)
         tpot = jnp.sum(dec.count * t_dec)

@@ -75,10 +75,12 @@ def table_footprint(table: OpTable, s) -> jax.Array:
     Weights: resident `stored` bytes. KV: the bytes the attention rows read at
     s generated tokens (logit reads K, attend reads V; MLA's attend re-uses
     the latent, so the sum is the cache once). Activations: the peak working
-    set of one operator (`activation_bytes`).
+    set of one operator (`activation_bytes`). Weights and KV are those of one
+    chip of the busiest pipeline stage (`stage` rows, as `evaluate` counts
+    weights per chip), not of every stage (`count`).
     """
-    kv = jnp.sum(table.count * kv_read_mask(table) * (table.w0 + table.w1 * s))
-    return jnp.stack([weights_bytes(table), kv, activation_bytes(table)])
+    kv = jnp.sum(table.stage * kv_read_mask(table) * (table.w0 + table.w1 * s))
+    return jnp.stack([jnp.sum(table.stage * table.stored), kv, activation_bytes(table)])
 
 
 def levels(hw: Hardware, sram_reserve) -> tuple[jax.Array, jax.Array]:

@@ -25,6 +25,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxplat._pytree import pytree_dataclass, static
 from jaxplat.model import Model, ffn_factor, moe_layers
@@ -110,9 +111,26 @@ class _Rows:
         self.add(name, group, count, comm=(kind, n, nbytes, stride))
 
     def table(self, dtype) -> OpTable:
-        cols = {}
-        for key in NUMERIC:
-            cols[key] = jnp.stack([jnp.asarray(r[key], dtype) for r in self.rows])
+        # Python numbers go into one constant [cols, rows] array; the distinct
+        # traced scalars are stacked once and gathered into their cells. This
+        # traces to a handful of ops instead of one per cell (rows x cols).
+        const = np.zeros((len(NUMERIC), len(self.rows)), np.float32)
+        traced, slot, where_ = [], {}, ([], [], [])
+        for j, r in enumerate(self.rows):
+            for i, key in enumerate(NUMERIC):
+                v = r[key]
+                if isinstance(v, (int, float, np.number)):
+                    const[i, j] = v
+                    continue
+                if id(v) not in slot:
+                    slot[id(v)] = len(traced)
+                    traced.append(jnp.asarray(v, dtype))
+                where_[0].append(i), where_[1].append(j), where_[2].append(slot[id(v)])
+        grid = jnp.asarray(const, dtype)
+        if traced:
+            rows_i, cols_j, src = (np.array(x) for x in where_)
+            grid = grid.at[rows_i, cols_j].set(jnp.stack(traced)[src], unique_indices=True)
+        cols = {key: grid[i] for i, key in enumerate(NUMERIC)}
         for key in ("names", "groups", "comm_kinds"):
             cols[key] = tuple(r[key] for r in self.rows)
         return OpTable(**cols)

@@ -73,6 +73,12 @@ def _metric_values(names, m: Metrics) -> jax.Array:
 # ------------------------------------------------------------------ grid
 
 
+# A vmap of evaluate over more than 2^15 points returned decode times copied
+# from other points on XLA:CPU with jax 0.10.2 (found by the codesign grid; the
+# same arithmetic outside one jitted evaluate is right). Blocks stay below it.
+MAX_BLOCK = 2**15
+
+
 @dataclasses.dataclass(frozen=True)
 class Grid:
     """Block tiling of a study's index space (host ints, all static)."""
@@ -87,6 +93,9 @@ class Grid:
     @staticmethod
     def of(study: Study, block: int | None = None) -> "Grid":
         b = block or study.block
+        if b > MAX_BLOCK:
+            raise SpecError(f"study {study.name}: block {b} exceeds {MAX_BLOCK} configurations; vmaps of evaluate "
+                            f"wider than 2^15 return wrong decode times on XLA:CPU (jax 0.10.2), so blocks are capped")
         no, ni = study.n_outer, study.n_inner
         if ni >= b:
             co, ci = 1, b

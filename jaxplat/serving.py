@@ -157,12 +157,19 @@ def max_load(model, hw, par, wl, srv, opts: Options = Options(), token_budget=DE
 
 # ------------------------------------------------------- iteration time
 
+# Columns that describe a row rather than its work: kept by `merge_tables`.
+_KEPT = ("count", "stage", "on_a", "on_w", "on_o", "comm_n", "comm_s", "k", "n")
+
+
 def merge_tables(dec: OpTable, pre: OpTable) -> OpTable:
     """One engine iteration: the decode table's rows fused with the prefill's.
 
     Rows with the same name (GEMMs, norms, collectives...) run once over
     all tokens: FLOPs, activation bytes, GEMM m and collective payloads add,
-    weight bytes are read once (max). Rows only in one table are kept.
+    weight bytes are read once (max). Structural columns that say how often
+    and where a row runs (count, stage, on-chip flags, the collective's group
+    size comm_n and rank stride comm_s, GEMM k and n) are the same in both
+    tables and are kept (max), never added. Rows only in one table are kept.
     Names are static, so the row matching happens at trace time.
     """
     index = {n: i for i, n in enumerate(dec.names)}
@@ -179,7 +186,7 @@ def merge_tables(dec: OpTable, pre: OpTable) -> OpTable:
         pm = p[take] * has
         if key in ("w0", "w1", "stored"):
             merged = jnp.maximum(d, pm)
-        elif key in ("count", "on_a", "on_w", "on_o", "comm_n", "k", "n"):
+        elif key in _KEPT:
             merged = jnp.where(has > 0, jnp.maximum(d, pm), d)
         else:
             merged = d + pm

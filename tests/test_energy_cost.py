@@ -65,7 +65,8 @@ def test_spec_errors_are_one_line(bad, words):
 
 def _table(**cols):
     rows = len(next(iter(cols.values())))
-    full = {k: jnp.asarray(cols.get(k, [0.0] * rows), jnp.float32) for k in NUMERIC}
+    # comm_s (rank stride of a collective group) is 1 for adjacent ranks, as operators.py builds it
+    full = {k: jnp.asarray(cols.get(k, [1.0 if k == "comm_s" else 0.0] * rows), jnp.float32) for k in NUMERIC}
     return OpTable(**full, names=tuple(f"r{i}" for i in range(rows)), groups=("g",) * rows,
                    comm_kinds=cols.get("kinds", ("",) * rows))
 

@@ -1,0 +1,121 @@
+"""Regression tests for correctness fixes found after the distribution work:
+merged serving tables keep `stage` and `comm_s`, the memory hierarchy places
+one chip of the busiest stage, and collective energy uses the same network
+levels as the collective time model."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxplat as jp
+from helpers import workload
+from jaxplat import energy, memory
+from jaxplat import serving as S
+from jaxplat._pytree import replace
+from jaxplat.collectives import KINDS, level_times
+from jaxplat.operators import NUMERIC, OpTable, build_table
+from jaxplat.specs import hardware_from_dict
+
+OPTS = jp.Options()
+WL = workload(batch=1, prompt=512, output=64)
+POD = dict(flops={"bf16": 1e15}, memory=[{"name": "hbm", "size": 80e9, "bandwidth": 3e12}],
+           network=[{"domain": 8, "bandwidth": 450e9, "latency": 1e-6, "topology": "switch"},
+                    {"domain": 256, "bandwidth": 50e9, "latency": 5e-6, "topology": "switch"}])
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return jp.load_model("llama-3.1-8b")
+
+
+# ------------------------------------------------------------ 1. merge_tables
+
+@jax.jit
+def _iteration(model, hw, par, chunk):
+    return S.iteration_time(model, hw, par, WL, OPTS, 0.0, 0.0, chunk[None], jnp.zeros((1,)))
+
+
+def test_merge_keeps_stage_and_stride(llama):
+    par = jp.Parallel(tp=4, pp=2, sp=2)
+    table = S.iteration_table(llama, par, WL, OPTS, 3.0, 600.0, jnp.array([256.0]), jnp.array([0.0]))
+    dec = build_table(llama, par, replace(WL, batch=3.0, prompt=600.0), "decode", OPTS)
+    pre = build_table(llama, par, replace(WL, batch=1.0, prompt=256.0), "prefill", OPTS)
+    cols = {n: (float(table.stage[i]), float(table.comm_s[i])) for i, n in enumerate(table.names)}
+    for t in (dec, pre):
+        for i, n in enumerate(t.names):
+            # 16 layers per stage (32 / pp), strides 1 (tp) or 4 (sp over tp = 4): never added up
+            assert cols[n] == (float(t.stage[i]), float(t.comm_s[i])), n
+    assert max(c[0] for c in cols.values()) == 16.0
+
+
+def test_iteration_with_one_prompt_is_ttft_on_two_levels(llama):
+    # tp = 8 fills the 8-chip inner domain exactly; a summed stride (2) would push
+    # half of the all-reduce onto the 9x slower outer level.
+    hw, par = hardware_from_dict(POD), jp.Parallel(tp=8)
+    got = float(_iteration(llama, hw, par, jnp.float32(512.0)))
+    want = float(jp.evaluate(llama, hw, par, WL, OPTS).ttft)
+    assert got == pytest.approx(want, rel=1e-5)
+
+
+# ------------------------------------------------------- 2. table_footprint
+
+def _table(**cols):
+    rows = len(next(iter(cols.values())))
+    full = {k: jnp.asarray(cols.get(k, [1.0 if k == "comm_s" else 0.0] * rows), jnp.float32) for k in NUMERIC}
+    return OpTable(**full, names=cols.get("names", tuple(f"r{i}" for i in range(rows))),
+                   groups=("g",) * rows, comm_kinds=("",) * rows)
+
+
+def test_footprint_is_one_chip_of_busiest_stage_by_hand():
+    # 10 layers over pp = 4: 3 in the busiest stage. A 1 MB weight per layer, a KV read of
+    # 2 kB + 10 B per generated token per layer; at s = 100 one chip holds 3 MB and 3·3 kB.
+    t = _table(count=[10.0, 10.0], stage=[3.0, 3.0], stored=[1e6, 0.0], w0=[1e6, 2e3], w1=[0.0, 10.0],
+               names=("ffn_up", "logit"))
+    np.testing.assert_allclose(memory.table_footprint(t, 100.0)[:2], [3e6, 9e3], rtol=1e-6)
+
+
+@pytest.mark.parametrize("pp", [1, 3])
+def test_footprint_weights_match_evaluate(llama, pp):
+    par = jp.Parallel(tp=2, pp=pp)
+    pre = build_table(llama, par, WL, "prefill", OPTS)
+    m = jp.evaluate(llama, hardware_from_dict(POD), par, WL, OPTS)
+    assert float(memory.table_footprint(pre, 0.0)[0]) == pytest.approx(float(m.weights_bytes), rel=1e-6)
+
+
+# ------------------------------------------------------- 3. collective energy
+
+def test_spread_group_bytes_by_hand():
+    hw = hardware_from_dict(POD)
+    b = jnp.float32(1.6e6)
+    # EP all-to-all over 4 ranks, 4 apart (tp = 4): pairs of members share a node.
+    # Each chip sends 1/4 of the buffer to its node peer and 2/4 across nodes.
+    np.testing.assert_allclose(energy.collective_bytes("alltoall", hw, 4.0, b, 4.0), [0.4e6, 0.8e6, 0], rtol=1e-6)
+    # SP all-gather over 2 ranks, 8 apart: every byte crosses the outer level.
+    np.testing.assert_allclose(energy.collective_bytes("allgather", hw, 2.0, b, 8.0), [0, 0.8e6, 0], rtol=1e-6)
+    # A pipeline send spanning 16 ranks leaves the 8-chip domain.
+    np.testing.assert_allclose(energy.collective_bytes("sendrecv", hw, 16.0, b), [0, 1.6e6, 0], rtol=1e-6)
+
+
+def test_energy_levels_are_the_time_models_levels():
+    """Property: a level carries bytes exactly where the hierarchical time
+    model spends time on it, for every kind, group size and stride."""
+    hw = hardware_from_dict(POD)
+    n, stride = (jnp.asarray(x, jnp.float32).ravel() for x in np.meshgrid([1, 2, 4, 8, 16, 64, 512],
+                                                                           [1, 2, 4, 8, 32]))
+    for kind in KINDS:
+        by = energy.collective_bytes(kind, hw, n, jnp.full_like(n, 1e6), stride)
+        t = level_times(kind, hw, n, jnp.full_like(n, 1e6), stride=stride)
+        np.testing.assert_array_equal(np.asarray(by) > 0, np.asarray(t) > 0, err_msg=kind)
+
+
+def test_comm_bytes_vectorized_matches_rows(llama):
+    # A table with tp, sp (stride tp) and pp (sends) collectives: the per-kind
+    # vectorized sum equals the sum of one call per row.
+    hw, par = hardware_from_dict(POD), jp.Parallel(tp=4, sp=4, pp=2)
+    t = build_table(llama, par, WL, "prefill", OPTS)
+    want = sum(float(t.count[i]) * np.asarray(energy.collective_bytes(k, hw, t.comm_n[i], t.comm_b[i], t.comm_s[i]))
+               for i, k in enumerate(t.comm_kinds) if k)
+    got = np.asarray(energy.comm_bytes(t, hw, OPTS))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert got[1] > 0  # the sp group (4 ranks, 4 apart) and the stage send cross nodes
