@@ -379,3 +379,20 @@ def test_mla_cache_is_the_compressed_latent(dsv3, h100):
     assert 2 * 128 * 128 / (512 + 64) > 56
     with pytest.raises(ValueError, match="MLA"):
         jp.evaluate(dsv3, h100, jp.Parallel(), wl, jp.Options(profile="genz"))
+
+
+def test_report_description_agrees_with_the_fused_cost():
+    """`describe` (per-level reference formulas, used by reports) and the
+    vectorized path `evaluate` uses must give the same seconds."""
+    from jaxplat import collectives
+
+    for chip in ("dgx-h100-pod", "tpu-v5p-256", "gb200-nvl72"):
+        hw = jp.load_hardware(chip)
+        for kind in collectives.KINDS:
+            for n in (2.0, 8.0, 16.0, 64.0):
+                for stride in (1.0, 8.0):
+                    for nbytes in (4e3, 6e7):
+                        want = collectives.describe(kind, hw, n, nbytes, stride)["seconds"]
+                        got = float(collectives.collective_time(kind, hw, jnp.float32(n), jnp.float32(nbytes),
+                                                                stride=stride))
+                        assert got == pytest.approx(want, rel=1e-5), (chip, kind, n, stride, nbytes)
