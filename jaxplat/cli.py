@@ -3,6 +3,7 @@ and exposes `register(subparsers)`; the parser's `func(args)` runs it."""
 
 import argparse
 import importlib
+import os
 import sys
 
 from jaxplat.specs import SpecError
@@ -34,6 +35,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("jaxplat: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
