@@ -1,11 +1,13 @@
-"""Reproducer: one chip's exact objective differs between a 2048-chip vmap
-and 256-chip chunks (default profile, Llama-3.1-70B chatbot study).
+"""Reproducer: an XLA:CPU wrong result when `evaluate` is vmapped over more
+than 2^15 points (jax 0.10.2; default profile, Llama-3.1-70B chatbot study).
 
-A single `evaluate` call and 256-chip chunks say the chip (929 TFLOP/s, 58 MB
-SRAM, 3 HBM3e stacks, 1 TB/s links) at tp=4, batch 1 misses the 10 ms TPOT
-SLO (12.4 ms, objective inf); `exact_table` vmapped over the whole 2048-chip
-chunk that holds it returns 1.52 USD/Mtok instead. Found while checking the
-codesign grid oracle; not yet explained.
+2048 chips x 32 candidates in one vmap: from chip 1024 on, decode outputs
+(tpot, decode_time) are copies of other chips' values (chip r gets chip
+r - 96's), while TTFT is right. 256-chip chunks and single calls agree with
+each other, and the same decode arithmetic rebuilt outside one jitted
+`evaluate` is right at 2048 chips, so the defect is in the compiled program,
+not in the formulas. Up to 2^15 points per vmap was always right, so the
+sweep engine and codesign cap their vmaps there (`search.MAX_BLOCK`).
 
     .venv/bin/python experiments/codesign_vmap_repro.py
 """
