@@ -6,7 +6,8 @@ than 2^15 points (jax 0.10.2; default profile, Llama-3.1-70B chatbot study).
 r - 96's), while TTFT is right. 256-chip chunks and single calls agree with
 each other, and the same decode arithmetic rebuilt outside one jitted
 `evaluate` is right at 2048 chips, so the defect is in the compiled program,
-not in the formulas. Up to 2^15 points per vmap was always right, so the
+not in the formulas. 24,576 points per vmap were right and 33,280 were not;
+the first wrong index was 2^15, so the
 sweep engine and codesign cap their vmaps there (`search.MAX_BLOCK`).
 
     .venv/bin/python experiments/codesign_vmap_repro.py
