@@ -80,32 +80,6 @@ def chips_available(hw: Hardware) -> jax.Array:
     return jnp.where(jnp.any(real), jnp.max(jnp.where(real, hw.net_domain, 1.0)), UNBOUNDED_DOMAIN)
 
 
-def _topology_terms(topo, f):
-    """(ring steps, ring bandwidth factor, mean hops) of f chips on a topology.
-
-    topo: float index into TOPOLOGIES (traced); f: chips at this level.
-    Mean hop counts: switch 1; ring of f with both directions f/4; a torus of
-    side k: k/4 per dimension; a line of k: ~k/3 per dimension (never < 1).
-    """
-    steps, rbf, hops = [], [], []
-    for name in TOPOLOGIES:
-        d = _DIMS[name]
-        k = f ** (1.0 / d)
-        steps.append(d * (k - 1.0) if name != "switch" else f - 1.0)
-        rbf.append(0.5 if name == "mesh2d" else 1.0)
-        if name == "switch":
-            h = jnp.ones_like(f)
-        elif name == "mesh2d":
-            h = d * k / 3.0
-        else:
-            h = d * k / 4.0
-        hops.append(jnp.maximum(h, 1.0))
-    i = jnp.round(jnp.clip(topo, 0, len(TOPOLOGIES) - 1))
-    conds = [i == j for j in range(len(TOPOLOGIES))]
-    pick = lambda xs: jnp.select(conds, [x * jnp.ones_like(f) for x in xs])  # noqa: E731
-    return pick(steps), pick(rbf), pick(hops)
-
-
 def smooth_min(times, p=SMOOTH_MIN_P):
     """Smooth minimum of non-negative times along axis 0: their average
     weighted by t^-p (a softmin over log-times with temperature 1/p).
@@ -132,11 +106,11 @@ def _pick(times, smooth):
     return smooth_min(times, SMOOTH_MIN_P if smooth is True else smooth)
 
 
-# Vectorized form used by `collective_time` and `table_comm_times`: every
+# The one set of collective formulas (`_algorithm_grid`), used by
+# `collective_time`, `table_comm_times`, `level_times` and `describe`: every
 # row, every network level (plus the flat form as one extra "level") and
 # every algorithm at once, as [rows, levels + 1, algorithms] arrays, so a
-# table's collectives trace to one small set of array ops instead of one
-# copy of `algorithm_times` per level, kind and topology. Same formulas.
+# table's collectives trace to one small set of array ops.
 _ALGS = ("ring", "tree", "oneshot", "pairwise", "bruck")
 _RUNS = {"allreduce": (1, 1, 1, 0, 0), "allgather": (1, 0, 1, 0, 0), "reducescatter": (1, 0, 1, 0, 0),
          "alltoall": (0, 0, 0, 1, 1)}
@@ -148,7 +122,12 @@ _TOPO_HOPDIV = np.array([3.0 if t == "mesh2d" else 4.0 for t in TOPOLOGIES], np.
 
 
 def _topology_terms_vec(topo, f):
-    """`_topology_terms` with per-element topologies (gathered, not selected)."""
+    """(ring steps, ring bandwidth factor, mean hops) of f chips on each
+    element's topology (topo: float index into TOPOLOGIES, gathered).
+
+    Mean hop counts: switch 1; ring of f with both directions f/4; a torus of
+    side k: k/4 per dimension; a line of k: ~k/3 per dimension (never < 1).
+    """
     i = jnp.round(jnp.clip(topo, 0, len(TOPOLOGIES) - 1)).astype(jnp.int32)
     d, rbf, div = jnp.asarray(_TOPO_DIMS)[i], jnp.asarray(_TOPO_RBF)[i], jnp.asarray(_TOPO_HOPDIV)[i]
     k = jnp.where(d == 1.0, f, f ** (1.0 / d))
@@ -157,10 +136,12 @@ def _topology_terms_vec(topo, f):
     return d * (k - 1.0), rbf, hops
 
 
-def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, smooth) -> jax.Array:
-    """[R] seconds of R collectives (kinds static, none "sendrecv"): the
-    faster of hierarchical (`level_times` summed) and flat (`flat_time`),
-    each level's algorithm chosen as `_pick` does. n, bytes_, stride: [R]."""
+def _algorithm_grid(kinds: tuple, hw: Hardware, n, bytes_, stride):
+    """[R, L + 1, len(_ALGS)] seconds of R collectives (kinds static, none
+    "sendrecv") at each network level of the hierarchical form (columns :L)
+    and in the flat form (column L), per algorithm (_NOT_RUN where a kind
+    has no such algorithm); also F [R, L + 1], the chips joined there, and
+    the level the flat form runs on [R]. n, bytes_, stride: [R]."""
     a2a = np.array([k == "alltoall" for k in kinds])
     beta = hw.net_bw * hw.eff_network
     reach, below = _reach(hw, n, stride)  # [R, L]
@@ -198,7 +179,15 @@ def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, smooth) -> jax.A
         (F - 1.0) * alpha + bw(frac * P * hops),                                # pairwise (all-to-all)
         lg * alpha + bw(0.5 * lg * P * hops)], axis=-1)                         # Bruck (all-to-all)
     runs = np.array([_RUNS[k] for k in kinds], bool)[:, None, :]
-    times = jnp.where(runs, times, _NOT_RUN)
+    return jnp.where(runs, times, _NOT_RUN), F, lvl
+
+
+def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, smooth) -> jax.Array:
+    """[R] seconds of R collectives (kinds static, none "sendrecv"): the
+    faster of hierarchical (per-level minima summed) and flat, each level's
+    algorithm chosen exactly or by `smooth_min`. n, bytes_, stride: [R]."""
+    times, F, _ = _algorithm_grid(kinds, hw, n, bytes_, stride)
+    L = F.shape[1] - 1
     if smooth is False or smooth is None:
         best = jnp.min(times, axis=-1)
     else:
@@ -208,39 +197,9 @@ def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, smooth) -> jax.A
     return _pick([hier, flat], smooth)
 
 
-def algorithm_times(kind: str, f, payload, alpha, beta, topo) -> dict:
-    """Time of each algorithm for one collective inside one level, seconds.
-
-    Args:
-      kind: static, one of KINDS except sendrecv.
-      f: chips in the group at this level; payload: bytes per chip as in
-        `collective_time`; alpha, beta, topo: that level's latency (s),
-        derated bandwidth (bytes/s per chip per direction) and topology index.
-    Returns:
-      {algorithm name: seconds}; each is 0 when f <= 1.
-    """
-    steps, rbf, hops = _topology_terms(topo, f)
-    frac = safe_div(f - 1.0, f)  # share of the buffer that leaves a chip
-    lg = jnp.ceil(jnp.log2(jnp.maximum(f, 1.0)))
-    bw = lambda nbytes: safe_div(nbytes, beta)  # noqa: E731
-    if kind == "allreduce":
-        out = {"ring": 2.0 * steps * alpha + 2.0 * bw(frac * payload / rbf),
-               "tree": 2.0 * lg * alpha + 2.0 * bw(payload * hops),
-               "oneshot": alpha + bw((f - 1.0) * payload * hops)}
-    elif kind in ("allgather", "reducescatter"):
-        out = {"ring": steps * alpha + bw(frac * payload / rbf),
-               "oneshot": alpha + bw(frac * payload * hops)}
-    elif kind == "alltoall":
-        # Bruck: ceil(log2 f) rounds, each moving about half of the buffer.
-        out = {"pairwise": (f - 1.0) * alpha + bw(frac * payload * hops),
-               "bruck": lg * alpha + bw(0.5 * lg * payload * hops)}
-    else:
-        raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
-    return {k: jnp.where(f > 1.0, v, 0.0) for k, v in out.items()}
-
-
-def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False, stride=1.0) -> jax.Array:
-    """[..., MAX_NET_LEVELS] seconds of the hierarchical form at each level.
+def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride=1.0) -> jax.Array:
+    """[..., MAX_NET_LEVELS] seconds of the hierarchical form at each level
+    (fastest algorithm per level; the levels of `_algorithm_grid`).
 
     n, bytes_: group sizes and payloads, any broadcastable shape [...].
     All-reduce, all-gather, reduce-scatter: level l runs the collective over
@@ -250,49 +209,25 @@ def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth
     (n is then the span of ranks between sender and receiver, inclusive).
     `stride`: ranks between the group's members (see `level_factors`).
     """
-    n, bytes_ = jnp.broadcast_arrays(jnp.asarray(n, jnp.float32), jnp.asarray(bytes_, jnp.float32))
-    beta = hw.net_bw * hw.eff_network
+    n, bytes_, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, bytes_, stride)))
     big = n[..., None] > 1.0
     if kind == "sendrecv":
+        beta = hw.net_bw * hw.eff_network
         first = _first_holding(hw, n)
         t = hw.net_latency + safe_div(bytes_[..., None], beta)
         return jnp.where((jnp.arange(MAX_NET_LEVELS) == first[..., None]) & big, t, 0.0)
-    reach, below = _reach(hw, n, stride)
-    f = jnp.maximum(reach / below, 1.0)
-    out = []
-    payload = bytes_
-    for lvl in range(MAX_NET_LEVELS):
-        if kind == "alltoall":
-            # Bytes for peers outside the level below, spread as an all-to-all
-            # among the f_l sub-groups: scaled so that frac·payload crosses.
-            crossing = safe_div(reach[..., lvl] - below[..., lvl], n) * bytes_
-            payload = safe_div(crossing * f[..., lvl], f[..., lvl] - 1.0)
-        times = algorithm_times(kind, f[..., lvl], payload, hw.net_latency[lvl], beta[lvl], hw.net_topology[lvl])
-        out.append(_pick(list(times.values()), smooth))
-        if kind != "alltoall":
-            payload = payload / f[..., lvl]
-    return jnp.where(big, jnp.stack(out, axis=-1), 0.0)
+    if kind not in _RUNS:
+        raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
+    flat = lambda x: x.reshape(-1)  # noqa: E731
+    times, F, _ = _algorithm_grid((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride))
+    best = jnp.where(F[:, :MAX_NET_LEVELS] > 1.0, jnp.min(times[:, :MAX_NET_LEVELS], axis=-1), 0.0)
+    return jnp.where(big, best.reshape(n.shape + (MAX_NET_LEVELS,)), 0.0)
 
 
 def _first_holding(hw: Hardware, n):
     """[...] index of the innermost level whose domain holds n chips."""
     holds = hw.net_domain >= jnp.asarray(n)[..., None]
     return jnp.where(jnp.any(holds, axis=-1), jnp.argmax(holds, axis=-1), MAX_NET_LEVELS - 1)
-
-
-def flat_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False, stride=1.0) -> jax.Array:
-    """The whole group as one level at the speed of the outermost level it
-    reaches (the slowest link on a ring sets the pace), any algorithm."""
-    n, bytes_ = jnp.broadcast_arrays(jnp.asarray(n, jnp.float32), jnp.asarray(bytes_, jnp.float32))
-    beta = hw.net_bw * hw.eff_network
-    span = n * stride
-    lvl = _first_holding(hw, span)
-    switch = jnp.float32(TOPOLOGIES.index("switch"))
-    # A span over several domains is treated as switched: the outer level's
-    # own structure joins whole sub-domains, not single chips.
-    topo = jnp.where(span > hw.net_domain[0], switch, hw.net_topology[0])
-    times = algorithm_times(kind, n, bytes_, hw.net_latency[lvl], beta[lvl], topo)
-    return jnp.where(n > 1.0, _pick(list(times.values()), smooth), 0.0)
 
 
 def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False, stride=1.0) -> jax.Array:
@@ -317,7 +252,7 @@ def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, sm
       [...] seconds; 0 where n <= 1. The faster of hierarchical and flat.
     """
     if kind == "sendrecv":
-        return jnp.sum(level_times(kind, hw, n, bytes_, smooth, stride), axis=-1)
+        return jnp.sum(level_times(kind, hw, n, bytes_, stride), axis=-1)
     if kind not in _RUNS:
         raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
     n, bytes_, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, bytes_, stride)))
@@ -403,33 +338,14 @@ def describe(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:
         lv = [float(x) for x in level_times(kind, hw, n, bytes_)]
         return {"form": "point-to-point", "levels": lv, "algorithms": ["send" if x else "" for x in lv],
                 "seconds": sum(lv)}
-    stride = float(stride)
-    hier = [float(x) for x in level_times(kind, hw, n, bytes_, stride=stride)]
-    flat = float(flat_time(kind, hw, n, bytes_, stride=stride))
-    beta = hw.net_bw * hw.eff_network
-    if flat < sum(hier):
-        lvl = int(_first_holding(hw, n * stride))
-        topo = TOPOLOGIES.index("switch") if n * stride > float(hw.net_domain[0]) else float(hw.net_topology[0])
-        times = algorithm_times(kind, jnp.float32(n), jnp.float32(bytes_), hw.net_latency[lvl], beta[lvl],
-                                jnp.float32(topo))
-        levels = [0.0] * MAX_NET_LEVELS
-        levels[lvl] = flat
-        algs = [""] * MAX_NET_LEVELS
-        algs[lvl] = min(times, key=lambda k: float(times[k]))
-        return {"form": "flat", "levels": levels, "algorithms": algs, "seconds": flat}
-    f = [float(x) for x in level_factors(hw, n, stride)]
-    reach, below = (np.asarray(x) for x in _reach(hw, n, stride))
-    algs, payload = [], bytes_
-    for lvl in range(MAX_NET_LEVELS):
-        if kind == "alltoall":
-            crossing = (reach[lvl] - below[lvl]) / n * bytes_
-            payload = crossing * f[lvl] / (f[lvl] - 1.0) if f[lvl] > 1 else 0.0
-        if f[lvl] <= 1.0:
-            algs.append("")
-        else:
-            times = algorithm_times(kind, jnp.float32(f[lvl]), jnp.float32(payload), hw.net_latency[lvl],
-                                    beta[lvl], hw.net_topology[lvl])
-            algs.append(min(times, key=lambda k: float(times[k])))
-        if kind != "alltoall":
-            payload = payload / f[lvl]
-    return {"form": "hierarchical", "levels": hier, "algorithms": algs, "seconds": sum(hier)}
+    one = lambda x: jnp.asarray([x], jnp.float32)  # noqa: E731
+    times, F, lvl = (np.asarray(x)[0] for x in _algorithm_grid((kind,), hw, one(n), one(bytes_), one(stride)))
+    used = F > 1.0
+    best = np.where(used, times.min(axis=-1), 0.0)
+    names = [_ALGS[i] if u else "" for i, u in zip(times.argmin(axis=-1), used)]
+    hier = [float(x) for x in best[:MAX_NET_LEVELS]]
+    if best[MAX_NET_LEVELS] < sum(hier):
+        levels, algs = [0.0] * MAX_NET_LEVELS, [""] * MAX_NET_LEVELS
+        levels[int(lvl)], algs[int(lvl)] = float(best[MAX_NET_LEVELS]), names[MAX_NET_LEVELS]
+        return {"form": "flat", "levels": levels, "algorithms": algs, "seconds": float(best[MAX_NET_LEVELS])}
+    return {"form": "hierarchical", "levels": hier, "algorithms": names[:MAX_NET_LEVELS], "seconds": sum(hier)}
