@@ -137,13 +137,45 @@ def _topology_terms_vec(topo, f):
 
 
 def _algorithm_grid(kinds: tuple, hw: Hardware, n, bytes_, stride):
-    """[R, L + 1, len(_ALGS)] seconds of R collectives (kinds static, none
+    """[R, L + 1, A] seconds of R collectives (kinds static, none
     "sendrecv") at each network level of the hierarchical form (columns :L)
     and in the flat form (column L), per algorithm (_NOT_RUN where a kind
-    has no such algorithm); also F [R, L + 1], the chips joined there, and
-    the level the flat form runs on [R]. n, bytes_, stride: [R]."""
+    has no such algorithm); also F [R, L + 1], the chips joined there, the
+    level the flat form runs on [R], and the static indices into _ALGS of
+    the A algorithms kept (those some kind in `kinds` runs).
+    n, bytes_: [R] group sizes and payloads; stride: [R] rank strides.
+    """
+    times, F, lvl, algs = _algorithm_times(kinds, hw, n, bytes_, stride)
+    return jnp.stack(times, axis=-1), F, lvl, algs
+
+
+def _algorithm_times(kinds: tuple, hw: Hardware, n, bytes_, stride):
+    """`_algorithm_grid` with the algorithms as a list of [R, L + 1] arrays.
+
+    Every algorithm's time is affine in the latency and the inverse
+    bandwidth, t = c_alpha·α + c_beta/β, with coefficients that depend only
+    on the group (sizes, strides, domains, topologies); sweeps over link
+    speeds reuse them. Reductions over algorithms run over this list (not
+    over a short last axis, which XLA:CPU does not vectorize).
+    """
+    algs = tuple(a for a in range(len(_ALGS)) if any(_RUNS[k][a] for k in kinds))
+    coefs, F, lvl = _algorithm_coefficients(kinds, hw, n, bytes_, stride)
+    R, L = F.shape[0], F.shape[1] - 1
+    inv_beta = safe_div(1.0, hw.net_bw * hw.eff_network)  # 0 for a level without bandwidth
+    alpha = jnp.concatenate([jnp.broadcast_to(hw.net_latency, (R, L)), hw.net_latency[lvl][:, None]], axis=-1)
+    inv_b = jnp.concatenate([jnp.broadcast_to(inv_beta, (R, L)), inv_beta[lvl][:, None]], axis=-1)
+    times = []
+    for a in algs:
+        c_alpha, c_beta = coefs[a]
+        runs = np.array([_RUNS[k][a] for k in kinds], bool)[:, None]
+        times.append(jnp.where(runs, c_alpha * alpha + c_beta * inv_b, _NOT_RUN))
+    return times, F, lvl, algs
+
+
+def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
+    """Per algorithm of _ALGS, (latency steps, bytes through a link), each
+    [R, L + 1] (see `_algorithm_grid`); with F [R, L + 1] and lvl [R]."""
     a2a = np.array([k == "alltoall" for k in kinds])
-    beta = hw.net_bw * hw.eff_network
     reach, below = _reach(hw, n, stride)  # [R, L]
     f = jnp.maximum(reach / below, 1.0)
     # Payload at each level: what the levels inside left (bytes / Π_{j<l} f_j);
@@ -163,38 +195,38 @@ def _algorithm_grid(kinds: tuple, hw: Hardware, n, bytes_, stride):
     R, L = f.shape
     F = jnp.concatenate([f, n[:, None]], axis=-1)  # [R, L + 1]
     P = jnp.concatenate([pay, bytes_[:, None]], axis=-1)
-    alpha = jnp.concatenate([jnp.broadcast_to(hw.net_latency, (R, L)), hw.net_latency[lvl][:, None]], axis=-1)
-    B = jnp.concatenate([jnp.broadcast_to(beta, (R, L)), beta[lvl][:, None]], axis=-1)
     topo = jnp.concatenate([jnp.broadcast_to(hw.net_topology, (R, L)), topo_flat[:, None]], axis=-1)
     steps, rbf, hops = _topology_terms_vec(topo, F)
     frac = safe_div(F - 1.0, F)
     lg = jnp.ceil(jnp.log2(jnp.maximum(F, 1.0)))
-    bw = lambda nbytes: safe_div(nbytes, B)  # noqa: E731
     ar = np.array([k == "allreduce" for k in kinds])[:, None]
     mult = np.where(ar, 2.0, 1.0).astype(np.float32)
-    times = jnp.stack([
-        mult * steps * alpha + mult * bw(frac * P / rbf),                      # ring
-        2.0 * lg * alpha + 2.0 * bw(P * hops),                                  # tree (all-reduce)
-        alpha + bw(jnp.where(ar, F - 1.0, frac) * P * hops),                    # one-shot
-        (F - 1.0) * alpha + bw(frac * P * hops),                                # pairwise (all-to-all)
-        lg * alpha + bw(0.5 * lg * P * hops)], axis=-1)                         # Bruck (all-to-all)
-    runs = np.array([_RUNS[k] for k in kinds], bool)[:, None, :]
-    return jnp.where(runs, times, _NOT_RUN), F, lvl
+    coefs = (                                                    # (latency steps, bytes through a link)
+        (mult * steps, mult * frac * P / rbf),                   # ring
+        (2.0 * lg, 2.0 * P * hops),                              # tree (all-reduce)
+        (1.0, jnp.where(ar, F - 1.0, frac) * P * hops),          # one-shot
+        (F - 1.0, frac * P * hops),                              # pairwise (all-to-all)
+        (lg, 0.5 * lg * P * hops))                               # Bruck (all-to-all)
+    return coefs, F, lvl
 
 
 def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, smooth) -> jax.Array:
     """[R] seconds of R collectives (kinds static, none "sendrecv"): the
     faster of hierarchical (per-level minima summed) and flat, each level's
-    algorithm chosen exactly or by `smooth_min`. n, bytes_, stride: [R]."""
-    times, F, _ = _algorithm_grid(kinds, hw, n, bytes_, stride)
-    L = F.shape[1] - 1
-    if smooth is False or smooth is None:
-        best = jnp.min(times, axis=-1)
-    else:
-        best = smooth_min(jnp.moveaxis(times, -1, 0), SMOOTH_MIN_P if smooth is True else smooth)
-    best = jnp.where(F > 1.0, best, 0.0)
-    hier, flat = jnp.sum(best[:, :L], axis=-1), best[:, L]
-    return _pick([hier, flat], smooth)
+    algorithm chosen exactly or by `smooth_min`. n, bytes_, stride: [R].
+    Rows are costed in groups of one kind, so each pays only for the
+    algorithms its kind has."""
+    groups = {k: [i for i, kk in enumerate(kinds) if kk == k] for k in dict.fromkeys(kinds)}
+    parts = []
+    for k, rows in groups.items():
+        idx = np.array(rows)
+        times, F, _, _ = _algorithm_times((k,) * len(rows), hw, n[idx], bytes_[idx], stride[idx])
+        L = F.shape[1] - 1
+        best = jnp.where(F > 1.0, _pick(times, smooth), 0.0)
+        hier, flat = jnp.sum(best[:, :L], axis=-1), best[:, L]
+        parts.append(_pick([hier, flat], smooth))
+    order = np.concatenate([np.array(rows) for rows in groups.values()])
+    return jnp.concatenate(parts)[np.argsort(order)]
 
 
 def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride=1.0) -> jax.Array:
@@ -219,7 +251,7 @@ def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride
     if kind not in _RUNS:
         raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
     flat = lambda x: x.reshape(-1)  # noqa: E731
-    times, F, _ = _algorithm_grid((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride))
+    times, F, _, _ = _algorithm_grid((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride))
     best = jnp.where(F[:, :MAX_NET_LEVELS] > 1.0, jnp.min(times[:, :MAX_NET_LEVELS], axis=-1), 0.0)
     return jnp.where(big, best.reshape(n.shape + (MAX_NET_LEVELS,)), 0.0)
 
@@ -339,10 +371,11 @@ def describe(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:
         return {"form": "point-to-point", "levels": lv, "algorithms": ["send" if x else "" for x in lv],
                 "seconds": sum(lv)}
     one = lambda x: jnp.asarray([x], jnp.float32)  # noqa: E731
-    times, F, lvl = (np.asarray(x)[0] for x in _algorithm_grid((kind,), hw, one(n), one(bytes_), one(stride)))
+    times, F, lvl, algs = _algorithm_grid((kind,), hw, one(n), one(bytes_), one(stride))
+    times, F, lvl = (np.asarray(x)[0] for x in (times, F, lvl))
     used = F > 1.0
     best = np.where(used, times.min(axis=-1), 0.0)
-    names = [_ALGS[i] if u else "" for i, u in zip(times.argmin(axis=-1), used)]
+    names = [_ALGS[algs[i]] if u else "" for i, u in zip(times.argmin(axis=-1), used)]
     hier = [float(x) for x in best[:MAX_NET_LEVELS]]
     if best[MAX_NET_LEVELS] < sum(hier):
         levels, algs = [0.0] * MAX_NET_LEVELS, [""] * MAX_NET_LEVELS

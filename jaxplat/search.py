@@ -37,6 +37,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
+from jaxplat.batching import vmap_last
 from jaxplat.inference import Metrics, evaluate
 from jaxplat.parallel import Parallel
 from jaxplat.roofline import safe_div
@@ -215,11 +216,18 @@ class Engine:
         idg = _digits(jnp.minimum(i, gr.n_inner - 1), [len(a) for a in st.inner])
         ov = [jnp.asarray(a.values, jnp.float32)[d] for a, d in zip(st.outer, od)]
         iv = [jnp.asarray(a.values, jnp.float32)[d] for a, d in zip(st.inner, idg)]
-        # The inner vmap also maps the inner index itself, so that it has a
-        # batched argument when the study has no hardware axis (Ci = 1).
+        # The inner map also maps the inner index itself, so that it has a
+        # batched argument when the study has no hardware axis (Ci = 1). It
+        # keeps the inner points on the last (contiguous) axis of every
+        # array (batching.vmap_last: 2-4x faster on XLA:CPU than jax.vmap);
+        # the vals are then turned to [Ci, metrics].
         point = lambda ov, iv, _: self._point(ov, iv)  # noqa: E731
-        inner = jax.vmap(point, in_axes=(None, 0, 0))
-        res = jax.vmap(inner, in_axes=(0, None, None))(ov, iv, i)
+        inner = vmap_last(point, in_axes=(None, -1, -1))
+
+        def row(ov, iv, i):
+            res = inner(ov, iv, i)
+            return {**res, "vals": res["vals"].T}
+        res = jax.vmap(row, in_axes=(0, None, None))(ov, iv, i)
         return res, o, i, valid, od, idg
 
     def _block_summary(self, k):
