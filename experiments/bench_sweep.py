@@ -6,7 +6,8 @@ operator table) and dense FLOP/s x HBM bandwidth x link bandwidth x SRAM size
 (inner, hardware-only) runs for a few steps (it is not run to the end; the
 rate is steady after the first step). Printed:
 
-* compile time of the engine's step (trace + XLA compile), seconds;
+* compile time of the engine's step (trace + XLA compile), seconds, cold
+  and again with the persistent compilation cache warm (a rerun/resume);
 * XLA's temp-buffer size for one step (compiled.memory_analysis());
 * peak resident memory of this process (getrusage ru_maxrss: includes
   Python, JAX, the compile and every step run), which stays flat with the
@@ -22,6 +23,7 @@ The last line is `configs/s: N`.
 
 import argparse
 import resource
+import tempfile
 import time
 
 import jax
@@ -71,6 +73,7 @@ def main():
     ap.add_argument("--loop-sample", type=int, default=200, help="configurations in the Python-loop baseline")
     args = ap.parse_args()
 
+    search.enable_compilation_cache(tempfile.mkdtemp(prefix="jaxplat-bench-cache-"))  # starts cold
     study = study_from_dict({**STUDY, "engine": {"block": args.block, "blocks_per_step": args.blocks_per_step}})
     engine = search.Engine(study)
     g = engine.grid
@@ -82,7 +85,12 @@ def main():
     compile_s = time.perf_counter() - t
     mem = compiled.memory_analysis()
     temp = getattr(mem, "temp_size_in_bytes", float("nan")) if mem is not None else float("nan")
-    print(f"compile: {compile_s:.2f} s (trace + XLA compile of one step)")
+    print(f"compile: {compile_s:.2f} s (trace + XLA compile of one step, cold cache)")
+    # The same study again (a rerun or a resume), as `jaxplat sweep` does: the
+    # persistent compilation cache (a fresh directory here) skips XLA.
+    t = time.perf_counter()
+    search.Engine(study).compile()
+    print(f"compile again: {time.perf_counter() - t:.2f} s (trace + persistent-cache hit)")
     print(f"XLA temp buffers per step: {temp / 1e6:.1f} MB")
 
     # Warm-up (first execution), then one timed step to size the timed run.

@@ -130,12 +130,20 @@ def tiling_factors(table: OpTable, buffer, elem_bytes):
     chip): A is re-read max(1, n/t) times and W max(1, m/t), the classic
     ~2mnk/sqrt(S) traffic (Hong & Kung, STOC 1981; Irony, Toledo & Tiskin,
     JPDC 2004). The cheaper schedule is taken. Operands that fit (S >= X)
-    are read once. Rows without GEMM dims (element-wise, collectives) and
-    attention rows (K/V re-reads of FlashAttention are not modelled) get 1.
+    are read once. Attention rows (logit, attend) run as FlashAttention
+    does: a block of queries and its output accumulator stay on chip and
+    the K/V cache streams past once per block, so K (or V) is re-read
+    max(1, (Q + O) / S) times, Q = O = the row's query-side bytes; Θ(N²d²/M)
+    traffic over a sequence of N (Dao et al., NeurIPS 2022, Theorem 2).
+    Rows without GEMM dims (element-wise, collectives) get 1.
     `buffer` = 0 means no buffer is modelled: factors 1 (plain roofline).
     Returns two [rows] arrays >= 1.
     """
-    gemm = (table.m * table.k * table.n > 0) & (kv_read_mask(table) == 0)
+    dims = table.m * table.k * table.n > 0
+    kv = kv_read_mask(table) == 1
+    gemm = dims & ~kv
+    attn = (buffer > 0) & dims & kv
+    r_kv = jnp.maximum(safe_div(_attention_resident(table), jnp.where(attn, buffer, 1.0)), 1.0)
     has = (buffer > 0) & gemm
     s = jnp.where(has, buffer, 1.0)
     a, w = table.a0, table.w0
@@ -148,16 +156,27 @@ def tiling_factors(table: OpTable, buffer, elem_bytes):
     use_block = a * block_a + w * block_w <= a * sq_a + w * sq_w
     r_a = jnp.where(use_block, block_a, sq_a)
     r_w = jnp.where(use_block, block_w, sq_w)
-    return jnp.where(has, r_a, 1.0), jnp.where(has, r_w, 1.0)
+    return jnp.where(has, r_a, 1.0), jnp.where(has, r_w, jnp.where(attn, r_kv, 1.0))
 
 
 def tiling_reserve(table: OpTable, hw: Hardware) -> jax.Array:
     """On-chip bytes kept free for tiling: what the largest GEMM needs to read
-    its operands once (its smaller operand), or all the SRAM if that does
-    not fit. Residents (`place`) get the rest of the SRAM."""
-    gemm = (table.m * table.k * table.n > 0) & (kv_read_mask(table) == 0)
+    its operands once (its smaller operand) or the largest attention its
+    query block and output (`_attention_resident`), or all the SRAM if that
+    does not fit. Residents (`place`) get the rest of the SRAM."""
+    dims = table.m * table.k * table.n > 0
+    gemm = dims & (kv_read_mask(table) == 0)
     need = jnp.max(jnp.where(gemm, jnp.minimum(table.a0, table.w0), 0.0))
-    return jnp.minimum(hw.sram_size, need)
+    attn = jnp.max(jnp.where(dims & (kv_read_mask(table) == 1), _attention_resident(table), 0.0))
+    return jnp.minimum(hw.sram_size, jnp.maximum(need, attn))
+
+
+def _attention_resident(table: OpTable) -> jax.Array:
+    """[rows] bytes FlashAttention keeps on chip to read K/V once: the
+    queries and the output accumulator, each the row's query-side bytes
+    (logit reads Q as its A operand; attend writes O as its output)."""
+    query_side = np.array([n.startswith("logit") for n in table.names])
+    return 2.0 * jnp.where(query_side, table.a0, table.o0)
 
 
 def hierarchy_memory_fn(table: OpTable, hw: Hardware, wl: Workload, s_final):

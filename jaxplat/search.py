@@ -163,6 +163,7 @@ class Engine:
         self.bins = study.histogram_bins
         local = jax.shard_map(self._local_step, mesh=self.mesh, in_specs=P(), out_specs=P("d"))
         self._step = jax.jit(local)
+        self._compiled = None
 
     # ---- one configuration
 
@@ -345,17 +346,34 @@ class Engine:
 
     def step(self, first_block: int):
         """Dispatch one step (asynchronous); returns per-device summaries [D, ...]."""
-        return self._step(np.int32(first_block))
+        if self._compiled is None:
+            self.compile()
+        return self._compiled(np.int32(first_block))
 
     @property
     def blocks_per_call(self) -> int:
         return self.n_dev * self.g
 
     def compile(self):
-        """Compile the step now; returns seconds spent."""
+        """Compile the step now (once; `step` runs this executable); returns seconds spent."""
         t = time.perf_counter()
-        self._step.lower(np.int32(0)).compile()
+        self._compiled = self._step.lower(np.int32(0)).compile()
         return time.perf_counter() - t
+
+
+def enable_compilation_cache(path=None) -> str:
+    """Keep compiled sweep steps on disk, so that rerunning or resuming a
+    study skips the XLA compile (JAX's persistent compilation cache).
+
+    `path`: the cache directory (default: $JAXPLAT_CACHE_DIR, else
+    ~/.cache/jaxplat/xla). Returns the directory used.
+    """
+    path = path or os.environ.get("JAXPLAT_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "jaxplat", "xla")
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    return path
 
 
 def _pick(trees, v):

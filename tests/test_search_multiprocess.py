@@ -58,13 +58,17 @@ def runs(tmp_path_factory):
     study = tmp / "tiny.yaml"
     study.write_text(yaml.safe_dump(STUDY))
     port = _free_port()
+    # Each process has its own persistent compilation cache (they compile
+    # side by side); the resumed run reuses the killed one's.
+    cache = lambda name: ("--cache-dir", str(tmp / f"cache-{name}"))  # noqa: E731
     procs = {
-        "single": [_sweep(study, tmp / "single")],
-        "four": [_sweep(study, tmp / "four", env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})],
+        "single": [_sweep(study, tmp / "single", *cache("single"))],
+        "four": [_sweep(study, tmp / "four", *cache("four"),
+                        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})],
         "two": [_sweep(study, tmp / "two", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
-                       "--process-id", str(i)) for i in range(2)],
+                       "--process-id", str(i), *cache(f"two{i}")) for i in range(2)],
         # Slowed to one step per 0.5 s so that it can be killed midway.
-        "killed": [_sweep(study, tmp / "killed", env={"JAXPLAT_SWEEP_STEP_PAUSE": "0.5"})],
+        "killed": [_sweep(study, tmp / "killed", *cache("killed"), env={"JAXPLAT_SWEEP_STEP_PAUSE": "0.5"})],
     }
     state = tmp / "killed" / "state.npz"
     deadline = time.time() + 600
@@ -74,7 +78,7 @@ def runs(tmp_path_factory):
     procs["killed"][0].communicate()
     killed_at = _next_block(state)
     logs = {name: [_wait(p) for p in ps] for name, ps in procs.items() if name != "killed"}
-    logs["resumed"] = [_wait(_sweep(study, tmp / "killed"))]
+    logs["resumed"] = [_wait(_sweep(study, tmp / "killed", *cache("killed")))]
     return tmp, killed_at, logs
 
 

@@ -27,6 +27,9 @@ def register(sub):
     p.add_argument("--block", type=int, help="configurations per block (overrides engine.block)")
     p.add_argument("--blocks-per-step", type=int, help="blocks per device per step (overrides engine.blocks_per_step)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--cache-dir", help="persistent XLA compilation cache, so a rerun or resume skips the compile "
+                                       "(default $JAXPLAT_CACHE_DIR, else ~/.cache/jaxplat/xla)")
+    p.add_argument("--no-cache", action="store_true", help="no persistent compilation cache")
     p.add_argument("--coordinator", default=os.environ.get("JAXPLAT_COORDINATOR"),
                    help="host:port of process 0, for a multi-host sweep (env JAXPLAT_COORDINATOR)")
     p.add_argument("--num-processes", type=int, default=_env_int("JAXPLAT_NUM_PROCESSES"),
@@ -83,6 +86,8 @@ def run(args) -> int:
     from jaxplat import search
     from jaxplat.study import load_study
 
+    if not args.no_cache:
+        search.enable_compilation_cache(args.cache_dir)
     study = load_study(_resolve_study(args.study))
     for flag in ("block", "blocks_per_step"):
         v = getattr(args, flag)
