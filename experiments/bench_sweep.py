@@ -17,7 +17,10 @@ rate is steady after the first step). Printed:
   once per configuration (the code a user would otherwise write), on a small
   sample, and the ratio.
 
-Usage: .venv/bin/python experiments/bench_sweep.py [--seconds 20] [--block 16384]
+On CPU the engine runs one host device per core (search.split_cpu_devices),
+as `jaxplat sweep` does; --devices 1 gives the single-device figure.
+
+Usage: .venv/bin/python experiments/bench_sweep.py [--seconds 20] [--block 16384] [--devices N]
 The last line is `configs/s: N`.
 """
 
@@ -71,19 +74,21 @@ def main():
     ap.add_argument("--block", type=int, default=16384, help="configurations per block")
     ap.add_argument("--blocks-per-step", type=int, default=4)
     ap.add_argument("--loop-sample", type=int, default=200, help="configurations in the Python-loop baseline")
+    ap.add_argument("--fast-compile", action="store_true", help="engine.fast_compile (CPU: older XLA loop emitters)")
+    ap.add_argument("--devices", type=int, help="CPU host devices (default: one per core, as `jaxplat sweep`)")
     args = ap.parse_args()
+    search.split_cpu_devices(args.devices)  # before JAX starts its backends
 
     search.enable_compilation_cache(tempfile.mkdtemp(prefix="jaxplat-bench-cache-"))  # starts cold
-    study = study_from_dict({**STUDY, "engine": {"block": args.block, "blocks_per_step": args.blocks_per_step}})
+    study = study_from_dict({**STUDY, "engine": {"block": args.block, "blocks_per_step": args.blocks_per_step,
+                                                 "fast_compile": args.fast_compile}})
     engine = search.Engine(study)
     g = engine.grid
     print(f"study: {study.size:,} configurations ({g.n_outer} outer x {g.n_inner:,} hardware); "
           f"blocks of {g.co} x {g.ci}, {engine.g} per device per step, {engine.n_dev} device(s) "
           f"({jax.devices()[0].platform})")
-    t = time.perf_counter()
-    compiled = engine._step.lower(np.int32(0)).compile()
-    compile_s = time.perf_counter() - t
-    mem = compiled.memory_analysis()
+    compile_s = engine.compile()
+    mem = engine._compiled.memory_analysis()
     temp = getattr(mem, "temp_size_in_bytes", float("nan")) if mem is not None else float("nan")
     print(f"compile: {compile_s:.2f} s (trace + XLA compile of one step, cold cache)")
     # The same study again (a rerun or a resume), as `jaxplat sweep` does: the

@@ -139,7 +139,7 @@ METRICS = {
 _STUDY_KEYS = ("name", "description", "models", "workloads", "hardware", "options", "axes", "constraints",
                "objective", "pareto", "top_k", "group_by", "engine")
 _CONSTRAINT_KEYS = ("max_chips", "ttft", "tpot", "max_memory_fraction")
-_ENGINE_KEYS = ("block", "blocks_per_step", "pareto_points", "histogram_bins", "histogram_range")
+_ENGINE_KEYS = ("block", "blocks_per_step", "pareto_points", "histogram_bins", "histogram_range", "fast_compile")
 _RANGE_KEYS = ("linear", "log", "pow2", "count")
 
 
@@ -193,6 +193,7 @@ class Study:
     histogram_range: tuple  # (lo, hi) of the objective, log-spaced bins
     fingerprint: str
     group_by: int = -1     # index into `outer` of the axis per-axis summaries are split by (-1: none)
+    fast_compile: bool = False  # CPU: XLA's older loop emitters (see search.Engine.compile)
 
     @property
     def n_groups(self) -> int:
@@ -398,6 +399,9 @@ def study_from_dict(d: dict, src="study") -> Study:
         raise SpecError(f"{src}: engine.histogram_range must be [lo, hi], got {hr!r}") from None
     if not 0 < hlo < hhi:
         raise SpecError(f"{src}: engine.histogram_range needs 0 < lo < hi")
+    fast_compile = eng.get("fast_compile", False)
+    if not isinstance(fast_compile, bool):
+        raise SpecError(f"{src}: engine.fast_compile must be true or false, got {fast_compile!r}")
     top_k = d.get("top_k", 20)
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
         raise SpecError(f"{src}: top_k must be a positive integer, got {top_k!r}")
@@ -418,7 +422,8 @@ def study_from_dict(d: dict, src="study") -> Study:
         tpot=_slo(src, "tpot", c.get("tpot", "workload")), max_memory_fraction=frac, objective=objective,
         maximize=(sense == "maximize"), pareto=tuple(pareto), top_k=top_k, block=ints["block"],
         blocks_per_step=ints["blocks_per_step"], pareto_points=ints["pareto_points"],
-        histogram_bins=ints["histogram_bins"], histogram_range=(hlo, hhi), fingerprint="", group_by=group_by)
+        histogram_bins=ints["histogram_bins"], histogram_range=(hlo, hhi), fingerprint="", group_by=group_by,
+        fast_compile=fast_compile)
     if study.n_outer >= 2**31 or study.n_inner >= 2**31:
         raise SpecError(f"{src}: too many points on one side of the grid (outer {study.n_outer}, "
                         f"hardware {study.n_inner}); at most 2^31 - 1 each")

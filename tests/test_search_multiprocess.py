@@ -62,13 +62,14 @@ def runs(tmp_path_factory):
     # side by side); the resumed run reuses the killed one's.
     cache = lambda name: ("--cache-dir", str(tmp / f"cache-{name}"))  # noqa: E731
     procs = {
-        "single": [_sweep(study, tmp / "single", *cache("single"))],
+        "single": [_sweep(study, tmp / "single", "--devices", "1", *cache("single"))],
         "four": [_sweep(study, tmp / "four", *cache("four"),
                         env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})],
         "two": [_sweep(study, tmp / "two", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
                        "--process-id", str(i), *cache(f"two{i}")) for i in range(2)],
         # Slowed to one step per 0.5 s so that it can be killed midway.
         "killed": [_sweep(study, tmp / "killed", *cache("killed"), env={"JAXPLAT_SWEEP_STEP_PAUSE": "0.5"})],
+        # (the killed and resumed runs take the default: one host device per core)
     }
     state = tmp / "killed" / "state.npz"
     deadline = time.time() + 600

@@ -26,7 +26,12 @@ def register(sub):
     p.add_argument("--restart", action="store_true", help="discard a saved state in --out and start over")
     p.add_argument("--block", type=int, help="configurations per block (overrides engine.block)")
     p.add_argument("--blocks-per-step", type=int, help="blocks per device per step (overrides engine.blocks_per_step)")
+    p.add_argument("--fast-compile", action="store_true",
+                   help="CPU: compile about 30%% faster, run about 15%% slower (for short studies; "
+                        "engine.fast_compile in the study)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--devices", type=int, help="on CPU, split the sweep over this many host devices "
+                                              "(default: one per core; on one process only)")
     p.add_argument("--cache-dir", help="persistent XLA compilation cache, so a rerun or resume skips the compile "
                                        "(default $JAXPLAT_CACHE_DIR, else ~/.cache/jaxplat/xla)")
     p.add_argument("--no-cache", action="store_true", help="no persistent compilation cache")
@@ -80,10 +85,16 @@ def _resolve_study(name: str) -> Path:
 
 
 def run(args) -> int:
+    from jaxplat import search
+
+    distributed = bool(args.coordinator or args.distributed)
+    if args.devices is not None and args.devices < 1:
+        raise SpecError(f"--devices must be positive, got {args.devices}")
+    if args.devices is not None or not distributed:  # one process: a host device per core
+        search.split_cpu_devices(args.devices)
     init_distributed(args.coordinator, args.num_processes, args.process_id, args.distributed)
     import jax
 
-    from jaxplat import search
     from jaxplat.study import load_study
 
     if not args.no_cache:
@@ -99,7 +110,8 @@ def run(args) -> int:
         if args.restart and (out / search.STATE_FILE).exists():
             (out / search.STATE_FILE).unlink()
         out.mkdir(parents=True, exist_ok=True)
-    engine = search.Engine(study, block=args.block, blocks_per_step=args.blocks_per_step)
+    engine = search.Engine(study, block=args.block, blocks_per_step=args.blocks_per_step,
+                           fast_compile=True if args.fast_compile else None)
     if lead:
         g = engine.grid
         print(f"study {study.name}: {study.size:,} configurations ({g.n_outer:,} outer x {g.n_inner:,} hardware), "
