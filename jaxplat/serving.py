@@ -24,10 +24,10 @@ import numpy as np
 
 from jaxplat._pytree import pytree_dataclass, replace
 from jaxplat.hardware import Hardware
-from jaxplat.inference import evaluate, row_components
+from jaxplat.inference import _soft_larger, evaluate, row_components
 from jaxplat.memory import kv_read_mask
 from jaxplat.model import Model
-from jaxplat.operators import NUMERIC, OpTable, build_table
+from jaxplat.operators import NUMERIC, OpTable, build_table, microbatching
 from jaxplat.options import Options
 from jaxplat.parallel import Parallel
 from jaxplat.roofline import combine, safe_div
@@ -257,12 +257,21 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     Returns:
       float scalar seconds (exact or smooth roofline per row, as `evaluate`).
     With n_dec = 0 and one chunk (P, 0) this is `evaluate`'s TTFT at batch 1;
-    with no chunk and n_dec = 1 it is its decode step at context ctx_dec.
+    with no chunk it is its decode step at context ctx_dec, pipeline included.
+
+    Pipeline parallelism: the engine keeps par.microbatches micro-batches in
+    flight (vLLM's pp virtual engines), each with 1/nmb of the decodes and
+    of the prompt work, and every sequence advances once per round of all
+    of them: max(one pass, nmb x the busiest stage), `evaluate`'s decode rule.
     """
+    nmb, _ = microbatching(par, replace(wl, batch=jnp.maximum(n_dec, 1.0)), opts)
+    copies = (jnp.ones_like(chunk) if copies is None else copies) / nmb
     table = iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies, logits)
     c0, _, m0, _, comm = row_components(table, hw, replace(wl, output=0.0), opts)
     p = None if not opts.smooth else 20.0
-    return jnp.sum(table.count * combine(c0, m0, comm, p))
+    t = combine(c0, m0, comm, p)
+    one_pass, stage = jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t)
+    return jnp.maximum(one_pass, stage) if p is None else _soft_larger(one_pass, stage, p)
 
 
 def decode_time(model, hw, par, wl, opts, n_dec, ctx):

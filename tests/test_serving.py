@@ -95,6 +95,20 @@ def test_prompt_chain_linear_case_closed_form():
         jnp.float32(lam), t0, e / 2, e)[0])
 
 
+def test_pipelined_iteration_is_evaluates_decode_step():
+    # pp = 2 with 4 micro-batches in flight: one decode-only iteration of 16
+    # sequences at context P + 1 is evaluate's one decode step (output 2),
+    # max(one micro-batch's pass, 4 x its busiest stage); with one micro-batch
+    # it is a whole pass of all 16.
+    model, hw = jp.load_model("llama-3.1-8b"), jp.load_hardware("h100-sxm")
+    wl = workload_from_dict({"batch": 16, "prompt": 512, "output": 2})
+    for nmb in (4.0, 1.0):
+        par = jp.Parallel(pp=2, microbatches=nmb)
+        want = float(jp.evaluate(model, hw, par, wl, OPTS).tpot)
+        got = float(jax.jit(S.decode_time, static_argnames="opts")(model, hw, par, wl, OPTS, 16.0, 513.0))
+        np.testing.assert_allclose(got, want, rtol=2e-3)
+
+
 def test_capacity_hand_worked():
     # Llama-2-7B (MHA, 32 KV heads), bf16, one H100 80 GB, prompt + output 2048.
     model, hw = jp.load_model("llama-2-7b"), jp.load_hardware("h100-sxm")
