@@ -106,11 +106,12 @@ def _pick(times, smooth):
     return smooth_min(times, SMOOTH_MIN_P if smooth is True else smooth)
 
 
-# The one set of collective formulas (`_algorithm_grid`), used by
+# The one set of collective formulas (`_algorithm_coefficients`, combined
+# with the links' latency and bandwidth in `_algorithm_times`), used by
 # `collective_time`, `table_comm_times`, `level_times` and `describe`: every
 # row, every network level (plus the flat form as one extra "level") and
-# every algorithm at once, as [rows, levels + 1, algorithms] arrays, so a
-# table's collectives trace to one small set of array ops.
+# every algorithm a kind has, as [rows, levels + 1] arrays per algorithm, so
+# a table's collectives trace to one small set of array ops.
 _ALGS = ("ring", "tree", "oneshot", "pairwise", "bruck")
 _RUNS = {"allreduce": (1, 1, 1, 0, 0), "allgather": (1, 0, 1, 0, 0), "reducescatter": (1, 0, 1, 0, 0),
          "alltoall": (0, 0, 0, 1, 1)}
@@ -371,11 +372,11 @@ def describe(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:
         return {"form": "point-to-point", "levels": lv, "algorithms": ["send" if x else "" for x in lv],
                 "seconds": sum(lv)}
     one = lambda x: jnp.asarray([x], jnp.float32)  # noqa: E731
-    times, F, lvl, algs = _algorithm_grid((kind,), hw, one(n), one(bytes_), one(stride))
+    times, F, lvl, kept = _algorithm_grid((kind,), hw, one(n), one(bytes_), one(stride))
     times, F, lvl = (np.asarray(x)[0] for x in (times, F, lvl))
     used = F > 1.0
     best = np.where(used, times.min(axis=-1), 0.0)
-    names = [_ALGS[algs[i]] if u else "" for i, u in zip(times.argmin(axis=-1), used)]
+    names = [_ALGS[kept[i]] if u else "" for i, u in zip(times.argmin(axis=-1), used)]
     hier = [float(x) for x in best[:MAX_NET_LEVELS]]
     if best[MAX_NET_LEVELS] < sum(hier):
         levels, algs = [0.0] * MAX_NET_LEVELS, [""] * MAX_NET_LEVELS

@@ -382,23 +382,27 @@ def split_cpu_devices(n=None) -> int | None:
     """
     if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return None
-    n = n or os.cpu_count() or 1
+    n = (os.cpu_count() or 1) if n is None else n
     if n < 1:
         raise SpecError(f"host devices must be at least 1, got {n}")
     jax.config.update("jax_num_cpu_devices", int(n))
     return int(n)
 
 
-def enable_compilation_cache(path=None) -> str:
+def enable_compilation_cache(path=None) -> str | None:
     """Keep compiled sweep steps on disk, so that rerunning or resuming a
     study skips the XLA compile (JAX's persistent compilation cache).
 
     `path`: the cache directory (default: $JAXPLAT_CACHE_DIR, else
-    ~/.cache/jaxplat/xla). Returns the directory used.
+    ~/.cache/jaxplat/xla). Returns the directory used, or None when it
+    cannot be created (the sweep then compiles every time).
     """
     path = path or os.environ.get("JAXPLAT_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "jaxplat", "xla")
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     return path
