@@ -497,7 +497,8 @@ class Result:
                                                    front_overflow=self.front_overflow,
                                                    fingerprint=self.e.study.fingerprint,
                                                    grid=dataclasses.asdict(self.e.grid),
-                                                   metrics=list(self.e.metrics), top_k=self.e.k))))
+                                                   metrics=list(self.e.metrics), top_k=self.e.k,
+                                                   fast_compile=bool(self.e.fast_compile)))))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -509,8 +510,10 @@ class Result:
             return False
         with np.load(path) as z:
             meta = json.loads(str(z["meta"]))
+            # fast_compile: the two code generators may differ in a value's last bit
             mine = dict(fingerprint=self.e.study.fingerprint, grid=dataclasses.asdict(self.e.grid),
-                        metrics=list(self.e.metrics), top_k=self.e.k)
+                        metrics=list(self.e.metrics), top_k=self.e.k, fast_compile=bool(self.e.fast_compile))
+            meta.setdefault("fast_compile", False)  # states written before the option
             for key, v in mine.items():
                 if meta.get(key) != v:
                     raise SpecError(f"{path}: state from a different study or engine ({key} differs); "

@@ -131,9 +131,14 @@ def test_state_from_another_study_is_refused(engine, tmp_path, study):
     path = tmp_path / "state.npz"
     search.run(engine, path, progress=False, max_steps=1)
     other = search.Result(engine)
-    other.e = type("E", (), {"study": type("S", (), {"fingerprint": "x"})(), "grid": engine.grid,
-                             "metrics": engine.metrics, "k": engine.k})()
+    fake = lambda study, fast: type("E", (), {"study": study, "grid": engine.grid, "metrics": engine.metrics,  # noqa: E731
+                                              "k": engine.k, "fast_compile": fast})()
+    other.e = fake(type("S", (), {"fingerprint": "x"})(), False)
     with pytest.raises(SpecError, match="different study"):
+        other.load(path)
+    # the same study compiled by the other code generator: refused too
+    other.e = fake(engine.study, True)
+    with pytest.raises(SpecError, match="fast_compile differs"):
         other.load(path)
 
 
