@@ -15,7 +15,9 @@ rate is steady after the first step). Printed:
 * configurations/s of the engine on all devices;
 * configurations/s of a plain Python loop calling jitted `jaxplat.evaluate`
   once per configuration (the code a user would otherwise write), on a small
-  sample, and the ratio.
+  sample, and the ratio;
+* with --compare-vmap, one block's evaluation with jax.vmap and with
+  batching.vmap_last (the batch axis last), configurations/s each.
 
 On CPU the engine runs one host device per core (search.split_cpu_devices),
 as `jaxplat sweep` does; --devices 1 gives the single-device figure.
@@ -25,16 +27,19 @@ The last line is `configs/s: N`.
 """
 
 import argparse
+import math
 import resource
 import tempfile
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import jaxplat as jp
 from jaxplat import search
 from jaxplat._pytree import replace
+from jaxplat.batching import vmap_last
 from jaxplat.study import study_from_dict
 
 STUDY = dict(
@@ -68,6 +73,27 @@ def python_loop_rate(study, n=200) -> float:
     return n / (time.perf_counter() - t)
 
 
+def inner_map_rates(engine, n, repeats=5) -> tuple[float, float]:
+    """Configurations/s of one block's evaluation (one outer point, n random
+    hardware points) with jax.vmap and with batching.vmap_last, one device."""
+    st = engine.study
+    ov = [jnp.float32(a.values[len(a) // 2]) for a in st.outer]
+    rng = np.random.default_rng(0)
+    iv = [jnp.asarray(rng.choice(a.values, n), jnp.float32) for a in st.inner]
+    rates = []
+    for inner in (jax.vmap(lambda iv: engine._point(ov, iv)),
+                  vmap_last(lambda iv: engine._point(ov, iv), in_axes=(-1,))):
+        f = jax.jit(lambda iv, inner=inner: inner(iv)["score"])
+        jax.block_until_ready(f(iv))
+        best = math.inf
+        for _ in range(repeats):
+            t = time.perf_counter()
+            jax.block_until_ready(f(iv))
+            best = min(best, time.perf_counter() - t)
+        rates.append(n / best)
+    return rates[0], rates[1]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=20.0, help="sweep this long (s), then stop")
@@ -75,6 +101,8 @@ def main():
     ap.add_argument("--blocks-per-step", type=int, default=4)
     ap.add_argument("--loop-sample", type=int, default=200, help="configurations in the Python-loop baseline")
     ap.add_argument("--fast-compile", action="store_true", help="engine.fast_compile (CPU: older XLA loop emitters)")
+    ap.add_argument("--compare-vmap", action="store_true",
+                    help="also time one block's evaluation with jax.vmap vs batching.vmap_last")
     ap.add_argument("--devices", type=int, help="CPU host devices (default: one per core, as `jaxplat sweep`)")
     args = ap.parse_args()
     search.split_cpu_devices(args.devices)  # before JAX starts its backends
@@ -117,6 +145,10 @@ def main():
     loop = python_loop_rate(study, args.loop_sample)
     print(f"python loop over jaxplat.evaluate: {loop:.4g} configs/s ({args.loop_sample} configurations)")
     print(f"speed-up of the engine over the loop: {rate / loop:.4g}x")
+    if args.compare_vmap:
+        plain, last = inner_map_rates(engine, g.ci)
+        print(f"one block of {g.ci} hardware points, one device: jax.vmap {plain:.4g} configs/s, "
+              f"vmap_last {last:.4g} configs/s ({last / plain:.3g}x)")
     print(f"configs/s: {rate:.4g}")
 
 

@@ -4,17 +4,18 @@
 unbatched one, so a sweep over hardware points builds arrays like
 [points, rows, levels, algorithms] whose minor (contiguous) axes are a few
 table rows long. XLA:CPU then runs short, unvectorized inner loops and
-small-axis reductions: on this 2-core machine a 16384 x 14 x 4 x 5
-multiply-min-sum takes 24 ms with the points first and 2 ms with them last
-(the `experiments/bench_sweep.py` workload is dominated by such arrays).
+small-axis reductions; with the points last it vectorizes over them
+(`experiments/bench_sweep.py --compare-vmap` prints both rates for one
+block of the benchmark study).
 
 `vmap_last(f)` traces `f` once for one point and interprets its jaxpr with
 every batched value carrying the batch as its LAST axis: elementwise
 primitives broadcast their unbatched operands, structural ones (broadcast,
 reduce, slice, concatenate, cumulative, squeeze, split) shift their axis
-parameters, nested jits are inlined, and any other primitive (gather,
-scatter, dynamic_slice, control flow...) falls back to `jax.vmap` of that
-one primitive with in_axes/out_axes -1. It is a forward evaluator (no
+parameters, gather and dynamic_slice with shared indices take the batch as
+one more full slice, nested jits are inlined, and any other primitive
+(scatter, sort, control flow...) falls back to `jax.vmap` of that one
+primitive with in_axes/out_axes -1. It is a forward evaluator (no
 custom JVP rules are kept): for sweeps, not for gradients.
 """
 
@@ -59,15 +60,9 @@ def vmap_last(f, in_axes):
         one = [jax.ShapeDtypeStruct(x.shape[:-1] if b else x.shape, x.dtype) for x, b in zip(flat, marks)]
         closed, out_shape = jax.make_jaxpr(lambda *xs: f(*jax.tree.unflatten(tree, xs)), return_shape=True)(*one)
         outs = _eval(closed.jaxpr, closed.consts, list(zip(flat, marks)), n)
-        outs = [x if b else _bcast(x, v.aval.shape, n) for (x, b), v in zip(outs, closed.jaxpr.outvars)]
+        outs = [x if b else _to(x, b, v.aval.shape, n) for (x, b), v in zip(outs, closed.jaxpr.outvars)]
         return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
     return mapped
-
-
-def _bcast(x, shape, n):
-    """An unbatched value of logical `shape` as a batched one (batch last)."""
-    x = jnp.asarray(x)
-    return lax.broadcast_in_dim(x, tuple(shape) + (n,), tuple(range(x.ndim)))
 
 
 def _to(x, b, shape, n):

@@ -166,6 +166,14 @@ def _soft_larger(a, b, p):
     return jnp.where(ok, (ua * a + ub * b) / (ua + ub), 0.0)
 
 
+def pipeline_round(one_pass, stages, p=None):
+    """Seconds for every micro-batch in flight to advance one token:
+    max(one pass through all stages, nmb x the busiest stage), `stages`
+    being the latter (Megatron / vLLM pipelined decode); `_soft_larger` in
+    smooth mode (p given)."""
+    return jnp.maximum(one_pass, stages) if p is None else _soft_larger(one_pass, stages, p)
+
+
 @functools.partial(jax.jit, static_argnames=("options",))
 def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
              options: Options = Options(), sharpness=DEFAULT_SHARPNESS) -> Metrics:
@@ -213,7 +221,7 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
     else:
         sums = sum_over_steps(c0, c1, m0, m1, hidden * comm_dec, 1.0, steps, p)
         pass_dec, stage_dec = jnp.sum(dec.count * sums), nmb * jnp.sum(dec.stage * sums)
-        decode_time = jnp.maximum(pass_dec, stage_dec) if p is None else _soft_larger(pass_dec, stage_dec, p)
+        decode_time = pipeline_round(pass_dec, stage_dec, p)
         tpot = safe_div(decode_time, steps)
         comm_dec_pass = steps * jnp.sum(dec.count * hidden * comm_dec)
         comm_dec_stage = steps * nmb * jnp.sum(dec.stage * hidden * comm_dec)

@@ -139,10 +139,8 @@ def tiling_factors(table: OpTable, buffer, elem_bytes):
     `buffer` = 0 means no buffer is modelled: factors 1 (plain roofline).
     Returns two [rows] arrays >= 1.
     """
-    dims = table.m * table.k * table.n > 0
-    kv = kv_read_mask(table) == 1
-    gemm = dims & ~kv
-    attn = (buffer > 0) & dims & kv
+    gemm, attn = _tiled_rows(table)
+    attn = (buffer > 0) & attn
     r_kv = jnp.maximum(safe_div(_attention_resident(table), jnp.where(attn, buffer, 1.0)), 1.0)
     has = (buffer > 0) & gemm
     s = jnp.where(has, buffer, 1.0)
@@ -164,11 +162,18 @@ def tiling_reserve(table: OpTable, hw: Hardware) -> jax.Array:
     its operands once (its smaller operand) or the largest attention its
     query block and output (`_attention_resident`), or all the SRAM if that
     does not fit. Residents (`place`) get the rest of the SRAM."""
-    dims = table.m * table.k * table.n > 0
-    gemm = dims & (kv_read_mask(table) == 0)
+    gemm, attn = _tiled_rows(table)
     need = jnp.max(jnp.where(gemm, jnp.minimum(table.a0, table.w0), 0.0))
-    attn = jnp.max(jnp.where(dims & (kv_read_mask(table) == 1), _attention_resident(table), 0.0))
-    return jnp.minimum(hw.sram_size, jnp.maximum(need, attn))
+    attn_need = jnp.max(jnp.where(attn, _attention_resident(table), 0.0))
+    return jnp.minimum(hw.sram_size, jnp.maximum(need, attn_need))
+
+
+def _tiled_rows(table: OpTable):
+    """[rows] masks of the weight GEMMs and of the attention rows (logit,
+    attend: the W operand is the KV cache), both with GEMM dims."""
+    dims = table.m * table.k * table.n > 0
+    kv = kv_read_mask(table) == 1
+    return dims & ~kv, dims & kv
 
 
 def _attention_resident(table: OpTable) -> jax.Array:

@@ -222,7 +222,7 @@ class Engine:
         # The inner map also maps the inner index itself, so that it has a
         # batched argument when the study has no hardware axis (Ci = 1). It
         # keeps the inner points on the last (contiguous) axis of every
-        # array (batching.vmap_last: about 2x faster on XLA:CPU than jax.vmap);
+        # array (batching.vmap_last; experiments/bench_sweep.py --compare-vmap);
         # the vals are then turned to [Ci, metrics].
         point = lambda ov, iv, _: self._point(ov, iv)  # noqa: E731
         inner = vmap_last(point, in_axes=(None, -1, -1))

@@ -24,7 +24,7 @@ import numpy as np
 
 from jaxplat._pytree import pytree_dataclass, replace
 from jaxplat.hardware import Hardware
-from jaxplat.inference import _soft_larger, evaluate, row_components
+from jaxplat.inference import evaluate, pipeline_round, row_components
 from jaxplat.memory import kv_read_mask
 from jaxplat.model import Model
 from jaxplat.operators import NUMERIC, OpTable, build_table, microbatching
@@ -270,8 +270,7 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     c0, _, m0, _, comm = row_components(table, hw, replace(wl, output=0.0), opts)
     p = None if not opts.smooth else 20.0
     t = combine(c0, m0, comm, p)
-    one_pass, stage = jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t)
-    return jnp.maximum(one_pass, stage) if p is None else _soft_larger(one_pass, stage, p)
+    return pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
 
 
 def decode_time(model, hw, par, wl, opts, n_dec, ctx):
