@@ -1,25 +1,33 @@
-"""`vmap_last`: vmap with the batch axis last, for the sweep engine.
+"""Batching with the batch axes last, for the sweep engine.
 
 `jax.vmap` puts the batch axis first whenever a batched value meets an
 unbatched one, so a sweep over hardware points builds arrays like
 [points, rows, levels, algorithms] whose minor (contiguous) axes are a few
 table rows long. XLA:CPU then runs short, unvectorized inner loops and
-small-axis reductions; with the points last it vectorizes over them
-(`experiments/bench_sweep.py --compare-vmap` prints both rates for one
-block of the benchmark study).
+small-axis reductions; with the points last it vectorizes over them.
 
-`vmap_last(f)` traces `f` once for one point and interprets its jaxpr with
-every batched value carrying the batch as its LAST axis: elementwise
-primitives broadcast their unbatched operands, structural ones (broadcast,
-reduce, slice, concatenate, cumulative, squeeze, split) shift their axis
-parameters, gather and dynamic_slice with shared indices take the batch as
-one more full slice, nested jits are inlined, and any other primitive
-(scatter, sort, control flow...) falls back to `jax.vmap` of that one
-primitive with in_axes/out_axes -1. It is a forward evaluator (no
-custom JVP rules are kept): for sweeps, not for gradients.
+`grid_map(f, in_axes, ndim)` goes one step further for a sweep over a grid
+(a product of axes): every batched value carries `ndim` trailing grid axes,
+each either full size or 1 when the value does not depend on that grid
+axis. An operator row's SRAM tiling then costs once per SRAM size, a
+collective once per link bandwidth, and only the final combination runs
+over every grid point (`experiments/bench_sweep.py --compare-vmap` prints
+the three rates for one block of the benchmark study). `vmap_last` is its
+one-axis case.
+
+Both trace `f` once for one point and interpret its jaxpr: elementwise
+primitives broadcast their operands to the union of the grid axes they
+depend on, structural ones (broadcast, reduce, slice, concatenate, stack,
+cumulative, squeeze, split, reshape) pass the trailing axes through, gather
+and dynamic_slice with shared indices take them as full slices, nested jits
+are inlined, and any other primitive (scatter, sort, control flow...) falls
+back to `jax.vmap` of that one primitive over the flattened grid axes. It
+is a forward evaluator (no custom JVP rules are kept): for sweeps, not for
+gradients.
 """
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -33,129 +41,168 @@ select_n sign sin sqrt square sub tan tanh xor
 """.split())
 _REDUCE = frozenset(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
                      "reduce_xor", "argmax", "argmin"))
-_CUMULATIVE = frozenset(("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"))
+_PASS_THROUGH = frozenset(("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "squeeze", "split")) | _REDUCE
 _CALLS = frozenset(("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
                     "remat", "checkpoint"))
 
 
-def vmap_last(f, in_axes):
-    """Map `f` over the last axis of the arguments marked in `in_axes`.
+def grid_map(f, in_axes, ndim):
+    """Map `f` over a grid whose `ndim` axes trail the arguments marked in `in_axes`.
 
     Args:
       f: a function of pytrees of arrays.
-      in_axes: per positional argument, -1 (batched: every leaf carries the
-        batch as its last axis) or None (shared).
+      in_axes: per positional argument, -1 (on the grid: every leaf carries
+        `ndim` trailing axes, each of the grid's size or 1 where the leaf is
+        constant along it) or None (shared).
+      ndim: number of grid axes.
     Returns:
-      A function with the same arguments whose outputs carry the batch as
-      their last axis (every output leaf is batched).
+      A function with the same arguments whose output leaves carry the whole
+      grid as their `ndim` last axes.
     """
     def mapped(*args):
         flat, tree = jax.tree.flatten(args)
-        marks = jax.tree.leaves(tuple(
+        on_grid = jax.tree.leaves(tuple(
             jax.tree.map(lambda _, ax=ax: ax is not None, a) for a, ax in zip(args, in_axes)))
-        sizes = {x.shape[-1] for x, b in zip(flat, marks) if b}
-        if len(sizes) != 1:
-            raise ValueError(f"vmap_last: batched arguments need one common last-axis size, got {sorted(sizes)}")
-        (n,) = sizes
-        one = [jax.ShapeDtypeStruct(x.shape[:-1] if b else x.shape, x.dtype) for x, b in zip(flat, marks)]
+        sizes = [1] * ndim
+        for x, g in zip(flat, on_grid):
+            for k, s in enumerate(x.shape[x.ndim - ndim:] if g else ()):
+                if s != 1 and sizes[k] not in (1, s):
+                    raise ValueError(f"grid_map: grid axis {k} has sizes {sizes[k]} and {s}")
+                sizes[k] = max(sizes[k], s)
+        sizes = tuple(sizes)
+        ins = [_split(x, ndim) if g else (x, _NONE(ndim)) for x, g in zip(flat, on_grid)]
+        one = [jax.ShapeDtypeStruct(x.shape[:x.ndim - ndim] if g else x.shape, x.dtype)
+               for x, g in zip(flat, on_grid)]
         closed, out_shape = jax.make_jaxpr(lambda *xs: f(*jax.tree.unflatten(tree, xs)), return_shape=True)(*one)
-        outs = _eval(closed.jaxpr, closed.consts, list(zip(flat, marks)), n)
-        outs = [x if b else _to(x, b, v.aval.shape, n) for (x, b), v in zip(outs, closed.jaxpr.outvars)]
+        outs = _eval(closed.jaxpr, closed.consts, ins, sizes)
+        full = (True,) * ndim
+        outs = [_to(x, m, v.aval.shape, full, sizes) for (x, m), v in zip(outs, closed.jaxpr.outvars)]
         return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
     return mapped
 
 
-def _to(x, b, shape, n):
-    """Operand (x, batched) brought to logical `shape` + (n,) (scalars broadcast)."""
-    if b:
-        if x.ndim - 1 == len(shape):
-            return x
-        return lax.broadcast_in_dim(x, tuple(shape) + (n,), (len(shape),))
+def vmap_last(f, in_axes):
+    """`jax.vmap` over the last axis of the arguments marked -1 in `in_axes`
+    (None: shared); outputs carry the batch as their last axis."""
+    return grid_map(f, in_axes, 1)
+
+
+def _NONE(ndim):
+    return (False,) * ndim
+
+
+def _split(x, ndim):
+    """A grid argument leaf -> (value, mask); constant on every grid axis: unbatched, trailing axes dropped."""
+    mask = tuple(s != 1 for s in x.shape[x.ndim - ndim:])
+    if not any(mask):
+        return x.reshape(x.shape[:x.ndim - ndim]), mask
+    return x, mask
+
+
+def _trail(mask, sizes):
+    return tuple(s if m else 1 for m, s in zip(mask, sizes))
+
+
+def _union(masks):
+    return tuple(any(ms) for ms in zip(*masks))
+
+
+def _to(x, m, shape, mo, sizes):
+    """Operand (x, mask m) brought to logical `shape` + the grid axes in `mo`
+    (size 1 elsewhere); a logical scalar broadcasts over `shape`."""
+    k = len(sizes)
     x = jnp.asarray(x)
-    return lax.broadcast_in_dim(x, tuple(shape) + (n,), tuple(range(x.ndim)) if x.ndim == len(shape) else ())
+    lead = x.ndim - k if any(m) else x.ndim
+    if lead == len(shape) and m == mo and (any(m) or not any(mo)):
+        return x
+    dims = tuple(range(lead)) if lead == len(shape) else ()
+    if any(m):
+        dims += tuple(range(len(shape), len(shape) + k))
+    return lax.broadcast_in_dim(x, tuple(shape) + _trail(mo, sizes), dims)
 
 
-def _eval(jaxpr, consts, args, n):
-    """Evaluate `jaxpr` on (value, batched) pairs; returns (value, batched) pairs."""
+def _eval(jaxpr, consts, args, sizes):
+    """Evaluate `jaxpr` on (value, mask) pairs; returns (value, mask) pairs."""
     env = {}
+    none = _NONE(len(sizes))
 
     def read(v):
         if isinstance(v, jex_core.Literal):
-            return v.val, False
+            return v.val, none
         return env[v]
 
     for v, c in zip(jaxpr.constvars, consts):
-        env[v] = (c, False)
+        env[v] = (c, none)
     for v, a in zip(jaxpr.invars, args):
         env[v] = a
     for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        outs = _apply(eqn, ins, n)
+        outs = _apply(eqn, [read(v) for v in eqn.invars], sizes)
         for v, o in zip(eqn.outvars, outs):
             env[v] = o
     return [read(v) for v in jaxpr.outvars]
 
 
-def _apply(eqn, ins, n):
-    """One equation on (value, batched) operands -> list of (value, batched)."""
+def _apply(eqn, ins, sizes):
+    """One equation on (value, mask) operands -> list of (value, mask)."""
     prim, params = eqn.primitive, dict(eqn.params)
-    name = prim.name
+    name, k = prim.name, len(sizes)
     if name not in _CALLS:
         ins = _match_vma(ins)
-    if not any(b for _, b in ins):  # nothing batched: run it as traced
+    mo = _union([m for _, m in ins]) if ins else _NONE(k)
+    if not any(mo):  # nothing on the grid: run it as traced
         out = prim.bind(*(x for x, _ in ins), **params)
-        return [(o, False) for o in out] if prim.multiple_results else [(out, False)]
+        return [(o, mo) for o in out] if prim.multiple_results else [(out, mo)]
     if name in _CALLS:
         sub = params.get("jaxpr") or params.get("call_jaxpr") or params.get("fun_jaxpr")
         if sub is not None:
             inner = sub.jaxpr if hasattr(sub, "jaxpr") else sub
             consts = sub.consts if hasattr(sub, "consts") else ()
-            return _eval(inner, consts, ins, n)
+            return _eval(inner, consts, ins, sizes)
     if name == "optimization_barrier":
         return ins
-    out_avals = [v.aval for v in eqn.outvars]
+    trail = _trail(mo, sizes)
     if name in _ELEMENTWISE:
-        shape = out_avals[0].shape
-        ops = [_to(x, b, shape, n) for x, b in ins]
-        if name == "select_n" and not ins[0][1] and jnp.ndim(ins[0][0]) == 0:
+        shape = eqn.outvars[0].aval.shape
+        ops = [_to(x, m, shape, mo, sizes) for x, m in ins]
+        if name == "select_n" and not any(ins[0][1]) and jnp.ndim(ins[0][0]) == 0:
             ops[0] = ins[0][0]  # a shared scalar predicate stays scalar
-        return [(prim.bind(*ops, **params), True)]
-    x, _ = ins[0]
+        return [(prim.bind(*ops, **params), mo)]
+    x, m = ins[0]
     if name == "broadcast_in_dim" and len(ins) == 1:
-        shape = tuple(params["shape"]) + (n,)
-        dims = tuple(params["broadcast_dimensions"]) + (len(params["shape"]),)
-        return [(lax.broadcast_in_dim(x, shape, dims), True)]
-    if name in _REDUCE:
-        return [(prim.bind(x, **params), True)]
-    if name in _CUMULATIVE or name == "squeeze" or name == "split":
+        n = len(params["shape"])
+        dims = tuple(params["broadcast_dimensions"]) + tuple(range(n, n + k))
+        return [(lax.broadcast_in_dim(x, tuple(params["shape"]) + trail, dims), m)]
+    if name in _PASS_THROUGH:  # axis parameters name logical axes, which lead
         out = prim.bind(x, **params)
-        return [(o, True) for o in out] if prim.multiple_results else [(out, True)]
+        return [(o, m) for o in out] if prim.multiple_results else [(out, m)]
     if name == "slice":
         strides = params["strides"]
-        out = lax.slice(x, tuple(params["start_indices"]) + (0,), tuple(params["limit_indices"]) + (n,),
-                        None if strides is None else tuple(strides) + (1,))
-        return [(out, True)]
-    if name == "concatenate":
-        ops = [_to(v, b, v.shape if not b else v.shape[:-1], n) for v, b in ins]
-        return [(lax.concatenate(ops, params["dimension"]), True)]
+        out = lax.slice(x, tuple(params["start_indices"]) + (0,) * k, tuple(params["limit_indices"]) + trail,
+                        None if strides is None else tuple(strides) + (1,) * k)
+        return [(out, m)]
+    if name in ("concatenate", "stack"):  # their axis parameter names a logical axis
+        ops = [_to(v, vm, eqv.aval.shape, mo, sizes) for (v, vm), eqv in zip(ins, eqn.invars)]
+        return [(prim.bind(*ops, **params), mo)]
     if name == "reshape" and params.get("dimensions") is None:
-        return [(x.reshape(tuple(params["new_sizes"]) + (n,)), True)]
-    if name == "gather" and ins[0][1] and not any(b for _, b in ins[1:]):
-        return [(_gather_shared_indices(x, ins[1][0], params, n), True)]
-    if name == "dynamic_slice" and ins[0][1] and not any(b for _, b in ins[1:]):
-        starts = [v for v, _ in ins[1:]] + [jnp.zeros((), jnp.asarray(ins[1][0]).dtype) if len(ins) > 1 else 0]
-        return [(lax.dynamic_slice(x, starts, tuple(params["slice_sizes"]) + (n,)), True)]
-    return _fallback(prim, params, ins, n)
+        return [(x.reshape(tuple(params["new_sizes"]) + trail), m)]
+    shared = not any(any(vm) for _, vm in ins[1:])
+    if name == "gather" and shared:
+        return [(_gather_shared_indices(x, ins[1][0], params, trail), m)]
+    if name == "dynamic_slice" and shared:
+        zero = jnp.zeros((), jnp.asarray(ins[1][0]).dtype) if len(ins) > 1 else 0
+        starts = [v for v, _ in ins[1:]] + [zero] * k
+        return [(lax.dynamic_slice(x, starts, tuple(params["slice_sizes"]) + trail), m)]
+    return _fallback(eqn, ins, mo, sizes)
 
 
-def _gather_shared_indices(x, indices, params, n):
-    """Gather from a batched operand with shared indices: the batch axis is
-    one more full-size offset axis, last in the output (no transposes)."""
+def _gather_shared_indices(x, indices, params, trail):
+    """Gather from a batched operand with shared indices: the grid axes are
+    more full-size offset axes, last in the output (no transposes)."""
     dn = params["dimension_numbers"]
     out_rank = len(params["slice_sizes"]) - len(dn.collapsed_slice_dims) - len(dn.operand_batching_dims) \
         + jnp.ndim(indices) - 1
-    dn = dn._replace(offset_dims=tuple(dn.offset_dims) + (out_rank,))
-    return lax.gather(x, indices, dn, tuple(params["slice_sizes"]) + (n,), mode=params["mode"],
+    dn = dn._replace(offset_dims=tuple(dn.offset_dims) + tuple(range(out_rank, out_rank + len(trail))))
+    return lax.gather(x, indices, dn, tuple(params["slice_sizes"]) + trail, mode=params["mode"],
                       fill_value=params["fill_value"], unique_indices=params["unique_indices"],
                       indices_are_sorted=params["indices_are_sorted"])
 
@@ -167,8 +214,8 @@ def _match_vma(ins):
     union = frozenset().union(*vmas)
     if not union:
         return ins
-    return [(lax.pcast(x, tuple(sorted(union - v)), to="varying") if union - v else x, b)
-            for (x, b), v in zip(ins, vmas)]
+    return [(lax.pcast(x, tuple(sorted(union - v)), to="varying") if union - v else x, m)
+            for (x, m), v in zip(ins, vmas)]
 
 
 def _varying(x):
@@ -177,12 +224,23 @@ def _varying(x):
     return frozenset(getattr(mat, "varying", ()) or ())
 
 
-def _fallback(prim, params, ins, n):
-    """Any other primitive: jax.vmap of it alone, batch axis last in and out."""
-    axes = tuple(-1 if b else None for _, b in ins)
+def _fallback(eqn, ins, mo, sizes):
+    """Any other primitive: jax.vmap of it alone over the grid axes in `mo`,
+    flattened into one last axis and unflattened after."""
+    prim, params = eqn.primitive, eqn.params
+    trail = _trail(mo, sizes)
+    n = math.prod(trail)
+    ops = []
+    for (x, m), v in zip(ins, eqn.invars):
+        if any(m):
+            shape = v.aval.shape
+            x = _to(x, m, shape, mo, sizes).reshape(tuple(shape) + (n,))
+        ops.append(x)
+    axes = tuple(-1 if any(m) else None for _, m in ins)
     fn = functools.partial(prim.bind, **params)
-    out = jax.vmap(fn, in_axes=axes, out_axes=-1, axis_size=n)(*(x for x, _ in ins))
-    return [(o, True) for o in out] if prim.multiple_results else [(out, True)]
+    out = jax.vmap(fn, in_axes=axes, out_axes=-1, axis_size=n)(*ops)
+    out = out if prim.multiple_results else [out]
+    return [(o.reshape(o.shape[:-1] + trail), mo) for o in out]
 
 
-__all__ = ["vmap_last"]
+__all__ = ["grid_map", "vmap_last"]

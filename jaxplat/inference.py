@@ -152,6 +152,15 @@ def _feasible(model: Model, par: Parallel, opts: Options = Options()) -> jax.Arr
             & (par.imbalance >= 1.0))
 
 
+def _total(weights, core, comm):
+    """sum(weights * (core + comm)) over rows, seconds, summed per component:
+    the roofline part depends only on compute and memory numbers, the
+    collective part only on the network, so a sweep over hardware
+    (batching.grid_map) costs each sum over its own axes and adds the two
+    once per configuration instead of once per row."""
+    return jnp.sum(weights * core) + jnp.sum(weights * comm)
+
+
 def _soft_larger(a, b, p):
     """Smooth twin of max(a, b) for a, b >= 0: their average weighted by t^p.
 
@@ -198,8 +207,8 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
     # latency of one micro-batch (CONVENTIONS.md, "PP").
     comm_pre, comm_dec = tables_comm_times((pre, dec), hardware, options, p)
     c0, c1, m0, m1, comm_pre = row_components(pre, hardware, wl, options, p, comm_pre)
-    t_pre = combine(c0, m0, hidden * comm_pre, p)
-    pass_pre, stage_pre = jnp.sum(pre.count * t_pre), jnp.sum(pre.stage * t_pre)
+    core_pre, comm_pre = combine(c0, m0, 0.0, p), hidden * comm_pre
+    pass_pre, stage_pre = _total(pre.count, core_pre, comm_pre), _total(pre.stage, core_pre, comm_pre)
     ttft = pass_pre if options.genz else pass_pre + (nmb - 1.0) * stage_pre
 
     # Decode. A micro-batch's next token needs its previous one, so a round
@@ -210,22 +219,22 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
     steps = jnp.maximum(wl.output - 1.0, 0.0)
     c0, c1, m0, m1, comm_dec = row_components(dec, hardware, wl, options, p, comm_dec)
     if options.genz:
-        t_dec = combine(c0 + c1 * wl.output, m0 + m1 * wl.output, hidden * comm_dec, p)
-        tpot = jnp.sum(dec.count * t_dec)
+        tpot = _total(dec.count, combine(c0 + c1 * wl.output, m0 + m1 * wl.output, 0.0, p), hidden * comm_dec)
         decode_time = steps * tpot
         # GenZ 0.0.16: Ltot = (nmb - 1)·Latency/pp + Latency when pp > 1;
         # decode tokens/s, beams not counted.
         ltot = jnp.where(par.pp > 1.0, (nmb - 1.0) * tpot / par.pp + tpot, tpot)
         throughput = safe_div(wl.batch, ltot)
-        comm_time = jnp.sum(pre.count * hidden * comm_pre) + steps * jnp.sum(dec.count * hidden * comm_dec)
+        comm_time = jnp.sum(pre.count * comm_pre) + steps * jnp.sum(dec.count * hidden * comm_dec)
     else:
-        sums = sum_over_steps(c0, c1, m0, m1, hidden * comm_dec, 1.0, steps, p)
-        pass_dec, stage_dec = jnp.sum(dec.count * sums), nmb * jnp.sum(dec.stage * sums)
+        core_dec = sum_over_steps(c0, c1, m0, m1, 0.0, 1.0, steps, p)
+        comm_dec = steps * hidden * comm_dec  # the same every step
+        pass_dec, stage_dec = _total(dec.count, core_dec, comm_dec), nmb * _total(dec.stage, core_dec, comm_dec)
         decode_time = pipeline_round(pass_dec, stage_dec, p)
         tpot = safe_div(decode_time, steps)
-        comm_dec_pass = steps * jnp.sum(dec.count * hidden * comm_dec)
-        comm_dec_stage = steps * nmb * jnp.sum(dec.stage * hidden * comm_dec)
-        comm_time = (jnp.sum(pre.count * hidden * comm_pre) + (nmb - 1.0) * jnp.sum(pre.stage * hidden * comm_pre)
+        comm_dec_pass = jnp.sum(dec.count * comm_dec)
+        comm_dec_stage = nmb * jnp.sum(dec.stage * comm_dec)
+        comm_time = (jnp.sum(pre.count * comm_pre) + (nmb - 1.0) * jnp.sum(pre.stage * comm_pre)
                      + jnp.where(pass_dec >= stage_dec, comm_dec_pass, comm_dec_stage))
     e2e = ttft + decode_time
     if not options.genz:

@@ -8,9 +8,11 @@ Layout of the work (all shapes static, so one compiled program per study):
   rows of inner points when they fit (Ci = n_inner), else one row cut in
   pieces of Ci. Blocks cover contiguous flat ranges in increasing order.
 * A block is generated on the device from its id (mixed-radix decode of the
-  outer and inner ranges), evaluated with the one `jaxplat.evaluate` vmapped
-  twice (outer, then inner: the table is built once per outer point, XLA
-  batches only what depends on the inner axes), and reduced on the device to
+  outer and inner ranges), evaluated with the one `jaxplat.evaluate` mapped
+  twice (outer with jax.vmap, so the table is built once per outer point;
+  inner with batching.grid_map over the block's own grid of hardware axes,
+  so each intermediate is computed only over the hardware axes it depends
+  on: an SRAM tiling once per SRAM size), and reduced on the device to
   a fixed-size `Summary`: counts, top-k, a 2-D Pareto front, per-axis
   counts and best objective, a histogram of the objective.
 * A *step* runs `blocks_per_step` blocks on each device (`lax.scan`, carry =
@@ -37,7 +39,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from jaxplat.batching import vmap_last
+from jaxplat.batching import grid_map
 from jaxplat.inference import Metrics, evaluate
 from jaxplat.parallel import Parallel
 from jaxplat.roofline import safe_div
@@ -82,14 +84,24 @@ MAX_BLOCK = 2**15
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
-    """Block tiling of a study's index space (host ints, all static)."""
+    """Block tiling of a study's index space (host ints, all static).
+
+    A block's inner points are themselves a grid: the last `len(inner) -
+    split` hardware axes whole (`p` points) times `cl` consecutive points of
+    the leading ones, so that each intermediate of the cost model is computed
+    only over the axes it depends on (batching.grid_map), and the block is
+    still one contiguous flat range.
+    """
 
     n_outer: int
     n_inner: int
     co: int        # outer points per block
-    ci: int        # inner points per block
+    ci: int        # inner points per block (= cl * p)
     per_row: int   # blocks per outer row-group (J)
     n_blocks: int
+    split: int = 0  # inner axes [:split] are flattened into the lead axis of a block
+    cl: int = 1     # lead points per block
+    p: int = 1      # points of the whole trailing axes [split:]
 
     @staticmethod
     def of(study: Study, block: int | None = None) -> "Grid":
@@ -98,15 +110,19 @@ class Grid:
             raise SpecError(f"study {study.name}: block {b} exceeds {MAX_BLOCK} configurations; vmaps of evaluate "
                             f"wider than 2^15 return wrong decode times on XLA:CPU (jax 0.10.2), so blocks are capped")
         no, ni = study.n_outer, study.n_inner
-        if ni >= b:
-            co, ci = 1, b
+        sizes = [len(a) for a in study.inner]
+        split = next(s for s in range(len(sizes) + 1) if math.prod(sizes[s:]) <= b)
+        p, n_lead = math.prod(sizes[split:]), math.prod(sizes[:split])
+        if split == 0:  # every hardware point fits: whole rows, several outer points
+            co, cl = min(max(1, b // ni), no), 1
         else:
-            co, ci = min(max(1, b // ni), no), ni
-        per_row = -(-ni // ci)
+            co, cl = 1, min(b // p, n_lead)
+        ci = cl * p
+        per_row = -(-n_lead // cl)
         n_blocks = -(-no // co) * per_row
         if n_blocks >= 2**31:
             raise SpecError(f"study {study.name}: {n_blocks} blocks; raise engine.block")
-        return Grid(no, ni, co, ci, per_row, n_blocks)
+        return Grid(no, ni, co, ci, per_row, n_blocks, split, cl, p)
 
     def block_range(self, k: int) -> tuple[int, int]:
         """[first, last] flat index a block covers (host ints)."""
@@ -218,19 +234,24 @@ class Engine:
         od = _digits(jnp.minimum(o, gr.n_outer - 1), [len(a) for a in st.outer])
         idg = _digits(jnp.minimum(i, gr.n_inner - 1), [len(a) for a in st.inner])
         ov = [jnp.asarray(a.values, jnp.float32)[d] for a, d in zip(st.outer, od)]
-        iv = [jnp.asarray(a.values, jnp.float32)[d] for a, d in zip(st.inner, idg)]
-        # The inner map also maps the inner index itself, so that it has a
-        # batched argument when the study has no hardware axis (Ci = 1). It
-        # keeps the inner points on the last (contiguous) axis of every
-        # array (batching.vmap_last; experiments/bench_sweep.py --compare-vmap);
-        # the vals are then turned to [Ci, metrics].
-        point = lambda ov, iv, _: self._point(ov, iv)  # noqa: E731
-        inner = vmap_last(point, in_axes=(None, -1, -1))
+        # Inner values on the block's own grid (Grid): the lead axis, then one
+        # axis per whole trailing hardware axis; each value varies only along
+        # its own axis, so grid_map keeps every intermediate on the axes it
+        # depends on, with the points last (contiguous) in every array.
+        lead_axes, trail_axes = st.inner[:gr.split], st.inner[gr.split:]
+        nd = 1 + len(trail_axes)
+        lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), max(1, gr.n_inner // gr.p) - 1)
+        iv = [jnp.asarray(a.values, jnp.float32)[d].reshape((gr.cl,) + (1,) * (nd - 1))
+              for a, d in zip(lead_axes, _digits(lead, [len(a) for a in lead_axes]))]
+        iv += [jnp.asarray(a.values, jnp.float32).reshape(tuple(len(a) if t == s else 1 for t in range(nd)))
+               for s, a in enumerate(trail_axes, start=1)]
+        inner = grid_map(self._point, in_axes=(None, -1), ndim=nd)
 
-        def row(ov, iv, i):
-            res = inner(ov, iv, i)
+        def row(ov):
+            res = inner(ov, iv)
+            res = {name: x.reshape(x.shape[:x.ndim - nd] + (gr.ci,)) for name, x in res.items()}
             return {**res, "vals": res["vals"].T}
-        res = jax.vmap(row, in_axes=(0, None, None))(ov, iv, i)
+        res = jax.vmap(row)(ov)
         return res, o, i, valid, od, idg
 
     def _block_summary(self, k):

@@ -1,4 +1,4 @@
-"""`batching.vmap_last` equals `jax.vmap` (batch axis moved last)."""
+"""`batching.vmap_last` and `batching.grid_map` equal `jax.vmap` (batch axes moved last)."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +6,7 @@ import numpy as np
 
 import jaxplat as jp
 from jaxplat._pytree import replace
-from jaxplat.batching import vmap_last
+from jaxplat.batching import grid_map, vmap_last
 
 
 def _mixed(shared, x):
@@ -48,3 +48,34 @@ def test_evaluate_over_hardware_equals_vmap():
     want = jax.jit(jax.vmap(point, in_axes=(None, 0, 0, 0)))(model, bw, link, sram)
     got = jax.jit(vmap_last(point, in_axes=(None, -1, -1, -1)))(model, bw, link, sram)
     np.testing.assert_allclose(np.asarray(got).T, want, rtol=2e-6)
+
+    # The same over a 3 x 4 x 5 grid of the three (what the sweep engine does):
+    # each value carries the grid axes it depends on, size 1 on the others.
+    b3, l4, s5 = bw[:3], link[:4], sram[:5]
+    got = jax.jit(grid_map(point, in_axes=(None, -1, -1, -1), ndim=3))(
+        model, b3[:, None, None], l4[None, :, None], s5[None, None, :])
+    assert got.shape == (5, 3, 4, 5)
+    g = np.meshgrid(b3, l4, s5, indexing="ij")
+    want = jax.jit(jax.vmap(point, in_axes=(None, 0, 0, 0)))(model, *(jnp.asarray(x.reshape(-1)) for x in g))
+    np.testing.assert_allclose(np.asarray(got).reshape(5, -1).T, want, rtol=2e-6)
+
+
+def _two(shared, a, b):
+    """Values on grid axis 0 only (a), on both (a - b), and mixed in one concatenate."""
+    one, both = _mixed(shared, a), _mixed(shared, a - b)
+    return {**one, **{k + "2": v for k, v in both.items()},
+            "c": jnp.concatenate([one["g"], both["g"], jnp.stack([b, a])])}
+
+
+def test_grid_rules_equal_vmap():
+    a = jnp.linspace(-2.0, 3.0, 5)
+    b = jnp.linspace(0.5, 1.5, 3)
+    shared = jnp.float32(0.5)
+    aa, bb = (x.reshape(-1) for x in jnp.meshgrid(a, b, indexing="ij"))
+    want = jax.vmap(_two, in_axes=(None, 0, 0))(shared, aa, bb)
+    got = jax.jit(grid_map(_two, in_axes=(None, -1, -1), ndim=2))(shared, a[:, None], b[None, :])
+    for k in want:
+        g = np.asarray(got[k])
+        assert g.shape[-2:] == (5, 3), k
+        g = np.moveaxis(g.reshape(g.shape[:-2] + (15,)), -1, 0)
+        np.testing.assert_allclose(g, want[k], rtol=1e-6, err_msg=k)

@@ -71,9 +71,11 @@ def test_grid_covers_every_index_once(engine):
 
 
 def test_cut_rows_when_inner_is_large(study):
-    gr = search.Grid.of(study, block=8)  # 15 inner points: pieces of 8 and 7 (masked tail)
-    assert (gr.co, gr.ci, gr.per_row, gr.n_blocks) == (1, 8, 2, 48)
-    assert gr.block_range(1) == (8, 14) and gr.block_range(2) == (15, 22)
+    # 15 inner points (5 HBM x 3 FLOP/s): blocks of 2 HBM values x every
+    # FLOP/s value, the third one with a masked tail.
+    gr = search.Grid.of(study, block=8)
+    assert (gr.co, gr.ci, gr.per_row, gr.n_blocks, gr.split, gr.cl, gr.p) == (1, 6, 3, 72, 1, 2, 3)
+    assert gr.block_range(1) == (6, 11) and gr.block_range(2) == (12, 14) and gr.block_range(3) == (15, 20)
 
 
 def test_counts_match_python_loop(result, reference):
@@ -168,3 +170,18 @@ def test_ranges_and_decode():
     d = st.decode([0, 1, 9])
     assert d["flops"][1] == 2e14 and d["hbm_bandwidth"][1] == 1e12
     assert d["batch"][2] == 4 and d["tp"][2] == 2 and d["workload"][2] == "chatbot"
+
+
+def test_blocks_cut_inside_the_hardware_grid_give_the_same_result(study, result):
+    """Blocks of 2 HBM values x every FLOP/s value (batching.grid_map over a
+    lead and a trailing axis, masked tail) give the whole-row result: the same
+    configurations, numbers to float32 rounding (another block shape is
+    another XLA program)."""
+    cut = search.run(search.Engine(study, block=8, blocks_per_step=3), progress=False)
+    np.testing.assert_array_equal(cut.counts, result.counts)
+    np.testing.assert_array_equal(cut.top["index"], result.top["index"])
+    np.testing.assert_allclose(cut.top["vals"], result.top["vals"], rtol=1e-6)
+    np.testing.assert_array_equal(cut.front["index"], result.front["index"])
+    np.testing.assert_array_equal(cut.ax_ok, result.ax_ok)
+    np.testing.assert_allclose(cut.ax_best, result.ax_best, rtol=1e-6)
+    np.testing.assert_array_equal(cut.hist, result.hist)
