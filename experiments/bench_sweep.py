@@ -44,7 +44,7 @@ from jaxplat.study import study_from_dict
 
 STUDY = dict(
     name="bench-1e9", models=["llama-3.1-70b"], workloads=["chatbot"], hardware="h200-sxm",
-    axes=dict(tp=[1, 2, 4, 8], pp=[1, 2, 4, 8], batch={"pow2": [1, 256]},
+    axes=dict(tp=[8, 4, 2, 1], pp=[8, 4, 2, 1], batch={"pow2": [1, 256]},
               flops={"log": [1e14, 1e16], "count": 128}, hbm_bandwidth={"log": [1e12, 3.2e13], "count": 128},
               link_bandwidth={"log": [2.5e10, 3.2e12], "count": 32}, sram_size={"log": [1e7, 1e9], "count": 16}),
     constraints=dict(max_chips=64, ttft="workload", tpot="workload"),

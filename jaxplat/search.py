@@ -80,6 +80,11 @@ def _metric_values(names, m: Metrics) -> jax.Array:
 # from other points on XLA:CPU with jax 0.10.2 (found by the codesign grid; the
 # same arithmetic outside one jitted evaluate is right). Blocks stay below it.
 MAX_BLOCK = 2**15
+# A block's candidates for the running Pareto front are merged pairwise with
+# it when there are at most this many (lax.top_k picks them), else the whole
+# block is sorted with it.
+FRONT_FEW = 64
+FRONT_BINS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,14 +230,14 @@ class Engine:
     # ---- one block
 
     def _block(self, k):
-        """Evaluate block `k` (int32 scalar) -> (results [Co, Ci, ...], o [Co], i [Ci], valid [Co, Ci])."""
+        """Evaluate block `k` (int32 scalar) -> (results [Co, Ci] (vals [Co, metrics, Ci]), o [Co],
+        i [Ci], valid [Co, Ci], outer digits [Co] per outer axis, lead digits [cl] per lead axis)."""
         gr, st = self.grid, self.study
         ob, j = k // gr.per_row, k % gr.per_row
         o = ob * gr.co + jnp.arange(gr.co, dtype=jnp.int32)
         i = j * gr.ci + jnp.arange(gr.ci, dtype=jnp.int32)
         valid = (o < gr.n_outer)[:, None] & (i < gr.n_inner)[None, :] & (k < gr.n_blocks)
         od = _digits(jnp.minimum(o, gr.n_outer - 1), [len(a) for a in st.outer])
-        idg = _digits(jnp.minimum(i, gr.n_inner - 1), [len(a) for a in st.inner])
         ov = [jnp.asarray(a.values, jnp.float32)[d] for a, d in zip(st.outer, od)]
         # Inner values on the block's own grid (Grid): the lead axis, then one
         # axis per whole trailing hardware axis; each value varies only along
@@ -241,74 +246,96 @@ class Engine:
         lead_axes, trail_axes = st.inner[:gr.split], st.inner[gr.split:]
         nd = 1 + len(trail_axes)
         lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), max(1, gr.n_inner // gr.p) - 1)
+        ld = _digits(lead, [len(a) for a in lead_axes])
         iv = [jnp.asarray(a.values, jnp.float32)[d].reshape((gr.cl,) + (1,) * (nd - 1))
-              for a, d in zip(lead_axes, _digits(lead, [len(a) for a in lead_axes]))]
+              for a, d in zip(lead_axes, ld)]
         iv += [jnp.asarray(a.values, jnp.float32).reshape(tuple(len(a) if t == s else 1 for t in range(nd)))
                for s, a in enumerate(trail_axes, start=1)]
         inner = grid_map(self._point, in_axes=(None, -1), ndim=nd)
 
         def row(ov):
             res = inner(ov, iv)
-            res = {name: x.reshape(x.shape[:x.ndim - nd] + (gr.ci,)) for name, x in res.items()}
-            return {**res, "vals": res["vals"].T}
-        res = jax.vmap(row)(ov)
-        return res, o, i, valid, od, idg
+            return {name: x.reshape(x.shape[:x.ndim - nd] + (gr.ci,)) for name, x in res.items()}
+        res = jax.vmap(row)(ov)  # leaves [Co, Ci]; vals [Co, metrics, Ci]
+        return res, o, i, valid, od, ld
 
     def _block_summary(self, k):
-        res, o, i, valid, od, idg = self._block(k)
-        gr, st = self.grid, self.study
+        """Block `k` -> its counts, per-axis summaries and histogram, and its
+        candidates for the running top-k and front (`cand`: flat [Co x Ci]
+        score, Pareto keys, outer and inner index, vals [metrics, n], ok)."""
+        # Blocks past the end (the last step's padding) summarize nothing.
+        # The conditional also makes XLA write the block's results once:
+        # fused, their per-configuration arithmetic was recomputed in each of
+        # the ~20 reductions below (2x slower, experiments/bench_sweep.py).
+        args = self._block(k)
+        return lax.cond(k < self.grid.n_blocks, self._summarize, self._summarize_none, *args)
+
+    def _summarize_none(self, res, o, i, valid, od, ld):
+        return self._summarize(res, o, i, jnp.zeros_like(valid), od, ld)
+
+    def _summarize(self, res, o, i, valid, od, ld):
+        gr = self.grid
         ok = res["ok"] & valid
         feas = res["feasible"] & valid
-        counts = [valid.sum(), feas.sum(), ok.sum()]
-        counts += [(res[c] & feas).sum() for c in COUNTERS[3:]]
-        counts = jnp.stack([c.astype(jnp.int32) for c in counts])
-        n = gr.co * gr.ci
-        oo = jnp.broadcast_to(o[:, None], (gr.co, gr.ci)).reshape(n)
-        ii = jnp.broadcast_to(i[None, :], (gr.co, gr.ci)).reshape(n)
-        vals = res["vals"].reshape(n, -1)
-        score = jnp.where(ok, res["score"], -jnp.inf).reshape(n)
-        okf = ok.reshape(n)
-
-        # Per-axis (and per group-by value): configurations that fit / meet
-        # every constraint, and the best score. Segment ids are
-        # group * len(axis) + value digit.
-        ng = st.n_groups
-        gd = od[st.group_by] if st.group_by >= 0 else jnp.zeros((gr.co,), jnp.int32)
-        best_any = jnp.where(ok, res["score"], -jnp.inf)
-        ax_feas, ax_ok, ax_best = [], [], []
-        f_row, o_row, b_row = feas.sum(1).astype(jnp.int32), ok.sum(1).astype(jnp.int32), best_any.max(1)
-        for a, d in zip(st.outer, od):
-            seg, n_seg = gd * len(a) + d, ng * len(a)
-            ax_feas.append(jax.ops.segment_sum(f_row, seg, n_seg).reshape(ng, len(a)))
-            ax_ok.append(jax.ops.segment_sum(o_row, seg, n_seg).reshape(ng, len(a)))
-            ax_best.append(jax.ops.segment_max(b_row, seg, n_seg).reshape(ng, len(a)))
-        if st.inner:
-            f_col = jax.ops.segment_sum(feas.astype(jnp.int32), gd, ng).T   # [Ci, ng]
-            o_col = jax.ops.segment_sum(ok.astype(jnp.int32), gd, ng).T
-            b_col = jax.ops.segment_max(best_any, gd, ng).T
-            for a, d in zip(st.inner, idg):
-                ax_feas.append(jax.ops.segment_sum(f_col, d, len(a)).T)
-                ax_ok.append(jax.ops.segment_sum(o_col, d, len(a)).T)
-                ax_best.append(jax.ops.segment_max(b_col, d, len(a)).T)
-        cat = lambda xs, dt: jnp.concatenate(xs, axis=1) if xs else jnp.zeros((ng, 0), dt)  # noqa: E731
+        flags = jnp.stack([valid, feas, ok] + [res[c] & feas for c in COUNTERS[3:]])
+        counts = flags.sum((1, 2), dtype=jnp.int32)
+        best = jnp.where(ok, res["score"], -jnp.inf)
+        ax_feas, ax_ok, ax_best = self._axis_summaries(feas, ok, best, od, ld)
 
         # Histogram of the objective over configurations that meet everything:
         # log-spaced bins, with under- and overflow bins at the ends.
+        n = gr.co * gr.ci
         lo, hi = (math.log10(x) for x in self.study.histogram_range)
         lg = jnp.log10(jnp.maximum(jnp.abs(res["obj"]), 1e-30))
         b = jnp.clip(jnp.floor((lg - lo) / (hi - lo) * self.bins) + 1, 0, self.bins + 1).astype(jnp.int32)
         hist = jax.ops.segment_sum(ok.astype(jnp.int32).reshape(n), b.reshape(n), self.bins + 2)
 
-        a, bb = self._pareto_keys(vals, okf)
-        block = dict(counts=counts, top=(score, oo, ii, vals, okf), front=(a, bb, oo, ii, vals, okf),
-                     ax_feas=cat(ax_feas, jnp.int32), ax_ok=cat(ax_ok, jnp.int32),
-                     ax_best=cat(ax_best, jnp.float32), hist=hist)
-        return block
+        vals = jnp.moveaxis(res["vals"], 1, 0).reshape(-1, n)
+        okf = ok.reshape(n)
+        oo = jnp.broadcast_to(o[:, None], (gr.co, gr.ci)).reshape(n)
+        ii = jnp.broadcast_to(i[None, :], (gr.co, gr.ci)).reshape(n)
+        pa, pb = self._pareto_keys(vals, okf)
+        return dict(counts=counts, ax_feas=ax_feas, ax_ok=ax_ok, ax_best=ax_best, hist=hist,
+                    cand=(best.reshape(n), pa, pb, oo, ii, vals, okf))
+
+    def _axis_summaries(self, feas, ok, best, od, ld):
+        """Per axis value (and group-by value): configurations that fit / meet
+        every constraint, and the best score -> three [groups, sum of axis
+        lengths]. Outer axes are segmented over the block's outer points; the
+        hardware axes are reductions over the block's own grid (Grid), the
+        lead axes then segmented over the block's few lead points."""
+        gr, st = self.grid, self.study
+        ng = st.n_groups
+        gd = od[st.group_by] if st.group_by >= 0 else jnp.zeros((gr.co,), jnp.int32)
+        f, g = feas.astype(jnp.int32), ok.astype(jnp.int32)
+        out = ([], [], [])
+        rows = (f.sum(1), g.sum(1), best.max(1))
+        for a, d in zip(st.outer, od):
+            seg, n_seg = gd * len(a) + d, ng * len(a)
+            for acc, x, red in zip(out, rows, (jax.ops.segment_sum,) * 2 + (jax.ops.segment_max,)):
+                acc.append(red(x, seg, n_seg).reshape(ng, len(a)))
+        if st.inner:
+            trail = tuple(len(a) for a in st.inner[gr.split:])
+            shape = (ng, gr.cl) + trail
+            hot = (gd[:, None] == jnp.arange(ng))[:, :, None]  # [Co, ng, 1]
+            grids = (jnp.where(hot, f[:, None], 0).sum(0).reshape(shape),
+                     jnp.where(hot, g[:, None], 0).sum(0).reshape(shape),
+                     jnp.where(hot, best[:, None], -jnp.inf).max(0).reshape(shape))
+            for acc, x, red, seg in zip(out, grids, (jnp.sum, jnp.sum, jnp.max),
+                                        (jax.ops.segment_sum,) * 2 + (jax.ops.segment_max,)):
+                per_lead = red(x, axis=tuple(range(2, x.ndim)))  # [ng, cl]
+                for a, d in zip(st.inner[:gr.split], ld):
+                    acc.append(seg(per_lead.T, d, len(a)).T)
+                for t in range(len(trail)):
+                    acc.append(red(x, axis=tuple(ax for ax in range(1, x.ndim) if ax != 2 + t)))
+        cat = lambda xs, dt: jnp.concatenate(xs, axis=1) if xs else jnp.zeros((ng, 0), dt)  # noqa: E731
+        return cat(out[0], jnp.int32), cat(out[1], jnp.int32), cat(out[2], jnp.float32)
 
     def _pareto_keys(self, vals, ok):
+        """Both Pareto metrics oriented to be minimized, inf where not ok; vals [metrics, n]."""
         (ca, cb), (sa, sb) = self.par_cols, self.par_sign
-        a = jnp.where(ok, sa * vals[:, ca], jnp.inf)
-        b = jnp.where(ok, sb * vals[:, cb], jnp.inf)
+        a = jnp.where(ok, sa * vals[ca], jnp.inf)
+        b = jnp.where(ok, sb * vals[cb], jnp.inf)
         return a, b
 
     # ---- running summaries (device side)
@@ -329,30 +356,116 @@ class Engine:
             hist=z(self.bins + 2, dt=jnp.int32))
 
     def _merge(self, run, blk):
-        """Running summary + a later block's candidates -> running summary."""
+        """Running summary + a later block's summary -> running summary.
+
+        The top-k and front merges sort (slow on XLA:CPU: ~3 ms for 8192
+        values), so they run only when the block can change them (lax.cond):
+        a score above the running k-th; a point that no running front point
+        weakly dominates, checked first on the block's ideal corner (min a,
+        min b). Either way the result is what merging every configuration gives.
+        """
         out = dict(counts=run["counts"] + blk["counts"], ax_feas=run["ax_feas"] + blk["ax_feas"],
                    ax_ok=run["ax_ok"] + blk["ax_ok"], ax_best=jnp.maximum(run["ax_best"], blk["ax_best"]),
                    hist=run["hist"] + blk["hist"])
-        # Top-k: lax.top_k keeps the lower position on ties, and the running
-        # entries (earlier flat indices) come first, so ties go to the lower index.
-        cat = [jnp.concatenate([x, y]) for x, y in zip(run["top"], blk["top"])]
+        score, a, b, o, i, vals, ok = blk["cand"]
+        out["top"] = lax.cond(jnp.max(score) > run["top"][0][-1], self._merge_top,
+                              lambda top, *_: top, run["top"], score, o, i, vals, ok)
+        corner = _dominated(run["front"], jnp.min(a), jnp.min(b))
+        out["front"], out["front_overflow"] = lax.cond(
+            corner, lambda front, over, *_: (front, over), self._merge_front,
+            run["front"], run["front_overflow"], a, b, o, i, vals, ok)
+        return out
+
+    def _merge_top(self, top, score, o, i, vals, ok):
+        """Running top-k + the block's own top-k -> top-k. lax.top_k keeps the
+        lower position on ties, and the running entries (earlier flat indices)
+        come first, so ties go to the lower index."""
+        _, pos = lax.top_k(score, min(self.k, score.shape[0]))
+        cat = [jnp.concatenate([x, y]) for x, y in zip(top, (score[pos], o[pos], i[pos], vals[:, pos].T, ok[pos]))]
         _, pos = lax.top_k(cat[0], self.k)
-        out["top"] = tuple(x[pos] for x in cat)
-        # Pareto (both keys minimized): sort by (a, b, o, i); a point is on the
-        # front iff its b is below every b before it. Keep the first `pp`.
-        cat = [jnp.concatenate([x, y]) for x, y in zip(run["front"], blk["front"])]
-        a, b, o, i, vals, okf = cat
-        order = jnp.lexsort((i, o, b, a))
-        a, b, o, i, vals, okf = (x[order] for x in (a, b, o, i, vals, okf))
+        return tuple(x[pos] for x in cat)
+
+    def _merge_front(self, front, over, a, b, o, i, vals, ok):
+        """Running front + the block's points that may be on the merged front.
+
+        A point that the running front or another block point weakly
+        dominates is off the merged front and dominates nothing on it, so
+        only the others are merged: up to FRONT_FEW of them (picked by
+        lax.top_k) pairwise against the front, else the whole block by sorting.
+        """
+        cand = ok & ~self._surely_dominated(front, a, b, ok)
+        few = min(FRONT_FEW, a.shape[0])
+
+        def some(front, over):
+            _, pos = lax.top_k(jnp.where(cand, -a, -jnp.inf), few)
+            return self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], vals[:, pos].T, cand[pos]))
+
+        def every(front, over):
+            return self._front_of(front, over, a, b, o, i, vals, cand)
+        n = cand.sum()
+        return lax.switch(jnp.where(n == 0, 0, jnp.where(n <= few, 1, 2)),
+                          (lambda front, over: (front, over), some, every), front, over)
+
+    def _surely_dominated(self, front, a, b, ok):
+        """[n] True where a point is weakly dominated by the running front or
+        by a block point with a smaller a (a sufficient test, no sort).
+
+        The ok points are binned by a (FRONT_BINS bins over the block's range;
+        the bin is monotone in a). A point in bin k is dominated when its b is
+        at least the least b of the points in lower bins, or the front's b at
+        the least a of bin k (the front's b does not increase with a)."""
+        nb = FRONT_BINS
+        big = jnp.finfo(a.dtype).max
+        a_lo = jnp.min(jnp.where(ok, a, big))
+        a_hi = jnp.max(jnp.where(ok, a, -big))
+        width = jnp.where(a_hi > a_lo, a_hi - a_lo, 1.0)
+        k = jnp.clip(jnp.floor((jnp.where(ok, a, a_lo) - a_lo) / width * nb), 0, nb - 1).astype(jnp.int32)
+        bmin = jax.ops.segment_min(jnp.where(ok, b, jnp.inf), k, nb)
+        lower = jnp.concatenate([jnp.full((1,), jnp.inf, b.dtype), lax.cummin(bmin)[:-1]])
+        amin = jax.ops.segment_min(jnp.where(ok, a, jnp.inf), k, nb)
+        fa, fb = front[:2]
+        last = jnp.searchsorted(fa, amin, side="right") - 1
+        at_front = jnp.where(last >= 0, fb[jnp.maximum(last, 0)], jnp.inf)
+        return b >= jnp.minimum(lower, at_front)[k]
+
+    def _front_pairwise(self, front, over, pts):
+        """`_front_of` for a few points (no sort: XLA:CPU sorts slowly): with
+        the front sorted and non-dominated, a point is on the merged front iff
+        no point before it in (a, b, o, i) order has b' <= b, and its slot is
+        the number of such points before it. O(pp x few) comparisons."""
+        def before(x, y):  # [len x, len y]: x_j precedes y_k in (a, b, o, i) order
+            (xa, xb, xo, xi), (ya, yb, yo, yi) = ([v[:, None] for v in x[:4]], [v[None, :] for v in y[:4]])
+            return (xa < ya) | ((xa == ya) & ((xb < yb) | ((xb == yb) & ((xo < yo) | ((xo == yo) & (xi < yi))))))
+
+        def covered(x, y, x_ok):  # [len y]: some valid x before y_k with b' <= b
+            return jnp.any(before(x, y) & (x[1][:, None] <= y[1][None, :]) & x_ok[:, None], axis=0)
+        f_ok, p_ok = front[5], pts[5]
+        f_on = f_ok & ~covered(pts, front, p_ok)        # earlier front points have larger b
+        p_on = p_ok & ~covered(front, pts, f_ok) & ~covered(pts, pts, p_ok)
+        rank_f = jnp.cumsum(f_on) - f_on + jnp.sum(before(pts, front) & p_on[:, None], axis=0)
+        rank_p = jnp.sum(before(front, pts) & f_on[:, None], axis=0) + jnp.sum(before(pts, pts) & p_on[:, None], axis=0)
+        slot = jnp.concatenate([jnp.where(f_on, rank_f, self.pp), jnp.where(p_on, rank_p, self.pp)])
+        n_on = (f_on.sum() + p_on.sum()).astype(jnp.int32)
+        fills = (jnp.inf, jnp.inf, 0, 0, 0.0, False)
+        merged = tuple(jnp.full_like(f, v).at[slot].set(jnp.concatenate([f, p]), mode="drop")
+                       for f, p, v in zip(front, pts, fills))
+        return merged, over + jnp.maximum(n_on - self.pp, 0)
+
+    def _front_of(self, front, over, a, b, o, i, vals, ok):
+        """Pareto (both keys minimized) of the running front and n points
+        (vals [metrics, n]): sort by (a, b, o, i); a point is on the front iff
+        its b is below every b before it. Keep the first `pp`."""
+        cat = [jnp.concatenate([x, y]) for x, y in zip(front, (a, b, o, i, vals.T, ok))]
+        order = jnp.lexsort(cat[3::-1])
+        a, b, o, i, vals, okf = (x[order] for x in cat)
         prev = jnp.concatenate([jnp.full((1,), jnp.inf, b.dtype), lax.cummin(b)[:-1]])
         on = okf & (b < prev)
         n_on = on.sum().astype(jnp.int32)
         (sel,) = jnp.nonzero(on, size=self.pp, fill_value=a.shape[0] - 1)
         keep = jnp.arange(self.pp) < n_on
-        out["front"] = (jnp.where(keep, a[sel], jnp.inf), jnp.where(keep, b[sel], jnp.inf), o[sel], i[sel],
-                        vals[sel], keep & okf[sel])
-        out["front_overflow"] = run["front_overflow"] + jnp.maximum(n_on - self.pp, 0)
-        return out
+        front = (jnp.where(keep, a[sel], jnp.inf), jnp.where(keep, b[sel], jnp.inf), o[sel], i[sel],
+                 vals[sel], keep & okf[sel])
+        return front, over + jnp.maximum(n_on - self.pp, 0)
 
     def _local_step(self, first):
         """Per device: blocks first + d*G ... + G - 1, reduced into one summary."""
@@ -385,9 +498,18 @@ class Engine:
         (`experiments/bench_sweep.py --fast-compile`), for short studies.
         """
         t = time.perf_counter()
-        cpu = self.mesh.devices.flat[0].platform == "cpu"
-        opts = {"xla_cpu_use_fusion_emitters": False} if (self.fast_compile and cpu) else {}
-        self._compiled = self._step.lower(np.int32(0)).compile(compiler_options=opts)
+        lowered = self._step.lower(np.int32(0))
+        opts = {}
+        if self.mesh.devices.flat[0].platform == "cpu":
+            # XLA:CPU's YNNPACK fusions ran the engine's elementwise tails
+            # about 1.7x slower than its own loops (jax 0.10.2; bench_sweep.py).
+            opts["xla_cpu_experimental_ynn_fusion_type"] = ""
+            if self.fast_compile:
+                opts["xla_cpu_use_fusion_emitters"] = False
+        try:
+            self._compiled = lowered.compile(compiler_options=opts)
+        except jax.errors.JaxRuntimeError:  # an XLA without these options
+            self._compiled = lowered.compile()
         return time.perf_counter() - t
 
 
@@ -427,6 +549,15 @@ def enable_compilation_cache(path=None) -> str | None:
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     return path
+
+
+def _dominated(front, a, b):
+    """Whether a running front (a ascending, b strictly descending, inf
+    padding last) weakly dominates each point (a, b): its point with the
+    largest a' <= a has b' <= b."""
+    fa, fb = front[:2]
+    last = jnp.searchsorted(fa, a, side="right") - 1
+    return (last >= 0) & (fb[jnp.maximum(last, 0)] <= b)
 
 
 def _pick(trees, v):

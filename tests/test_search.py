@@ -185,3 +185,15 @@ def test_blocks_cut_inside_the_hardware_grid_give_the_same_result(study, result)
     np.testing.assert_array_equal(cut.ax_ok, result.ax_ok)
     np.testing.assert_allclose(cut.ax_best, result.ax_best, rtol=1e-6)
     np.testing.assert_array_equal(cut.hist, result.hist)
+
+
+def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
+    """With 2 bins and at most 2 points merged pairwise, blocks take every
+    front-merge path (skip, pairwise, whole-block sort): the same front (its
+    numbers to float32 rounding: another program is another XLA compile)."""
+    monkeypatch.setattr(search, "FRONT_FEW", 2)
+    monkeypatch.setattr(search, "FRONT_BINS", 2)
+    small = search.run(search.Engine(study, blocks_per_step=2), progress=False)
+    np.testing.assert_array_equal(small.front["index"], result.front["index"])
+    np.testing.assert_allclose(small.front["vals"], result.front["vals"], rtol=1e-6)
+    np.testing.assert_array_equal(small.top["index"], result.top["index"])
