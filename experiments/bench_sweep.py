@@ -16,8 +16,9 @@ rate is steady after the first step). Printed:
 * configurations/s of a plain Python loop calling jitted `jaxplat.evaluate`
   once per configuration (the code a user would otherwise write), on a small
   sample, and the ratio;
-* with --compare-vmap, one block's evaluation with jax.vmap and with
-  batching.vmap_last (the batch axis last), configurations/s each.
+* with --compare-vmap, one block's evaluation (no summaries) with jax.vmap,
+  with batching.vmap_last (the batch axis last) and with batching.grid_map
+  (the engine's: a grid of hardware axes), configurations/s each.
 
 On CPU the engine runs one host device per core (search.split_cpu_devices),
 as `jaxplat sweep` does; --devices 1 gives the single-device figure.
@@ -73,9 +74,21 @@ def python_loop_rate(study, n=200) -> float:
     return n / (time.perf_counter() - t)
 
 
-def inner_map_rates(engine, n, repeats=5) -> tuple[float, float]:
-    """Configurations/s of one block's evaluation (one outer point, n random
-    hardware points) with jax.vmap and with batching.vmap_last, one device."""
+def _best_rate(f, arg, n, repeats=5) -> float:
+    jax.block_until_ready(f(arg))
+    best = math.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(f(arg))
+        best = min(best, time.perf_counter() - t)
+    return n / best
+
+
+def inner_map_rates(engine, n) -> tuple[float, float, float]:
+    """Configurations/s of one block's evaluation (no summaries), one device:
+    n random hardware points of one outer point with jax.vmap and with
+    batching.vmap_last, and the engine's own block (batching.grid_map over
+    the block's grid of hardware axes)."""
     st = engine.study
     ov = [jnp.float32(a.values[len(a) // 2]) for a in st.outer]
     rng = np.random.default_rng(0)
@@ -83,15 +96,10 @@ def inner_map_rates(engine, n, repeats=5) -> tuple[float, float]:
     rates = []
     for inner in (jax.vmap(lambda iv: engine._point(ov, iv)),
                   vmap_last(lambda iv: engine._point(ov, iv), in_axes=(-1,))):
-        f = jax.jit(lambda iv, inner=inner: inner(iv)["score"])
-        jax.block_until_ready(f(iv))
-        best = math.inf
-        for _ in range(repeats):
-            t = time.perf_counter()
-            jax.block_until_ready(f(iv))
-            best = min(best, time.perf_counter() - t)
-        rates.append(n / best)
-    return rates[0], rates[1]
+        rates.append(_best_rate(jax.jit(lambda iv, inner=inner: inner(iv)["score"]), iv, n))
+    block = jnp.int32(len(st.outer[0]) // 2 * engine.grid.per_row)
+    rates.append(_best_rate(jax.jit(lambda k: engine._block(k)[0]["score"]), block, n))
+    return tuple(rates)
 
 
 def main():
@@ -146,9 +154,10 @@ def main():
     print(f"python loop over jaxplat.evaluate: {loop:.4g} configs/s ({args.loop_sample} configurations)")
     print(f"speed-up of the engine over the loop: {rate / loop:.4g}x")
     if args.compare_vmap:
-        plain, last = inner_map_rates(engine, g.ci)
-        print(f"one block of {g.ci} hardware points, one device: jax.vmap {plain:.4g} configs/s, "
-              f"vmap_last {last:.4g} configs/s ({last / plain:.3g}x)")
+        plain, last, grid = inner_map_rates(engine, g.ci)
+        print(f"one block of {g.ci} hardware points, evaluation only, one device: jax.vmap {plain:.4g} configs/s, "
+              f"vmap_last {last:.4g} configs/s ({last / plain:.3g}x), grid_map {grid:.4g} configs/s "
+              f"({grid / plain:.3g}x)")
     print(f"configs/s: {rate:.4g}")
 
 

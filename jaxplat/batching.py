@@ -210,7 +210,7 @@ def _gather_shared_indices(x, indices, params, trail):
 def _match_vma(ins):
     """Under shard_map, mark every operand varying over the mesh axes any
     operand varies over (what jax.numpy inserts itself; `bind` does not)."""
-    vmas = [_varying(x) for x, _ in ins]
+    vmas = [varying_axes(x) for x, _ in ins]
     union = frozenset().union(*vmas)
     if not union:
         return ins
@@ -218,7 +218,7 @@ def _match_vma(ins):
             for (x, m), v in zip(ins, vmas)]
 
 
-def _varying(x):
+def varying_axes(x):
     """Mesh axes a value varies over inside shard_map (empty outside)."""
     mat = getattr(jax.typeof(x), "manual_axis_type", None)
     return frozenset(getattr(mat, "varying", ()) or ())

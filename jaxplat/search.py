@@ -39,7 +39,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from jaxplat.batching import grid_map
+from jaxplat.batching import varying_axes, grid_map
 from jaxplat.inference import Metrics, evaluate
 from jaxplat.parallel import Parallel
 from jaxplat.roofline import safe_div
@@ -80,9 +80,9 @@ def _metric_values(names, m: Metrics) -> jax.Array:
 # from other points on XLA:CPU with jax 0.10.2 (found by the codesign grid; the
 # same arithmetic outside one jitted evaluate is right). Blocks stay below it.
 MAX_BLOCK = 2**15
-# A block's candidates for the running Pareto front are merged pairwise with
-# it when there are at most this many (lax.top_k picks them), else the whole
-# block is sorted with it.
+# A block's candidates for the running Pareto front are merged with it this
+# many at a time, pairwise; they are first thinned by a staircase of this many
+# bins over the block's first Pareto metric (Engine._surely_dominated).
 FRONT_FEW = 64
 FRONT_BINS = 256
 
@@ -270,8 +270,16 @@ class Engine:
         args = self._block(k)
         return lax.cond(k < self.grid.n_blocks, self._summarize, self._summarize_none, *args)
 
-    def _summarize_none(self, res, o, i, valid, od, ld):
-        return self._summarize(res, o, i, jnp.zeros_like(valid), od, ld)
+    def _summarize_none(self, *args):
+        """What `_summarize` gives for a block with no valid configuration
+        (built from its shapes, so the summary is not compiled twice)."""
+        shapes = jax.eval_shape(self._summarize, *args)
+        full = lambda s, v: jnp.full(s.shape, v, s.dtype)  # noqa: E731
+        out = {k: full(v, -jnp.inf if k == "ax_best" else 0) for k, v in shapes.items() if k != "cand"}
+        out["cand"] = tuple(full(s, v) for s, v in zip(shapes["cand"], (-jnp.inf, jnp.inf, jnp.inf, 0, 0, 0, False)))
+        # Under shard_map, vary over the mesh axes like the other branch's outputs.
+        axes = tuple(sorted(frozenset().union(*(varying_axes(x) for x in jax.tree.leaves(args)))))
+        return jax.tree.map(lambda x: lax.pcast(x, axes, to="varying"), out) if axes else out
 
     def _summarize(self, res, o, i, valid, od, ld):
         gr = self.grid
@@ -358,11 +366,12 @@ class Engine:
     def _merge(self, run, blk):
         """Running summary + a later block's summary -> running summary.
 
-        The top-k and front merges sort (slow on XLA:CPU: ~3 ms for 8192
-        values), so they run only when the block can change them (lax.cond):
-        a score above the running k-th; a point that no running front point
-        weakly dominates, checked first on the block's ideal corner (min a,
-        min b). Either way the result is what merging every configuration gives.
+        The top-k and front merges run only when the block can change them
+        (lax.cond): a score above the running k-th; a point that no running
+        front point weakly dominates, checked first on the block's ideal
+        corner (min a, min b). Either way the result is what merging every
+        configuration gives (while the front has at most `pp` points; past
+        that, front_overflow counts the points cut).
         """
         out = dict(counts=run["counts"] + blk["counts"], ax_feas=run["ax_feas"] + blk["ax_feas"],
                    ax_ok=run["ax_ok"] + blk["ax_ok"], ax_best=jnp.maximum(run["ax_best"], blk["ax_best"]),
@@ -390,21 +399,26 @@ class Engine:
 
         A point that the running front or another block point weakly
         dominates is off the merged front and dominates nothing on it, so
-        only the others are merged: up to FRONT_FEW of them (picked by
-        lax.top_k) pairwise against the front, else the whole block by sorting.
+        only the others are merged, FRONT_FEW at a time by least a (lax.top_k),
+        pairwise against the front (no sort), until none is left: usually
+        once (the prefilter leaves a handful of a block's 8192 points).
         """
-        cand = ok & ~self._surely_dominated(front, a, b, ok)
-        few = min(FRONT_FEW, a.shape[0])
+        def cands(front, taken):
+            return ok & ~taken & ~self._surely_dominated(front, a, b, ok)
 
-        def some(front, over):
-            _, pos = lax.top_k(jnp.where(cand, -a, -jnp.inf), few)
-            return self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], vals[:, pos].T, cand[pos]))
+        def more(carry):
+            front, _, taken = carry
+            return jnp.any(cands(front, taken))
 
-        def every(front, over):
-            return self._front_of(front, over, a, b, o, i, vals, cand)
-        n = cand.sum()
-        return lax.switch(jnp.where(n == 0, 0, jnp.where(n <= few, 1, 2)),
-                          (lambda front, over: (front, over), some, every), front, over)
+        def merge_few(carry):
+            front, over, taken = carry
+            cand = cands(front, taken)
+            _, pos = lax.top_k(jnp.where(cand, -a, -jnp.inf), min(FRONT_FEW, a.shape[0]))
+            front, over = self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], vals[:, pos].T,
+                                                             cand[pos]))
+            return front, over, taken.at[pos].set(True)
+        front, over, _ = lax.while_loop(more, merge_few, (front, over, jnp.zeros_like(ok)))
+        return front, over
 
     def _surely_dominated(self, front, a, b, ok):
         """[n] True where a point is weakly dominated by the running front or
@@ -429,10 +443,12 @@ class Engine:
         return b >= jnp.minimum(lower, at_front)[k]
 
     def _front_pairwise(self, front, over, pts):
-        """`_front_of` for a few points (no sort: XLA:CPU sorts slowly): with
-        the front sorted and non-dominated, a point is on the merged front iff
-        no point before it in (a, b, o, i) order has b' <= b, and its slot is
-        the number of such points before it. O(pp x few) comparisons."""
+        """Pareto front (both keys minimized) of the running front and a few
+        points, the first `pp` of it in (a, b, o, i) order. A point is on it
+        iff no point before it in that order has b' <= b; its slot is the
+        number of points on it before it. With the running front sorted and
+        non-dominated that is O(pp x few) comparisons and no sort (XLA:CPU
+        sorts 8192 values in ~3 ms)."""
         def before(x, y):  # [len x, len y]: x_j precedes y_k in (a, b, o, i) order
             (xa, xb, xo, xi), (ya, yb, yo, yi) = ([v[:, None] for v in x[:4]], [v[None, :] for v in y[:4]])
             return (xa < ya) | ((xa == ya) & ((xb < yb) | ((xb == yb) & ((xo < yo) | ((xo == yo) & (xi < yi))))))
@@ -450,22 +466,6 @@ class Engine:
         merged = tuple(jnp.full_like(f, v).at[slot].set(jnp.concatenate([f, p]), mode="drop")
                        for f, p, v in zip(front, pts, fills))
         return merged, over + jnp.maximum(n_on - self.pp, 0)
-
-    def _front_of(self, front, over, a, b, o, i, vals, ok):
-        """Pareto (both keys minimized) of the running front and n points
-        (vals [metrics, n]): sort by (a, b, o, i); a point is on the front iff
-        its b is below every b before it. Keep the first `pp`."""
-        cat = [jnp.concatenate([x, y]) for x, y in zip(front, (a, b, o, i, vals.T, ok))]
-        order = jnp.lexsort(cat[3::-1])
-        a, b, o, i, vals, okf = (x[order] for x in cat)
-        prev = jnp.concatenate([jnp.full((1,), jnp.inf, b.dtype), lax.cummin(b)[:-1]])
-        on = okf & (b < prev)
-        n_on = on.sum().astype(jnp.int32)
-        (sel,) = jnp.nonzero(on, size=self.pp, fill_value=a.shape[0] - 1)
-        keep = jnp.arange(self.pp) < n_on
-        front = (jnp.where(keep, a[sel], jnp.inf), jnp.where(keep, b[sel], jnp.inf), o[sel], i[sel],
-                 vals[sel], keep & okf[sel])
-        return front, over + jnp.maximum(n_on - self.pp, 0)
 
     def _local_step(self, first):
         """Per device: blocks first + d*G ... + G - 1, reduced into one summary."""
