@@ -256,7 +256,10 @@ class Engine:
         def row(ov):
             res = inner(ov, iv)
             return {name: x.reshape(x.shape[:x.ndim - nd] + (gr.ci,)) for name, x in res.items()}
-        res = jax.vmap(row)(ov)  # leaves [Co, Ci]; vals [Co, metrics, Ci]
+        if gr.co == 1:  # one outer point: no outer vmap (it costs trace time)
+            res = jax.tree.map(lambda x: x[None], row([v[0] for v in ov]))
+        else:
+            res = jax.vmap(row)(ov)  # leaves [Co, Ci]; vals [Co, metrics, Ci]
         return res, o, i, valid, od, ld
 
     def _block_summary(self, k):
