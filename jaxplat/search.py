@@ -39,7 +39,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from jaxplat.batching import varying_axes, grid_map
+from jaxplat.batching import grid_map, varying_axes
 from jaxplat.inference import Metrics, evaluate
 from jaxplat.parallel import Parallel
 from jaxplat.roofline import safe_div
@@ -271,7 +271,17 @@ class Engine:
         # fused, their per-configuration arithmetic was recomputed in each of
         # the ~20 reductions below (2x slower, experiments/bench_sweep.py).
         args = self._block(k)
-        return lax.cond(k < self.grid.n_blocks, self._summarize, self._summarize_none, *args)
+        # Under shard_map the block id varies over the devices; both branches'
+        # outputs must too (a study without hardware axes can give some that
+        # do not, and the padded branch's constants never do).
+        axes = varying_axes(k)
+
+        def vary(f):
+            def g(*a):
+                return jax.tree.map(lambda x: lax.pcast(x, tuple(sorted(axes - varying_axes(x))), to="varying")
+                                    if axes - varying_axes(x) else x, f(*a))
+            return g
+        return lax.cond(k < self.grid.n_blocks, vary(self._summarize), vary(self._summarize_none), *args)
 
     def _summarize_none(self, *args):
         """What `_summarize` gives for a block with no valid configuration
@@ -280,9 +290,7 @@ class Engine:
         full = lambda s, v: jnp.full(s.shape, v, s.dtype)  # noqa: E731
         out = {k: full(v, -jnp.inf if k == "ax_best" else 0) for k, v in shapes.items() if k != "cand"}
         out["cand"] = tuple(full(s, v) for s, v in zip(shapes["cand"], (-jnp.inf, jnp.inf, jnp.inf, 0, 0, 0, False)))
-        # Under shard_map, vary over the mesh axes like the other branch's outputs.
-        axes = tuple(sorted(frozenset().union(*(varying_axes(x) for x in jax.tree.leaves(args)))))
-        return jax.tree.map(lambda x: lax.pcast(x, axes, to="varying"), out) if axes else out
+        return out
 
     def _summarize(self, res, o, i, valid, od, ld):
         gr = self.grid

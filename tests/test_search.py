@@ -197,3 +197,21 @@ def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
     np.testing.assert_array_equal(small.front["index"], result.front["index"])
     np.testing.assert_allclose(small.front["vals"], result.front["vals"], rtol=1e-6)
     np.testing.assert_array_equal(small.top["index"], result.top["index"])
+
+
+def test_study_without_hardware_axes_matches_python_loop():
+    """Only outer axes (one hardware point): blocks of outer points, on the
+    engine's shard_map path, against jitted evaluate one configuration at a time."""
+    st = study_from_dict({**STUDY, "axes": {"tp": [1, 2, 4], "batch": {"pow2": [1, 8]}}})
+    res = search.run(search.Engine(st, block=8), progress=False)
+    one = jax.jit(lambda m, h, p, w: jp.evaluate(m, h, p, w, st.options))
+    ok = []
+    for flat in range(st.size):
+        cfg = {k: (v[0] if isinstance(v, np.ndarray) else v) for k, v in st.decode([flat]).items()}
+        wl = replace(st.workloads[st.workload_names.index(cfg["workload"])], batch=cfg["batch"])
+        r = jax.device_get(one(st.models[0], st.hardware, jp.Parallel(tp=cfg["tp"]), wl))
+        if (bool(r.feasible) and r.chips <= 2 and r.ttft <= float(wl.ttft_slo) and r.tpot <= 0.008
+                and r.memory_bytes <= r.capacity_bytes):
+            ok.append((-float(r.throughput) / float(r.chips), flat))
+    assert res.counts[0] == st.size == 24 and res.counts[2] == len(ok) > 0
+    assert list(res.top["index"]) == [f for _, f in sorted(ok)[:7]]
