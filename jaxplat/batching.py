@@ -113,7 +113,7 @@ def _to(x, m, shape, mo, sizes):
     k = len(sizes)
     x = jnp.asarray(x)
     lead = x.ndim - k if any(m) else x.ndim
-    if lead == len(shape) and m == mo and (any(m) or not any(mo)):
+    if lead == len(shape) and m == mo:
         return x
     dims = tuple(range(lead)) if lead == len(shape) else ()
     if any(m):
