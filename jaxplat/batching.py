@@ -61,8 +61,8 @@ def grid_map(f, in_axes, ndim):
     """
     def mapped(*args):
         flat, tree = jax.tree.flatten(args)
-        on_grid = jax.tree.leaves(tuple(
-            jax.tree.map(lambda _, ax=ax: ax is not None, a) for a, ax in zip(args, in_axes)))
+        # (not a tree.map of flags: a dataclass pytree may turn them into arrays)
+        on_grid = [ax is not None for a, ax in zip(args, in_axes) for _ in jax.tree.leaves(a)]
         sizes = [1] * ndim
         for x, g in zip(flat, on_grid):
             for k, s in enumerate(x.shape[x.ndim - ndim:] if g else ()):
@@ -85,6 +85,33 @@ def vmap_last(f, in_axes):
     """`jax.vmap` over the last axis of the arguments marked -1 in `in_axes`
     (None: shared); outputs carry the batch as their last axis."""
     return grid_map(f, in_axes, 1)
+
+
+def split_grid(sizes, block):
+    """Block layout of a grid with axes `sizes` (row-major) for `grid_map`:
+    the last axes whole, as many as fit in `block` points, times consecutive
+    points of the leading ones (flattened into one lead axis). Returns
+    (split, cl, p): axes [split:] are whole (p points), cl lead points per
+    block (at most `block` points in all, each block a contiguous flat range)."""
+    split = next(s for s in range(len(sizes) + 1) if math.prod(sizes[s:]) <= block)
+    p = math.prod(sizes[split:])
+    return split, min(max(1, block // p), math.prod(sizes[:split])), p
+
+
+def block_grid(tables, split, lead):
+    """Axis values of one block for `grid_map`: `tables` are the grid's axes
+    (1-D arrays), `lead` [cl] int32 indices into the flattened leading axes
+    [:split]. Returns one array per axis with 1 + len(tables) - split dims:
+    leading axes vary along the first, each whole axis along its own."""
+    nd = 1 + len(tables) - split
+    out, idx = [], lead
+    for t in reversed(tables[:split]):  # mixed-radix decode, row-major
+        out.append(jnp.asarray(t)[idx % len(t)].reshape((lead.shape[0],) + (1,) * (nd - 1)))
+        idx = idx // len(t)
+    out.reverse()
+    out += [jnp.asarray(t).reshape(tuple(len(t) if d == k else 1 for d in range(nd)))
+            for k, t in enumerate(tables[split:], start=1)]
+    return out
 
 
 def _NONE(ndim):
@@ -243,4 +270,4 @@ def _fallback(eqn, ins, mo, sizes):
     return [(o.reshape(o.shape[:-1] + trail), mo) for o in out]
 
 
-__all__ = ["grid_map", "vmap_last"]
+__all__ = ["block_grid", "grid_map", "split_grid", "vmap_last"]

@@ -39,7 +39,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from jaxplat.batching import grid_map, varying_axes
+from jaxplat.batching import block_grid, grid_map, split_grid, varying_axes
 from jaxplat.inference import Metrics, evaluate
 from jaxplat.parallel import Parallel
 from jaxplat.roofline import safe_div
@@ -115,13 +115,10 @@ class Grid:
             raise SpecError(f"study {study.name}: block {b} exceeds {MAX_BLOCK} configurations; vmaps of evaluate "
                             f"wider than 2^15 return wrong decode times on XLA:CPU (jax 0.10.2), so blocks are capped")
         no, ni = study.n_outer, study.n_inner
-        sizes = [len(a) for a in study.inner]
-        split = next(s for s in range(len(sizes) + 1) if math.prod(sizes[s:]) <= b)
-        p, n_lead = math.prod(sizes[split:]), math.prod(sizes[:split])
-        if split == 0:  # every hardware point fits: whole rows, several outer points
-            co, cl = min(max(1, b // ni), no), 1
-        else:
-            co, cl = 1, min(b // p, n_lead)
+        split, cl, p = split_grid([len(a) for a in study.inner], b)
+        n_lead = ni // p
+        # every hardware point fits: whole rows, several outer points
+        co = min(max(1, b // ni), no) if split == 0 else 1
         ci = cl * p
         per_row = -(-n_lead // cl)
         n_blocks = -(-no // co) * per_row
@@ -243,14 +240,10 @@ class Engine:
         # axis per whole trailing hardware axis; each value varies only along
         # its own axis, so grid_map keeps every intermediate on the axes it
         # depends on, with the points last (contiguous) in every array.
-        lead_axes, trail_axes = st.inner[:gr.split], st.inner[gr.split:]
-        nd = 1 + len(trail_axes)
-        lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), max(1, gr.n_inner // gr.p) - 1)
-        ld = _digits(lead, [len(a) for a in lead_axes])
-        iv = [jnp.asarray(a.values, jnp.float32)[d].reshape((gr.cl,) + (1,) * (nd - 1))
-              for a, d in zip(lead_axes, ld)]
-        iv += [jnp.asarray(a.values, jnp.float32).reshape(tuple(len(a) if t == s else 1 for t in range(nd)))
-               for s, a in enumerate(trail_axes, start=1)]
+        nd = 1 + len(st.inner) - gr.split
+        lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), gr.n_inner // gr.p - 1)
+        ld = _digits(lead, [len(a) for a in st.inner[:gr.split]])
+        iv = block_grid([np.asarray(a.values, np.float32) for a in st.inner], gr.split, lead)
         inner = grid_map(self._point, in_axes=(None, -1), ndim=nd)
 
         def row(ov):
@@ -509,19 +502,28 @@ class Engine:
         (`experiments/bench_sweep.py --fast-compile`), for short studies.
         """
         t = time.perf_counter()
-        lowered = self._step.lower(np.int32(0))
-        opts = {}
-        if self.mesh.devices.flat[0].platform == "cpu":
-            # XLA:CPU's YNNPACK fusions ran the engine's elementwise tails
-            # about 1.7x slower than its own loops (jax 0.10.2; bench_sweep.py).
-            opts["xla_cpu_experimental_ynn_fusion_type"] = ""
-            if self.fast_compile:
-                opts["xla_cpu_use_fusion_emitters"] = False
-        try:
-            self._compiled = lowered.compile(compiler_options=opts)
-        except jax.errors.JaxRuntimeError:  # an XLA without these options
-            self._compiled = lowered.compile()
+        self._compiled = compile_lowered(self._step.lower(np.int32(0)), self.mesh.devices.flat[0].platform,
+                                         self.fast_compile)
         return time.perf_counter() - t
+
+
+def compile_lowered(lowered, platform: str, fast_compile=False):
+    """XLA-compile a lowered sweep program with the options that make it fast.
+
+    On CPU: no YNNPACK fusions (they ran the engine's elementwise tails about
+    1.7x slower than XLA's own loops; jax 0.10.2, experiments/bench_sweep.py);
+    with `fast_compile`, XLA's older loop
+    emitters. Falls back to the defaults on an XLA without these options.
+    """
+    opts = {}
+    if platform == "cpu":
+        opts["xla_cpu_experimental_ynn_fusion_type"] = ""
+        if fast_compile:
+            opts["xla_cpu_use_fusion_emitters"] = False
+    try:
+        return lowered.compile(compiler_options=opts)
+    except jax.errors.JaxRuntimeError:
+        return lowered.compile()
 
 
 def split_cpu_devices(n=None) -> int | None:
@@ -755,4 +757,4 @@ def run(engine: Engine, state_path=None, *, progress=True, max_steps=None, on_st
     return res
 
 
-__all__ = ["COUNTERS", "Engine", "Grid", "Result", "available_metrics", "run"]
+__all__ = ["COUNTERS", "Engine", "Grid", "Result", "available_metrics", "compile_lowered", "run"]

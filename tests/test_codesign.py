@@ -158,3 +158,18 @@ def test_round_starts_gives_integer_stacks(prob):
     xs = cd.round_starts(np.log([[4e14, 3e7, 3.4, 3e11]]), prob)
     assert set(np.unique(xs[:, 2])) == {3.0, 4.0}
     assert np.all(xs >= prob.lo) and np.all(xs <= prob.hi) and not math.isnan(xs.sum())
+
+
+def test_grid_search_equals_exhaustive_exact_table(prob):
+    """The grid oracle in chunks of 16 chips (the last one padded) finds the
+    exhaustive minimum of the exact table over the same grid: the same chip
+    and candidate."""
+    points = {"flops": 5, "sram": 2, "link_bw": 4}
+    x, c, obj, n = cd.grid_search(prob, points, chunk=16, progress=False)
+    axes = cd.grid_axes(prob, points)
+    xs = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 4).astype(np.float32)
+    table = cd.exact_objectives(xs, prob)
+    i, want_c = np.unravel_index(np.argmin(table), table.shape)
+    assert n == table.size and np.isfinite(obj)
+    np.testing.assert_array_equal(x, xs[i])
+    assert c == want_c and obj == pytest.approx(float(table[i, want_c]), rel=1e-6)
