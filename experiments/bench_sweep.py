@@ -23,7 +23,7 @@ rate is steady after the first step). Printed:
 On CPU the engine runs one host device per core (search.split_cpu_devices),
 as `jaxplat sweep` does; --devices 1 gives the single-device figure.
 
-Usage: .venv/bin/python experiments/bench_sweep.py [--seconds 20] [--block 8192] [--devices N] [--fast-compile]
+Usage: .venv/bin/python experiments/bench_sweep.py [--seconds 20] [--block 32768] [--devices N] [--fast-compile]
 The last line is `configs/s: N`.
 """
 
@@ -105,7 +105,7 @@ def inner_map_rates(engine, n) -> tuple[float, float, float]:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=20.0, help="sweep this long (s), then stop")
-    ap.add_argument("--block", type=int, default=8192, help="configurations per block")
+    ap.add_argument("--block", type=int, default=32768, help="configurations per block (the study default)")
     ap.add_argument("--blocks-per-step", type=int, default=4)
     ap.add_argument("--loop-sample", type=int, default=200, help="configurations in the Python-loop baseline")
     ap.add_argument("--fast-compile", action="store_true", help="engine.fast_compile (CPU: older XLA loop emitters)")

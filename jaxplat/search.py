@@ -405,7 +405,7 @@ class Engine:
         dominates is off the merged front and dominates nothing on it, so
         only the others are merged, FRONT_FEW at a time by least a (lax.top_k),
         pairwise against the front (no sort), until none is left: usually
-        once (the prefilter leaves a handful of a block's 8192 points).
+        once (the prefilter leaves a handful of a block's thousands of points).
         """
         def cands(front, taken):
             return ok & ~taken & ~self._surely_dominated(front, a, b, ok)

@@ -387,7 +387,7 @@ def study_from_dict(d: dict, src="study") -> Study:
     eng = d.get("engine", {}) or {}
     _check_keys(src, "engine.", eng, _ENGINE_KEYS)
     ints = {}
-    for k, default in (("block", 8192), ("blocks_per_step", 4), ("pareto_points", 256), ("histogram_bins", 60)):
+    for k, default in (("block", 32768), ("blocks_per_step", 4), ("pareto_points", 256), ("histogram_bins", 60)):
         v = eng.get(k, default)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise SpecError(f"{src}: engine.{k} must be a positive integer, got {v!r}")
