@@ -441,10 +441,7 @@ class Engine:
         bmin = jax.ops.segment_min(jnp.where(ok, b, jnp.inf), k, nb)
         lower = jnp.concatenate([jnp.full((1,), jnp.inf, b.dtype), lax.cummin(bmin)[:-1]])
         amin = jax.ops.segment_min(jnp.where(ok, a, jnp.inf), k, nb)
-        fa, fb = front[:2]
-        last = jnp.searchsorted(fa, amin, side="right") - 1
-        at_front = jnp.where(last >= 0, fb[jnp.maximum(last, 0)], jnp.inf)
-        return b >= jnp.minimum(lower, at_front)[k]
+        return b >= jnp.minimum(lower, _front_b_at(front, amin))[k]
 
     def _front_pairwise(self, front, over, pts):
         """Pareto front (both keys minimized) of the running front and a few
@@ -564,13 +561,19 @@ def enable_compilation_cache(path=None) -> str | None:
     return path
 
 
-def _dominated(front, a, b):
-    """Whether a running front (a ascending, b strictly descending, inf
-    padding last) weakly dominates each point (a, b): its point with the
-    largest a' <= a has b' <= b."""
+def _front_b_at(front, a):
+    """The least b of a running front (a ascending, b strictly descending,
+    inf padding last) among its points with a' <= a, for each a [q] (inf
+    where none): b of the last such point. A compare-all over the front
+    (pp x q), cheaper to compile and run here than searchsorted's loop."""
     fa, fb = front[:2]
-    last = jnp.searchsorted(fa, a, side="right") - 1
-    return (last >= 0) & (fb[jnp.maximum(last, 0)] <= b)
+    last = jnp.sum(fa[None, :] <= jnp.reshape(a, (-1, 1)), axis=1) - 1
+    return jnp.reshape(jnp.where(last >= 0, fb[jnp.maximum(last, 0)], jnp.inf), jnp.shape(a))
+
+
+def _dominated(front, a, b):
+    """Whether the running front weakly dominates the point (a, b)."""
+    return _front_b_at(front, a) <= b
 
 
 def _pick(trees, v):
