@@ -65,6 +65,8 @@ def grid_map(f, in_axes, ndim):
         on_grid = [ax is not None for a, ax in zip(args, in_axes) for _ in jax.tree.leaves(a)]
         sizes = [1] * ndim
         for x, g in zip(flat, on_grid):
+            if g and x.ndim < ndim:
+                raise ValueError(f"grid_map: a grid argument of shape {x.shape} lacks the {ndim} grid axes")
             for k, s in enumerate(x.shape[x.ndim - ndim:] if g else ()):
                 if s != 1 and sizes[k] not in (1, s):
                     raise ValueError(f"grid_map: grid axis {k} has sizes {sizes[k]} and {s}")
