@@ -495,7 +495,7 @@ class Engine:
         """Compile the step now (once; `step` runs this executable); returns seconds spent.
 
         With `fast_compile` on the CPU backend, XLA uses its older loop
-        emitters: about 30% less compile time and about 15% fewer configs/s
+        emitters: about 25% less compile time and about 30% fewer configs/s
         (`experiments/bench_sweep.py --fast-compile`), for short studies.
         """
         t = time.perf_counter()
