@@ -100,17 +100,24 @@ def split_grid(sizes, block):
     return split, min(max(1, block // p), math.prod(sizes[:split])), p
 
 
-def block_grid(tables, split, lead):
+def digits(idx, sizes):
+    """Mixed-radix decode: int32 indices -> one int32 digit array per size (row-major)."""
+    out = []
+    for n in reversed(sizes):
+        out.append(idx % n)
+        idx = idx // n
+    return out[::-1]
+
+
+def block_grid(tables, lead_digits):
     """Axis values of one block for `grid_map`: `tables` are the grid's axes
-    (1-D arrays), `lead` [cl] int32 indices into the flattened leading axes
-    [:split]. Returns one array per axis with 1 + len(tables) - split dims:
+    (1-D arrays); `lead_digits` [cl] int32 index one per leading axis (the
+    first len(lead_digits) tables; `digits` of the flattened lead index).
+    Returns one array per axis with 1 + len(tables) - len(lead_digits) dims:
     leading axes vary along the first, each whole axis along its own."""
+    split = len(lead_digits)
     nd = 1 + len(tables) - split
-    out, idx = [], lead
-    for t in reversed(tables[:split]):  # mixed-radix decode, row-major
-        out.append(jnp.asarray(t)[idx % len(t)].reshape((lead.shape[0],) + (1,) * (nd - 1)))
-        idx = idx // len(t)
-    out.reverse()
+    out = [jnp.asarray(t)[d].reshape((d.shape[0],) + (1,) * (nd - 1)) for t, d in zip(tables, lead_digits)]
     out += [jnp.asarray(t).reshape(tuple(len(t) if d == k else 1 for d in range(nd)))
             for k, t in enumerate(tables[split:], start=1)]
     return out
@@ -239,18 +246,22 @@ def _gather_shared_indices(x, indices, params, trail):
 def _match_vma(ins):
     """Under shard_map, mark every operand varying over the mesh axes any
     operand varies over (what jax.numpy inserts itself; `bind` does not)."""
-    vmas = [varying_axes(x) for x, _ in ins]
-    union = frozenset().union(*vmas)
+    union = frozenset().union(*(varying_axes(x) for x, _ in ins))
     if not union:
         return ins
-    return [(lax.pcast(x, tuple(sorted(union - v)), to="varying") if union - v else x, m)
-            for (x, m), v in zip(ins, vmas)]
+    return [(vary_over(x, union), m) for x, m in ins]
 
 
 def varying_axes(x):
     """Mesh axes a value varies over inside shard_map (empty outside)."""
     mat = getattr(jax.typeof(x), "manual_axis_type", None)
     return frozenset(getattr(mat, "varying", ()) or ())
+
+
+def vary_over(x, axes):
+    """`x` marked varying over the mesh axes in `axes` it does not vary over yet."""
+    more = frozenset(axes) - varying_axes(x)
+    return lax.pcast(x, tuple(sorted(more)), to="varying") if more else x
 
 
 def _fallback(eqn, ins, mo, sizes):
@@ -272,4 +283,4 @@ def _fallback(eqn, ins, mo, sizes):
     return [(o.reshape(o.shape[:-1] + trail), mo) for o in out]
 
 
-__all__ = ["block_grid", "grid_map", "split_grid", "vmap_last"]
+__all__ = ["block_grid", "digits", "grid_map", "split_grid", "vary_over", "varying_axes", "vmap_last"]

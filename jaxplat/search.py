@@ -39,7 +39,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from jaxplat.batching import block_grid, grid_map, split_grid, varying_axes
+from jaxplat.batching import block_grid, digits, grid_map, split_grid, vary_over, varying_axes
 from jaxplat.inference import Metrics, evaluate
 from jaxplat.parallel import Parallel
 from jaxplat.roofline import safe_div
@@ -136,14 +136,6 @@ class Grid:
         return o0 * self.n_inner + i0, o1 * self.n_inner + i1
 
 
-def _digits(idx, sizes):
-    """Mixed-radix decode: int32 indices -> one int32 digit array per size (row-major)."""
-    out = []
-    for n in reversed(sizes):
-        out.append(idx % n)
-        idx = idx // n
-    return out[::-1]
-
 
 # ----------------------------------------------------------- the engine
 
@@ -233,8 +225,8 @@ class Engine:
         ob, j = k // gr.per_row, k % gr.per_row
         o = ob * gr.co + jnp.arange(gr.co, dtype=jnp.int32)
         i = j * gr.ci + jnp.arange(gr.ci, dtype=jnp.int32)
-        valid = (o < gr.n_outer)[:, None] & (i < gr.n_inner)[None, :] & (k < gr.n_blocks)
-        od = _digits(jnp.minimum(o, gr.n_outer - 1), [len(a) for a in st.outer])
+        valid = (o < gr.n_outer)[:, None] & (i < gr.n_inner)[None, :]  # padded blocks: _block_summary
+        od = digits(jnp.minimum(o, gr.n_outer - 1), [len(a) for a in st.outer])
         ov = [jnp.asarray(a.values, jnp.float32)[d] for a, d in zip(st.outer, od)]
         # Inner values on the block's own grid (Grid): the lead axis, then one
         # axis per whole trailing hardware axis; each value varies only along
@@ -242,8 +234,8 @@ class Engine:
         # depends on, with the points last (contiguous) in every array.
         nd = 1 + len(st.inner) - gr.split
         lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), gr.n_inner // gr.p - 1)
-        ld = _digits(lead, [len(a) for a in st.inner[:gr.split]])
-        iv = block_grid([np.asarray(a.values, np.float32) for a in st.inner], gr.split, lead)
+        ld = digits(lead, [len(a) for a in st.inner[:gr.split]])
+        iv = block_grid([np.asarray(a.values, np.float32) for a in st.inner], ld)
         inner = grid_map(self._point, in_axes=(None, -1), ndim=nd)
 
         def row(ov):
@@ -262,7 +254,7 @@ class Engine:
         # Blocks past the end (the last step's padding) summarize nothing.
         # The conditional also makes XLA write the block's results once:
         # fused, their per-configuration arithmetic was recomputed in each of
-        # the ~20 reductions below (2x slower, experiments/bench_sweep.py).
+        # the ~20 reductions of the summary (found in a profile of XLA:CPU).
         args = self._block(k)
         # Under shard_map the block id varies over the devices; both branches'
         # outputs must too (a study without hardware axes can give some that
@@ -270,10 +262,7 @@ class Engine:
         axes = varying_axes(k)
 
         def vary(f):
-            def g(*a):
-                return jax.tree.map(lambda x: lax.pcast(x, tuple(sorted(axes - varying_axes(x))), to="varying")
-                                    if axes - varying_axes(x) else x, f(*a))
-            return g
+            return lambda *a: jax.tree.map(lambda x: vary_over(x, axes), f(*a))
         return lax.cond(k < self.grid.n_blocks, vary(self._summarize), vary(self._summarize_none), *args)
 
     def _summarize_none(self, *args):
@@ -448,8 +437,8 @@ class Engine:
         points, the first `pp` of it in (a, b, o, i) order. A point is on it
         iff no point before it in that order has b' <= b; its slot is the
         number of points on it before it. With the running front sorted and
-        non-dominated that is O(pp x few) comparisons and no sort (XLA:CPU
-        sorts 8192 values in ~3 ms)."""
+        non-dominated that is O(pp x few) comparisons and no sort (sorting a
+        block dominated the sweep's time in feasible regions on XLA:CPU)."""
         def before(x, y):  # [len x, len y]: x_j precedes y_k in (a, b, o, i) order
             (xa, xb, xo, xi), (ya, yb, yo, yi) = ([v[:, None] for v in x[:4]], [v[None, :] for v in y[:4]])
             return (xa < ya) | ((xa == ya) & ((xb < yb) | ((xb == yb) & ((xo < yo) | ((xo == yo) & (xi < yi))))))
@@ -507,10 +496,10 @@ class Engine:
 def compile_lowered(lowered, platform: str, fast_compile=False):
     """XLA-compile a lowered sweep program with the options that make it fast.
 
-    On CPU: no YNNPACK fusions (they ran the engine's elementwise tails about
-    1.7x slower than XLA's own loops; jax 0.10.2, experiments/bench_sweep.py);
-    with `fast_compile`, XLA's older loop
-    emitters. Falls back to the defaults on an XLA without these options.
+    On CPU: no YNNPACK fusions (in profiles of jax 0.10.2 they ran the
+    engine's elementwise tails slower than XLA's own loops); with
+    `fast_compile`, XLA's older loop emitters. Falls back to the defaults on
+    an XLA without these options.
     """
     opts = {}
     if platform == "cpu":

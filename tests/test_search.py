@@ -44,7 +44,13 @@ def result(engine):
 
 @pytest.fixture(scope="module")
 def reference(study):
-    """Every configuration through jitted `jaxplat.evaluate`, one call each."""
+    return _python_loop(study)
+
+
+def _python_loop(study):
+    """Every configuration of a STUDY-like study through jitted
+    `jaxplat.evaluate`, one call each (hardware axes, if any: HBM bandwidth
+    and FLOP/s)."""
     one = jax.jit(lambda m, h, p, w: jp.evaluate(m, h, p, w, study.options))
     m, h0 = study.models[0], study.hardware
     rows = []
@@ -52,8 +58,10 @@ def reference(study):
         cfg = {k: (v[0] if isinstance(v, np.ndarray) else v) for k, v in study.decode([flat]).items()}
         wl = study.workloads[study.workload_names.index(cfg["workload"])]
         wl = replace(wl, batch=cfg["batch"])
-        hw = replace(h0, mem_bw=h0.mem_bw.at[0].set(cfg["hbm_bandwidth"]),
-                     flops=h0.flops * (cfg["flops"] / h0.flops[2]))
+        hw = h0
+        if study.inner:
+            hw = replace(h0, mem_bw=h0.mem_bw.at[0].set(cfg["hbm_bandwidth"]),
+                         flops=h0.flops * (cfg["flops"] / h0.flops[2]))
         r = jax.device_get(one(m, hw, jp.Parallel(tp=cfg["tp"]), wl))
         tpc = float(r.throughput) / float(r.chips)
         ok = (bool(r.feasible) and r.chips <= 2 and r.ttft <= float(wl.ttft_slo) and r.tpot <= 0.008
@@ -204,14 +212,6 @@ def test_study_without_hardware_axes_matches_python_loop():
     engine's shard_map path, against jitted evaluate one configuration at a time."""
     st = study_from_dict({**STUDY, "axes": {"tp": [1, 2, 4], "batch": {"pow2": [1, 8]}}})
     res = search.run(search.Engine(st, block=8), progress=False)
-    one = jax.jit(lambda m, h, p, w: jp.evaluate(m, h, p, w, st.options))
-    ok = []
-    for flat in range(st.size):
-        cfg = {k: (v[0] if isinstance(v, np.ndarray) else v) for k, v in st.decode([flat]).items()}
-        wl = replace(st.workloads[st.workload_names.index(cfg["workload"])], batch=cfg["batch"])
-        r = jax.device_get(one(st.models[0], st.hardware, jp.Parallel(tp=cfg["tp"]), wl))
-        if (bool(r.feasible) and r.chips <= 2 and r.ttft <= float(wl.ttft_slo) and r.tpot <= 0.008
-                and r.memory_bytes <= r.capacity_bytes):
-            ok.append((-float(r.throughput) / float(r.chips), flat))
+    ok = [r for r in _python_loop(st) if r["ok"]]
     assert res.counts[0] == st.size == 24 and res.counts[2] == len(ok) > 0
-    assert list(res.top["index"]) == [f for _, f in sorted(ok)[:7]]
+    assert list(res.top["index"]) == [r["flat"] for r in sorted(ok, key=lambda r: (-r["tpc"], r["flat"]))[:7]]
