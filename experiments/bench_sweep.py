@@ -98,7 +98,8 @@ def inner_map_rates(engine, n) -> tuple[float, float, float]:
                   vmap_last(lambda iv: engine._point(ov, iv), in_axes=(-1,))):
         rates.append(_best_rate(jax.jit(lambda iv, inner=inner: inner(iv)["score"]), iv, n))
     block = jnp.int32(len(st.outer[0]) // 2 * engine.grid.per_row)
-    rates.append(_best_rate(jax.jit(lambda k: engine._block(k)[0]["score"]), block, n))
+    tables = tuple(t.addressable_shards[0].data for t in engine._tables)  # one device's copy
+    rates.append(_best_rate(jax.jit(lambda k: engine._block(k, tables)[0]["score"]), block, n))
     return tuple(rates)
 
 

@@ -188,12 +188,8 @@ def _apply(eqn, ins, sizes):
     if not any(mo):  # nothing on the grid: run it as traced
         out = prim.bind(*(x for x, _ in ins), **params)
         return [(o, mo) for o in out] if prim.multiple_results else [(out, mo)]
-    if name in _CALLS:
-        sub = params.get("jaxpr") or params.get("call_jaxpr") or params.get("fun_jaxpr")
-        if sub is not None:
-            inner = sub.jaxpr if hasattr(sub, "jaxpr") else sub
-            consts = sub.consts if hasattr(sub, "consts") else ()
-            return _eval(inner, consts, ins, sizes)
+    if (sub := sub_jaxpr(eqn)) is not None:
+        return _eval(*sub, ins, sizes)
     if name == "optimization_barrier":
         return ins
     trail = _trail(mo, sizes)
@@ -229,6 +225,18 @@ def _apply(eqn, ins, sizes):
         starts = [v for v, _ in ins[1:]] + [zero] * k
         return [(lax.dynamic_slice(x, starts, tuple(params["slice_sizes"]) + trail), m)]
     return _fallback(eqn, ins, mo, sizes)
+
+
+def sub_jaxpr(eqn):
+    """(jaxpr, consts) that a call-like equation (jit, closed_call, custom
+    JVP/VJP, remat) runs, else None."""
+    if eqn.primitive.name not in _CALLS:
+        return None
+    params = eqn.params
+    sub = params.get("jaxpr") or params.get("call_jaxpr") or params.get("fun_jaxpr")
+    if sub is None:
+        return None
+    return (sub.jaxpr, sub.consts) if hasattr(sub, "jaxpr") else (sub, ())
 
 
 def _gather_shared_indices(x, indices, params, trail):
@@ -283,4 +291,4 @@ def _fallback(eqn, ins, mo, sizes):
     return [(o.reshape(o.shape[:-1] + trail), mo) for o in out]
 
 
-__all__ = ["block_grid", "digits", "grid_map", "split_grid", "vary_over", "varying_axes", "vmap_last"]
+__all__ = ["block_grid", "digits", "grid_map", "split_grid", "sub_jaxpr", "vary_over", "varying_axes", "vmap_last"]

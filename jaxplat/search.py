@@ -31,12 +31,14 @@ import json
 import math
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxplat.batching import block_grid, digits, grid_map, split_grid, vary_over, varying_axes
@@ -44,10 +46,14 @@ from jaxplat.inference import Metrics, evaluate
 from jaxplat.parallel import Parallel
 from jaxplat.roofline import safe_div
 from jaxplat.specs import SpecError
+from jaxplat.staging import split_shared
 from jaxplat.study import METRICS, Study
 
 COUNTERS = ("evaluated", "feasible", "ok", "over_chips", "wrong_chips", "over_ttft", "over_tpot", "over_memory")
 STATE_FILE = "state.npz"
+# Hoist the outer part (Engine.compile) while its residuals of every outer
+# point take at most this much memory per device.
+HOIST_BYTES = 32 << 20
 
 
 # --------------------------------------------------------------- metrics
@@ -173,9 +179,11 @@ class Engine:
         self.k = study.top_k
         self.pp = study.pareto_points
         self.bins = study.histogram_bins
-        local = jax.shard_map(self._local_step, mesh=self.mesh, in_specs=P(), out_specs=P("d"))
+        local = jax.shard_map(self._local_step, mesh=self.mesh, in_specs=(P(), P()), out_specs=P("d"))
         self._step = jax.jit(local)
         self._compiled = None
+        self._hoisted = None  # (pre, post) of staging.split_shared when the outer part is hoisted
+        self._tables = ()     # pre's residuals of every outer point, replicated on every device
 
     # ---- one configuration
 
@@ -218,16 +226,24 @@ class Engine:
 
     # ---- one block
 
-    def _block(self, k):
+    def _outer_values(self, o, xp=jnp):
+        """Outer indices [n] -> (digits, values): one [n] array per outer axis each."""
+        od = digits(o, [len(a) for a in self.study.outer])
+        return od, [xp.asarray(a.values, xp.float32)[d] for a, d in zip(self.study.outer, od)]
+
+    def _block(self, k, tables=()):
         """Evaluate block `k` (int32 scalar) -> (results [Co, Ci] (vals [Co, metrics, Ci]), o [Co],
-        i [Ci], valid [Co, Ci], outer digits [Co] per outer axis, lead digits [cl] per lead axis)."""
+        i [Ci], valid [Co, Ci], outer digits [Co] per outer axis, lead digits [cl] per lead axis).
+        `tables`: the hoisted outer part's residuals, [n_outer, ...] each (`compile`)."""
         gr, st = self.grid, self.study
         ob, j = k // gr.per_row, k % gr.per_row
         o = ob * gr.co + jnp.arange(gr.co, dtype=jnp.int32)
         i = j * gr.ci + jnp.arange(gr.ci, dtype=jnp.int32)
         valid = (o < gr.n_outer)[:, None] & (i < gr.n_inner)[None, :]  # padded blocks: _block_summary
-        od = digits(jnp.minimum(o, gr.n_outer - 1), [len(a) for a in st.outer])
-        ov = [jnp.asarray(a.values, jnp.float32)[d] for a, d in zip(st.outer, od)]
+        od, ov = self._outer_values(jnp.minimum(o, gr.n_outer - 1))
+        point = self._point
+        if self._hoisted is not None:  # the outer part was evaluated once per outer point
+            ov, point = [t[jnp.minimum(o, gr.n_outer - 1)] for t in tables], self._hoisted[1]
         # Inner values on the block's own grid (Grid): the lead axis, then one
         # axis per whole trailing hardware axis; each value varies only along
         # its own axis, so grid_map keeps every intermediate on the axes it
@@ -236,7 +252,7 @@ class Engine:
         lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), gr.n_inner // gr.p - 1)
         ld = digits(lead, [len(a) for a in st.inner[:gr.split]])
         iv = block_grid([np.asarray(a.values, np.float32) for a in st.inner], ld)
-        inner = grid_map(self._point, in_axes=(None, -1), ndim=nd)
+        inner = grid_map(point, in_axes=(None, -1), ndim=nd)
 
         def row(ov):
             res = inner(ov, iv)
@@ -247,7 +263,7 @@ class Engine:
             res = jax.vmap(row)(ov)  # leaves [Co, Ci]; vals [Co, metrics, Ci]
         return res, o, i, valid, od, ld
 
-    def _block_summary(self, k):
+    def _block_summary(self, k, tables):
         """Block `k` -> its counts, per-axis summaries and histogram, and its
         candidates for the running top-k and front (`cand`: flat [Co x Ci]
         score, Pareto keys, outer and inner index, vals [metrics, n], ok)."""
@@ -255,7 +271,7 @@ class Engine:
         # The conditional also makes XLA write the block's results once:
         # fused, their per-configuration arithmetic was recomputed in each of
         # the ~20 reductions of the summary (found in a profile of XLA:CPU).
-        args = self._block(k)
+        args = self._block(k, tables)
         # Under shard_map the block id varies over the devices; both branches'
         # outputs must too (a study without hardware axes can give some that
         # do not, and the padded branch's constants never do).
@@ -393,24 +409,23 @@ class Engine:
         A point that the running front or another block point weakly
         dominates is off the merged front and dominates nothing on it, so
         only the others are merged, FRONT_FEW at a time by least a (lax.top_k),
-        pairwise against the front (no sort), until none is left: usually
-        once (the prefilter leaves a handful of a block's thousands of points).
+        pairwise against the front (no sort), until none is left. The
+        prefilter runs after each round (one traced copy: it is a good part
+        of the step's compile time); the first round takes the least a of
+        all ok points, where the block's own front starts, and the prefilter
+        then usually leaves a handful of the block's thousands of points.
         """
-        def cands(front, taken):
-            return ok & ~taken & ~self._surely_dominated(front, a, b, ok)
-
         def more(carry):
-            front, _, taken = carry
-            return jnp.any(cands(front, taken))
+            return jnp.any(carry[2])
 
         def merge_few(carry):
-            front, over, taken = carry
-            cand = cands(front, taken)
+            front, over, cand = carry
             _, pos = lax.top_k(jnp.where(cand, -a, -jnp.inf), min(FRONT_FEW, a.shape[0]))
             front, over = self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], vals[:, pos].T,
                                                              cand[pos]))
-            return front, over, taken.at[pos].set(True)
-        front, over, _ = lax.while_loop(more, merge_few, (front, over, jnp.zeros_like(ok)))
+            # Dominated stays dominated as the front improves (transitivity).
+            return front, over, cand.at[pos].set(False) & ~self._surely_dominated(front, a, b, ok)
+        front, over, _ = lax.while_loop(more, merge_few, (front, over, ok))
         return front, over
 
     def _surely_dominated(self, front, a, b, ok):
@@ -457,13 +472,13 @@ class Engine:
                        for f, p, v in zip(front, pts, fills))
         return merged, over + jnp.maximum(n_on - self.pp, 0)
 
-    def _local_step(self, first):
+    def _local_step(self, first, tables):
         """Per device: blocks first + d*G ... + G - 1, reduced into one summary."""
         d = lax.axis_index("d")
         start = first + d * self.g
 
         def body(run, gidx):
-            return self._merge(run, self._block_summary(start + gidx)), None
+            return self._merge(run, self._block_summary(start + gidx, tables)), None
 
         # The carry varies over devices (each runs its own blocks).
         init = jax.tree.map(lambda x: lax.pcast(x, ("d",), to="varying"), self.empty())
@@ -474,7 +489,17 @@ class Engine:
         """Dispatch one step (asynchronous); returns per-device summaries [D, ...]."""
         if self._compiled is None:
             self.compile()
-        return self._compiled(np.int32(first_block))
+        return self._compiled(np.int32(first_block), self._tables)
+
+    def _outer_tables(self, pre, sharding):
+        """The hoisted outer part's residuals of every outer point -> tuple of
+        [n_outer, ...] arrays with `sharding`. One call per outer point (a
+        batched program traces and compiles slower than the calls take); the
+        same on every process, each running it on its own devices."""
+        _, ov = self._outer_values(np.arange(self.grid.n_outer), np)
+        rows = [pre([x[j] for x in ov]) for j in range(self.grid.n_outer)]
+        tables = [np.stack(col) for col in zip(*jax.device_get(rows))]
+        return tuple(jax.make_array_from_callback(x.shape, sharding, lambda idx, x=x: x[idx]) for x in tables)
 
     @property
     def blocks_per_call(self) -> int:
@@ -483,29 +508,53 @@ class Engine:
     def compile(self):
         """Compile the step now (once; `step` runs this executable); returns seconds spent.
 
-        With `fast_compile` on the CPU backend, XLA uses its older loop
-        emitters: about 25% less compile time and about 30% fewer configs/s
-        (`experiments/bench_sweep.py --fast-compile`), for short studies.
+        When the study has hardware axes and few enough outer points, the
+        part of each configuration that only the outer axes fix (operator
+        tables: most of the program) is hoisted (staging.split_shared): it
+        is compiled as its own program with XLA's cheapest settings, beside
+        the step, and run once here for every outer point; the step reads
+        its residuals. With `fast_compile` on the CPU backend, XLA uses its
+        older loop emitters for the step: less compile time and fewer
+        configs/s (`experiments/bench_sweep.py --fast-compile`), for short
+        studies.
         """
         t = time.perf_counter()
-        self._compiled = compile_lowered(self._step.lower(np.int32(0)), self.mesh.devices.flat[0].platform,
-                                         self.fast_compile)
+        platform = self.mesh.devices.flat[0].platform
+        n_outer = self.grid.n_outer
+        one = [jnp.float32(0)] * len(self.study.outer), [jnp.float32(0)] * len(self.study.inner)
+        self._hoisted, self._tables, specs = None, (), ()
+        with ThreadPoolExecutor(1) as pool:
+            if self.study.inner:
+                pre, post, shapes = split_shared(self._point, *one)
+                if n_outer * sum(s.size * s.dtype.itemsize for s in shapes) <= HOIST_BYTES:
+                    self._hoisted = pre, post
+                    rep = NamedSharding(self.mesh, P())
+                    specs = tuple(jax.ShapeDtypeStruct((n_outer,) + s.shape, s.dtype, sharding=rep)
+                                  for s in shapes)
+                    # XLA releases the GIL: the outer part compiles while the step traces.
+                    outer = pool.submit(compile_lowered, jax.jit(pre).lower(one[0]), platform, cheap=True)
+            self._compiled = compile_lowered(self._step.lower(np.int32(0), specs), platform, self.fast_compile)
+            if self._hoisted is not None:
+                self._tables = self._outer_tables(outer.result(), rep)
         return time.perf_counter() - t
 
 
-def compile_lowered(lowered, platform: str, fast_compile=False):
+def compile_lowered(lowered, platform: str, fast_compile=False, cheap=False):
     """XLA-compile a lowered sweep program with the options that make it fast.
 
     On CPU: no YNNPACK fusions (in profiles of jax 0.10.2 they ran the
     engine's elementwise tails slower than XLA's own loops); with
-    `fast_compile`, XLA's older loop emitters. Falls back to the defaults on
-    an XLA without these options.
+    `fast_compile`, XLA's older loop emitters; `cheap` (a program run once:
+    the hoisted outer part) adds no LLVM optimization. Falls back to the
+    defaults on an XLA without these options.
     """
     opts = {}
     if platform == "cpu":
         opts["xla_cpu_experimental_ynn_fusion_type"] = ""
-        if fast_compile:
+        if fast_compile or cheap:
             opts["xla_cpu_use_fusion_emitters"] = False
+        if cheap:
+            opts["xla_backend_optimization_level"] = 0
     try:
         return lowered.compile(compiler_options=opts)
     except jax.errors.JaxRuntimeError:

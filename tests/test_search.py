@@ -197,7 +197,7 @@ def test_blocks_cut_inside_the_hardware_grid_give_the_same_result(study, result)
 
 def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
     """With 2 bins and at most 2 points merged pairwise, blocks take every
-    front-merge path (skip, pairwise, whole-block sort): the same front (its
+    front-merge path (skip, one round, several rounds): the same front (its
     numbers to float32 rounding: another program is another XLA compile)."""
     monkeypatch.setattr(search, "FRONT_FEW", 2)
     monkeypatch.setattr(search, "FRONT_BINS", 2)
@@ -205,6 +205,24 @@ def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
     np.testing.assert_array_equal(small.front["index"], result.front["index"])
     np.testing.assert_allclose(small.front["vals"], result.front["vals"], rtol=1e-6)
     np.testing.assert_array_equal(small.top["index"], result.top["index"])
+
+
+def test_hoisted_outer_part_gives_the_same_result(study, engine, result, monkeypatch):
+    """The outer part hoisted (staging.split_shared: compiled apart and run
+    once per outer point, the default here) against one program that
+    evaluates everything per block: the same configurations, numbers to
+    float32 rounding."""
+    assert engine._hoisted is not None and len(engine._tables) <= 3  # packed: one table per dtype
+    monkeypatch.setattr(search, "HOIST_BYTES", 0)
+    whole = search.Engine(study)
+    res = search.run(whole, progress=False)
+    assert whole._hoisted is None and whole._tables == ()
+    np.testing.assert_array_equal(res.counts, result.counts)
+    np.testing.assert_array_equal(res.top["index"], result.top["index"])
+    np.testing.assert_allclose(res.top["vals"], result.top["vals"], rtol=1e-6)
+    np.testing.assert_array_equal(res.front["index"], result.front["index"])
+    np.testing.assert_array_equal(res.ax_ok, result.ax_ok)
+    np.testing.assert_array_equal(res.hist, result.hist)
 
 
 def test_study_without_hardware_axes_matches_python_loop():
