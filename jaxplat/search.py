@@ -9,12 +9,17 @@ Layout of the work (all shapes static, so one compiled program per study):
   pieces of Ci. Blocks cover contiguous flat ranges in increasing order.
 * A block is generated on the device from its id (mixed-radix decode of the
   outer and inner ranges), evaluated with the one `jaxplat.evaluate` mapped
-  twice (outer with jax.vmap, so the table is built once per outer point;
-  inner with batching.grid_map over the block's own grid of hardware axes,
-  so each intermediate is computed only over the hardware axes it depends
-  on: an SRAM tiling once per SRAM size), and reduced on the device to
-  a fixed-size `Summary`: counts, top-k, a 2-D Pareto front, per-axis
-  counts and best objective, a histogram of the objective.
+  twice (outer with jax.vmap; inner with batching.grid_map over the block's
+  own grid of hardware axes, so each intermediate is computed only over the
+  hardware axes it depends on: an SRAM tiling once per SRAM size), and
+  reduced on the device to a fixed-size `Summary`: counts, top-k, a 2-D
+  Pareto front, per-axis counts and best objective, a histogram of the
+  objective.
+* What only the outer axes fix (the operator tables: most of the program)
+  is hoisted when the study has hardware axes (staging.split_shared): run
+  once per outer point before the sweep by a program of its own, compiled
+  with XLA's cheapest settings while the step traces; a block gathers its
+  outer points' residuals and evaluates only the rest (`Engine.compile`).
 * A *step* runs `blocks_per_step` blocks on each device (`lax.scan`, carry =
   a running summary) under `jax.shard_map` over a 1-D mesh of all devices,
   on one host or many (`jax.distributed`). Every device runs the same local
@@ -408,23 +413,30 @@ class Engine:
 
         A point that the running front or another block point weakly
         dominates is off the merged front and dominates nothing on it, so
-        only the others are merged, FRONT_FEW at a time by least a (lax.top_k),
-        pairwise against the front (no sort), until none is left. The
-        prefilter runs after each round (one traced copy: it is a good part
-        of the step's compile time); the first round takes the least a of
-        all ok points, where the block's own front starts, and the prefilter
-        then usually leaves a handful of the block's thousands of points.
+        only the others are merged: the prefilter leaves a handful of the
+        block's thousands of points, merged pairwise against the front (no
+        sort) FRONT_FEW at a time by position (a cumulative count, no
+        top_k: XLA:CPU sorts for it), usually in one round. Each traced
+        operation here costs compile time: the front merge was a third of
+        the step's kernels.
         """
+        n = a.shape[0]
+        few = min(FRONT_FEW, n)
+        position = jnp.arange(n, dtype=jnp.int32)
+
         def more(carry):
             return jnp.any(carry[2])
 
         def merge_few(carry):
             front, over, cand = carry
-            _, pos = lax.top_k(jnp.where(cand, -a, -jnp.inf), min(FRONT_FEW, a.shape[0]))
-            front, over = self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], vals[:, pos].T,
-                                                             cand[pos]))
             # Dominated stays dominated as the front improves (transitivity).
-            return front, over, cand.at[pos].set(False) & ~self._surely_dominated(front, a, b, ok)
+            cand = cand & ~self._surely_dominated(front, a, b, ok)
+            rank = jnp.cumsum(cand, dtype=jnp.int32) - 1  # among the candidates
+            pos = jnp.zeros(few, jnp.int32).at[jnp.where(cand, rank, few)].set(position, mode="drop")
+            got = jnp.arange(few) <= rank[-1]
+            front, over = self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], vals[:, pos].T, got),
+                                               pos)
+            return front, over, cand & (rank >= few)
         front, over, _ = lax.while_loop(more, merge_few, (front, over, ok))
         return front, over
 
@@ -438,39 +450,36 @@ class Engine:
         the least a of bin k (the front's b does not increase with a)."""
         nb = FRONT_BINS
         big = jnp.finfo(a.dtype).max
-        a_lo = jnp.min(jnp.where(ok, a, big))
-        a_hi = jnp.max(jnp.where(ok, a, -big))
+        lo_hi = jnp.min(jnp.where(ok, jnp.stack([a, -a]), big), axis=1)
+        a_lo, a_hi = lo_hi[0], -lo_hi[1]
         width = jnp.where(a_hi > a_lo, a_hi - a_lo, 1.0)
         k = jnp.clip(jnp.floor((jnp.where(ok, a, a_lo) - a_lo) / width * nb), 0, nb - 1).astype(jnp.int32)
-        bmin = jax.ops.segment_min(jnp.where(ok, b, jnp.inf), k, nb)
-        lower = jnp.concatenate([jnp.full((1,), jnp.inf, b.dtype), lax.cummin(bmin)[:-1]])
-        amin = jax.ops.segment_min(jnp.where(ok, a, jnp.inf), k, nb)
-        return b >= jnp.minimum(lower, _front_b_at(front, amin))[k]
+        mins = jax.ops.segment_min(jnp.where(ok[:, None], jnp.stack([a, b], 1), jnp.inf), k, nb)  # [nb, (a, b)]
+        lower = jnp.concatenate([jnp.full((1,), jnp.inf, b.dtype), lax.cummin(mins[:, 1])[:-1]])
+        return b >= jnp.minimum(lower, _front_b_at(front, mins[:, 0]))[k]
 
-    def _front_pairwise(self, front, over, pts):
+    def _front_pairwise(self, front, over, pts, pos):
         """Pareto front (both keys minimized) of the running front and a few
-        points, the first `pp` of it in (a, b, o, i) order. A point is on it
-        iff no point before it in that order has b' <= b; its slot is the
-        number of points on it before it. With the running front sorted and
-        non-dominated that is O(pp x few) comparisons and no sort (sorting a
-        block dominated the sweep's time in feasible regions on XLA:CPU)."""
-        def before(x, y):  # [len x, len y]: x_j precedes y_k in (a, b, o, i) order
-            (xa, xb, xo, xi), (ya, yb, yo, yi) = ([v[:, None] for v in x[:4]], [v[None, :] for v in y[:4]])
-            return (xa < ya) | ((xa == ya) & ((xb < yb) | ((xb == yb) & ((xo < yo) | ((xo == yo) & (xi < yi))))))
+        block points (at block positions `pos`), the first `pp` of it in
+        order of (a, b, flat index). A point is on it iff no valid point
+        before it in that order has b' <= b; its slot is the number of points
+        on it before it: O((pp + few)^2) comparisons and no sort (sorting a
+        block dominated the sweep's time in feasible regions on XLA:CPU).
 
-        def covered(x, y, x_ok):  # [len y]: some valid x before y_k with b' <= b
-            return jnp.any(before(x, y) & (x[1][:, None] <= y[1][None, :]) & x_ok[:, None], axis=0)
-        f_ok, p_ok = front[5], pts[5]
-        f_on = f_ok & ~covered(pts, front, p_ok)        # earlier front points have larger b
-        p_on = p_ok & ~covered(front, pts, f_ok) & ~covered(pts, pts, p_ok)
-        rank_f = jnp.cumsum(f_on) - f_on + jnp.sum(before(pts, front) & p_on[:, None], axis=0)
-        rank_p = jnp.sum(before(front, pts) & f_on[:, None], axis=0) + jnp.sum(before(pts, pts) & p_on[:, None], axis=0)
-        slot = jnp.concatenate([jnp.where(f_on, rank_f, self.pp), jnp.where(p_on, rank_p, self.pp)])
-        n_on = (f_on.sum() + p_on.sum()).astype(jnp.int32)
+        The running front holds points of earlier blocks only (`_local_step`
+        merges blocks in increasing order), so on ties of (a, b) front points
+        come first, and block points by position, which increases with the
+        flat index: one integer key instead of comparing (o, i)."""
+        union = tuple(jnp.concatenate([f, p]) for f, p in zip(front, pts))
+        ua, ub, uok = union[0], union[1], union[5]
+        key = jnp.concatenate([jnp.full((self.pp,), -1, jnp.int32), pos.astype(jnp.int32)])
+        ja, jb, jk = ua[:, None], ub[:, None], key[:, None]  # [j, k]: does j precede k?
+        before = (ja < ua) | ((ja == ua) & ((jb < ub) | ((jb == ub) & (jk < key))))
+        on = uok & ~jnp.any(before & (jb <= ub) & uok[:, None], axis=0)
+        slot = jnp.where(on, jnp.sum(before & on[:, None], axis=0), self.pp)
         fills = (jnp.inf, jnp.inf, 0, 0, 0.0, False)
-        merged = tuple(jnp.full_like(f, v).at[slot].set(jnp.concatenate([f, p]), mode="drop")
-                       for f, p, v in zip(front, pts, fills))
-        return merged, over + jnp.maximum(n_on - self.pp, 0)
+        merged = tuple(jnp.full_like(f, v).at[slot].set(u, mode="drop") for f, u, v in zip(front, union, fills))
+        return merged, over + jnp.maximum(jnp.sum(on, dtype=jnp.int32) - self.pp, 0)
 
     def _local_step(self, first, tables):
         """Per device: blocks first + d*G ... + G - 1, reduced into one summary."""
@@ -600,13 +609,11 @@ def enable_compilation_cache(path=None) -> str | None:
 
 
 def _front_b_at(front, a):
-    """The least b of a running front (a ascending, b strictly descending,
-    inf padding last) among its points with a' <= a, for each a [q] (inf
-    where none): b of the last such point. A compare-all over the front
-    (pp x q), cheaper to compile and run here than searchsorted's loop."""
+    """The least b of a running front (inf padding) among its points with
+    a' <= a, for each a [q] (inf where none). A compare-all over the front
+    (q x pp), cheaper to compile and run here than searchsorted's loop."""
     fa, fb = front[:2]
-    last = jnp.sum(fa[None, :] <= jnp.reshape(a, (-1, 1)), axis=1) - 1
-    return jnp.reshape(jnp.where(last >= 0, fb[jnp.maximum(last, 0)], jnp.inf), jnp.shape(a))
+    return jnp.min(jnp.where(fa <= jnp.reshape(a, (-1, 1)), fb, jnp.inf), axis=1).reshape(jnp.shape(a))
 
 
 def _dominated(front, a, b):
