@@ -325,33 +325,34 @@ class Engine:
         every constraint, and the best score -> three [groups, sum of axis
         lengths]. Outer axes are segmented over the block's outer points; the
         hardware axes are reductions over the block's own grid (Grid), the
-        lead axes then segmented over the block's few lead points."""
+        lead axes then segmented over the block's few lead points. The two
+        counts travel stacked (one operation for both: each costs compile
+        time)."""
         gr, st = self.grid, self.study
         ng = st.n_groups
         gd = od[st.group_by] if st.group_by >= 0 else jnp.zeros((gr.co,), jnp.int32)
-        f, g = feas.astype(jnp.int32), ok.astype(jnp.int32)
-        out = ([], [], [])
-        rows = (f.sum(1), g.sum(1), best.max(1))
-        for a, d in zip(st.outer, od):
-            seg, n_seg = gd * len(a) + d, ng * len(a)
-            for acc, x, red in zip(out, rows, (jax.ops.segment_sum,) * 2 + (jax.ops.segment_max,)):
-                acc.append(red(x, seg, n_seg).reshape(ng, len(a)))
+        both = jnp.stack([feas, ok]).astype(jnp.int32)  # [2, Co, Ci]
+        kinds = ((jnp.sum, jax.ops.segment_sum), (jnp.max, jax.ops.segment_max))
+        out = ([], [])  # counts [2, ng, len] and best [ng, len] per axis
+        for acc, x, (red, seg) in zip(out, (both.sum(2), best.max(1)), kinds):  # [(2,) Co]
+            for a, d in zip(st.outer, od):
+                acc.append(jnp.moveaxis(seg(jnp.moveaxis(x, -1, 0), gd * len(a) + d, ng * len(a)), 0, -1)
+                           .reshape(x.shape[:-1] + (ng, len(a))))
         if st.inner:
             trail = tuple(len(a) for a in st.inner[gr.split:])
-            shape = (ng, gr.cl) + trail
-            hot = (gd[:, None] == jnp.arange(ng))[:, :, None]  # [Co, ng, 1]
-            grids = (jnp.where(hot, f[:, None], 0).sum(0).reshape(shape),
-                     jnp.where(hot, g[:, None], 0).sum(0).reshape(shape),
-                     jnp.where(hot, best[:, None], -jnp.inf).max(0).reshape(shape))
-            for acc, x, red, seg in zip(out, grids, (jnp.sum, jnp.sum, jnp.max),
-                                        (jax.ops.segment_sum,) * 2 + (jax.ops.segment_max,)):
-                per_lead = red(x, axis=tuple(range(2, x.ndim)))  # [ng, cl]
+            hot = gd[:, None] == jnp.arange(ng)  # [Co, ng]
+            grids = (jnp.where(hot[:, :, None], both[:, :, None], 0).sum(1).reshape((2, ng, gr.cl) + trail),
+                     jnp.where(hot[:, :, None], best[:, None], -jnp.inf).max(0).reshape((ng, gr.cl) + trail))
+            for acc, x, (red, seg) in zip(out, grids, kinds):
+                lead = x.ndim - len(trail) - 1  # the lead axis; the group axis before it
+                per_lead = red(x, axis=tuple(range(lead + 1, x.ndim)))  # [(2,) ng, cl]
                 for a, d in zip(st.inner[:gr.split], ld):
-                    acc.append(seg(per_lead.T, d, len(a)).T)
+                    acc.append(jnp.moveaxis(seg(jnp.moveaxis(per_lead, -1, 0), d, len(a)), 0, -1))
                 for t in range(len(trail)):
-                    acc.append(red(x, axis=tuple(ax for ax in range(1, x.ndim) if ax != 2 + t)))
-        cat = lambda xs, dt: jnp.concatenate(xs, axis=1) if xs else jnp.zeros((ng, 0), dt)  # noqa: E731
-        return cat(out[0], jnp.int32), cat(out[1], jnp.int32), cat(out[2], jnp.float32)
+                    acc.append(red(x, axis=tuple(ax for ax in range(lead, x.ndim) if ax != lead + 1 + t)))
+        counts = jnp.concatenate(out[0], axis=-1) if out[0] else jnp.zeros((2, ng, 0), jnp.int32)
+        best = jnp.concatenate(out[1], axis=-1) if out[1] else jnp.zeros((ng, 0), jnp.float32)
+        return counts[0], counts[1], best
 
     def _pareto_keys(self, vals, ok):
         """Both Pareto metrics oriented to be minimized, inf where not ok; vals [metrics, n]."""
