@@ -6,8 +6,10 @@ operator table) and dense FLOP/s x HBM bandwidth x link bandwidth x SRAM size
 (inner, hardware-only) runs for a few steps (it is not run to the end; the
 rate is steady after the first step). Printed:
 
-* compile time of the engine's step (trace + XLA compile), seconds, cold
-  and again with the persistent compilation cache warm (a rerun/resume);
+* compile time of the engine (`Engine.compile`: tracing, the XLA compiles
+  of the step and of the hoisted outer part, and the outer part's run over
+  every outer point), seconds, cold and again with the persistent
+  compilation cache warm (a rerun/resume);
 * XLA's temp-buffer size for one step (compiled.memory_analysis());
 * peak resident memory of this process (getrusage ru_maxrss: includes
   Python, JAX, the compile and every step run), which stays flat with the
@@ -17,8 +19,9 @@ rate is steady after the first step). Printed:
   once per configuration (the code a user would otherwise write), on a small
   sample, and the ratio;
 * with --compare-vmap, one block's evaluation (no summaries) with jax.vmap,
-  with batching.vmap_last (the batch axis last) and with batching.grid_map
-  (the engine's: a grid of hardware axes), configurations/s each.
+  with batching.vmap_last (the batch axis last) and the engine's own block
+  (batching.grid_map over a grid of hardware axes, the outer part read from
+  the hoisted tables), configurations/s each.
 
 On CPU the engine runs one host device per core (search.split_cpu_devices),
 as `jaxplat sweep` does; --devices 1 gives the single-device figure.
@@ -88,7 +91,8 @@ def inner_map_rates(engine, n) -> tuple[float, float, float]:
     """Configurations/s of one block's evaluation (no summaries), one device:
     n random hardware points of one outer point with jax.vmap and with
     batching.vmap_last, and the engine's own block (batching.grid_map over
-    the block's grid of hardware axes)."""
+    the block's grid of hardware axes; the outer part read from the hoisted
+    tables, so it is not timed there)."""
     st = engine.study
     ov = [jnp.float32(a.values[len(a) // 2]) for a in st.outer]
     rng = np.random.default_rng(0)
@@ -127,7 +131,8 @@ def main():
     compile_s = engine.compile()
     mem = engine._compiled.memory_analysis()
     temp = getattr(mem, "temp_size_in_bytes", float("nan")) if mem is not None else float("nan")
-    print(f"compile: {compile_s:.2f} s (trace + XLA compile of one step, cold cache)")
+    print(f"compile: {compile_s:.2f} s (trace, XLA compile of the step and the hoisted outer part, "
+          f"outer tables; cold cache)")
     # The same study again (a rerun or a resume), as `jaxplat sweep` does: the
     # persistent compilation cache (a fresh directory here) skips XLA.
     t = time.perf_counter()

@@ -12,9 +12,9 @@ depends on `shared` alone. `split_shared` cuts `f`'s jaxpr there:
 so a sweep runs `pre` once per outer configuration, as its own small
 program, and the per-block program keeps only what depends on the hardware.
 That matters for compile time more than for speed: on XLA:CPU the shared
-part is most of the step's ~500 kernels (each a few scalars or table rows),
-and compiled apart it can take XLA's cheapest settings and compile beside
-the main program (search.Engine.compile).
+part was about half of the sweep step's ~530 kernels (most of them a few
+scalars or table rows each), and compiled apart it takes XLA's cheapest
+settings and compiles beside the step (search.Engine.compile).
 
 It is partial evaluation with the known inputs known only by their shapes
 (what `jax.linearize` does to split primal from tangent work), written as
