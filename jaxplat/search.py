@@ -299,8 +299,8 @@ class Engine:
         gr = self.grid
         ok = res["ok"] & valid
         feas = res["feasible"] & valid
-        flags = jnp.stack([valid, feas, ok] + [res[c] & feas for c in COUNTERS[3:]])
-        counts = flags.sum((1, 2), dtype=jnp.int32)
+        flags = [valid, feas, ok] + [res[c] & feas for c in COUNTERS[3:]]
+        counts = jnp.stack(_reduce([("sum", f) for f in flags]))
         best = jnp.where(ok, res["score"], -jnp.inf)
         ax_feas, ax_ok, ax_best = self._axis_summaries(feas, ok, best, od, ld)
 
@@ -325,34 +325,35 @@ class Engine:
         every constraint, and the best score -> three [groups, sum of axis
         lengths]. Outer axes are segmented over the block's outer points; the
         hardware axes are reductions over the block's own grid (Grid), the
-        lead axes then segmented over the block's few lead points. The two
-        counts travel stacked (one operation for both: each costs compile
-        time)."""
+        lead axes then segmented over the block's few lead points. The three
+        quantities are reduced together (`_reduce`: each kernel costs
+        compile time)."""
         gr, st = self.grid, self.study
         ng = st.n_groups
         gd = od[st.group_by] if st.group_by >= 0 else jnp.zeros((gr.co,), jnp.int32)
-        both = jnp.stack([feas, ok]).astype(jnp.int32)  # [2, Co, Ci]
-        kinds = ((jnp.sum, jax.ops.segment_sum), (jnp.max, jax.ops.segment_max))
-        out = ([], [])  # counts [2, ng, len] and best [ng, len] per axis
-        for acc, x, (red, seg) in zip(out, (both.sum(2), best.max(1)), kinds):  # [(2,) Co]
+        ops = ("sum", "sum", "max")
+        segs = (jax.ops.segment_sum, jax.ops.segment_sum, jax.ops.segment_max)
+        out = ([], [], [])  # per axis [ng, len] each
+        rows = _reduce(list(zip(ops, (feas, ok, best))), 1)  # [Co] each
+        for acc, x, seg in zip(out, rows, segs):
             for a, d in zip(st.outer, od):
-                acc.append(jnp.moveaxis(seg(jnp.moveaxis(x, -1, 0), gd * len(a) + d, ng * len(a)), 0, -1)
-                           .reshape(x.shape[:-1] + (ng, len(a))))
+                acc.append(seg(x, gd * len(a) + d, ng * len(a)).reshape(ng, len(a)))
         if st.inner:
             trail = tuple(len(a) for a in st.inner[gr.split:])
-            hot = gd[:, None] == jnp.arange(ng)  # [Co, ng]
-            grids = (jnp.where(hot[:, :, None], both[:, :, None], 0).sum(1).reshape((2, ng, gr.cl) + trail),
-                     jnp.where(hot[:, :, None], best[:, None], -jnp.inf).max(0).reshape((ng, gr.cl) + trail))
-            for acc, x, (red, seg) in zip(out, grids, kinds):
-                lead = x.ndim - len(trail) - 1  # the lead axis; the group axis before it
-                per_lead = red(x, axis=tuple(range(lead + 1, x.ndim)))  # [(2,) ng, cl]
+            hot = (gd[:, None] == jnp.arange(ng))[:, :, None]  # [Co, ng, 1]
+            grids = _reduce([(op, jnp.where(hot, x[:, None], _identity(op, x.dtype)))
+                             for op, x in zip(ops, (feas, ok, best))], 0)
+            grids = [x.reshape((ng, gr.cl) + trail) for x in grids]
+            per_lead = _reduce(list(zip(ops, grids)), tuple(range(2, 2 + len(trail))))  # [ng, cl] each
+            for acc, x, seg in zip(out, per_lead, segs):
                 for a, d in zip(st.inner[:gr.split], ld):
-                    acc.append(jnp.moveaxis(seg(jnp.moveaxis(per_lead, -1, 0), d, len(a)), 0, -1))
-                for t in range(len(trail)):
-                    acc.append(red(x, axis=tuple(ax for ax in range(lead, x.ndim) if ax != lead + 1 + t)))
-        counts = jnp.concatenate(out[0], axis=-1) if out[0] else jnp.zeros((2, ng, 0), jnp.int32)
-        best = jnp.concatenate(out[1], axis=-1) if out[1] else jnp.zeros((ng, 0), jnp.float32)
-        return counts[0], counts[1], best
+                    acc.append(seg(x.T, d, len(a)).T)
+            for t in range(len(trail)):
+                per_axis = _reduce(list(zip(ops, grids)), tuple(ax for ax in range(1, 2 + len(trail)) if ax != 2 + t))
+                for acc, x in zip(out, per_axis):
+                    acc.append(x)
+        cat = lambda xs, dt: jnp.concatenate(xs, axis=1) if xs else jnp.zeros((ng, 0), dt)  # noqa: E731
+        return cat(out[0], jnp.int32), cat(out[1], jnp.int32), cat(out[2], jnp.float32)
 
     def _pareto_keys(self, vals, ok):
         """Both Pareto metrics oriented to be minimized, inf where not ok; vals [metrics, n]."""
@@ -392,9 +393,10 @@ class Engine:
                    ax_ok=run["ax_ok"] + blk["ax_ok"], ax_best=jnp.maximum(run["ax_best"], blk["ax_best"]),
                    hist=run["hist"] + blk["hist"])
         score, a, b, o, i, vals, ok = blk["cand"]
-        out["top"] = lax.cond(jnp.max(score) > run["top"][0][-1], self._merge_top,
+        best, a_min, b_min = _reduce([("max", score), ("min", a), ("min", b)])
+        out["top"] = lax.cond(best > run["top"][0][-1], self._merge_top,
                               lambda top, *_: top, run["top"], score, o, i, vals, ok)
-        corner = _dominated(run["front"], jnp.min(a), jnp.min(b))
+        corner = _dominated(run["front"], a_min, b_min)
         out["front"], out["front_overflow"] = lax.cond(
             corner, lambda front, over, *_: (front, over), self._merge_front,
             run["front"], run["front_overflow"], a, b, o, i, vals, ok)
@@ -451,8 +453,7 @@ class Engine:
         the least a of bin k (the front's b does not increase with a)."""
         nb = FRONT_BINS
         big = jnp.finfo(a.dtype).max
-        lo_hi = jnp.min(jnp.where(ok, jnp.stack([a, -a]), big), axis=1)
-        a_lo, a_hi = lo_hi[0], -lo_hi[1]
+        a_lo, a_hi = _reduce([("min", jnp.where(ok, a, big)), ("max", jnp.where(ok, a, -big))])
         width = jnp.where(a_hi > a_lo, a_hi - a_lo, 1.0)
         k = jnp.clip(jnp.floor((jnp.where(ok, a, a_lo) - a_lo) / width * nb), 0, nb - 1).astype(jnp.int32)
         mins = jax.ops.segment_min(jnp.where(ok[:, None], jnp.stack([a, b], 1), jnp.inf), k, nb)  # [nb, (a, b)]
@@ -615,6 +616,36 @@ def _front_b_at(front, a):
     (q x pp), cheaper to compile and run here than searchsorted's loop."""
     fa, fb = front[:2]
     return jnp.min(jnp.where(fa <= jnp.reshape(a, (-1, 1)), fb, jnp.inf), axis=1).reshape(jnp.shape(a))
+
+
+def _reduce(pairs, axis=None):
+    """[(op, x), ...], op one of "sum", "max", "min", "any", the x of one
+    shape -> [op of x over `axis` (None: all)], as one variadic reduction.
+
+    XLA:CPU compiles a reduction over an axis longer than 32 as two or
+    three reduce-window kernels (its TreeReductionRewriter, which leaves
+    variadic reductions alone), the costliest kernels of the sweep step to
+    compile; several reductions at once are one kernel. Bools are counted as
+    int32 by "sum". Exact for integers, booleans, max and min; a float sum
+    would add in another order (none is reduced here)."""
+    xs = [jnp.asarray(x, jnp.int32) if op == "sum" and jnp.asarray(x).dtype == jnp.bool_ else jnp.asarray(x)
+          for op, x in pairs]
+    axes = tuple(range(xs[0].ndim)) if axis is None else tuple(a % xs[0].ndim for a in np.atleast_1d(axis))
+    fns = [_REDUCERS[op] for op, _ in pairs]
+    inits = [jnp.asarray(_identity(op, x.dtype), x.dtype) for (op, _), x in zip(pairs, xs)]
+    return list(lax.reduce(xs, inits, lambda a, b: tuple(f(u, v) for f, u, v in zip(fns, a, b)), axes))
+
+
+_REDUCERS = dict(sum=lax.add, max=lax.max, min=lax.min, any=lax.bitwise_or)
+
+
+def _identity(op, dtype):
+    if op in ("sum", "any"):
+        return 0
+    if dtype == jnp.bool_:
+        return op == "min"
+    big = jnp.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).max
+    return -big if op == "max" else big
 
 
 def _dominated(front, a, b):
