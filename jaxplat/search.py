@@ -428,10 +428,10 @@ class Engine:
         position = jnp.arange(n, dtype=jnp.int32)
 
         def more(carry):
-            return jnp.any(carry[2])
+            return carry[3]
 
         def merge_few(carry):
-            front, over, cand = carry
+            front, over, cand, _ = carry
             # Dominated stays dominated as the front improves (transitivity).
             cand = cand & ~self._surely_dominated(front, a, b, ok)
             rank = jnp.cumsum(cand, dtype=jnp.int32) - 1  # among the candidates
@@ -439,8 +439,9 @@ class Engine:
             got = jnp.arange(few) <= rank[-1]
             front, over = self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], vals[:, pos].T, got),
                                                pos)
-            return front, over, cand & (rank >= few)
-        front, over, _ = lax.while_loop(more, merge_few, (front, over, ok))
+            # More left iff more than `few` were candidates (no reduction over the block).
+            return front, over, cand & (rank >= few), rank[-1] >= few
+        front, over, _, _ = lax.while_loop(more, merge_few, (front, over, ok, vary_over(jnp.bool_(True), varying_axes(ok))))
         return front, over
 
     def _surely_dominated(self, front, a, b, ok):
