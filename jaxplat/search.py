@@ -536,17 +536,18 @@ class Engine:
         one = [jnp.float32(0)] * len(self.study.outer), [jnp.float32(0)] * len(self.study.inner)
         self._hoisted, self._tables, specs = None, (), ()
         if self.study.inner:
-            pre, post, shapes = split_shared(self._point, *one)
+            pre, post = split_shared(self._point, *one)
+            outer = jax.jit(pre).lower(one[0])  # traces pre: fixes the residuals' packing
+            shapes = outer.out_info
             if n_outer * sum(s.size * s.dtype.itemsize for s in shapes) <= HOIST_BYTES:
                 self._hoisted = pre, post
                 rep = NamedSharding(self.mesh, P())
                 specs = tuple(jax.ShapeDtypeStruct((n_outer,) + s.shape, s.dtype, sharding=rep) for s in shapes)
         with ThreadPoolExecutor(1) as pool:
-            # XLA releases the GIL: the step compiles while the outer part traces, compiles and runs.
+            # XLA releases the GIL: the step compiles while the outer part compiles and runs.
             step = pool.submit(compile_lowered, self._step.lower(np.int32(0), specs), platform, self.fast_compile)
             if self._hoisted is not None:
-                self._tables = self._outer_tables(compile_lowered(jax.jit(pre).lower(one[0]), platform, cheap=True),
-                                                  rep)
+                self._tables = self._outer_tables(compile_lowered(outer, platform, cheap=True), rep)
             self._compiled = step.result()
         return time.perf_counter() - t
 

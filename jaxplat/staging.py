@@ -64,10 +64,10 @@ def split_shared(f, shared, point):
       f: a function of two pytrees of arrays.
       shared, point: examples (arrays or jax.ShapeDtypeStruct) fixing shapes.
     Returns:
-      (pre, post, residual_shapes): pre(shared) -> the residuals packed in
-      one 1-D array per dtype (a few arrays to move and pass, not hundreds);
-      post(residuals, point) -> f's output; residual_shapes: the packed
-      arrays' ShapeDtypeStructs.
+      (pre, post): pre(shared) -> the residuals packed in one 1-D array per
+      dtype (a few arrays to move and pass, not hundreds); post(residuals,
+      point) -> f's output. `post` works once `pre` has been traced (that
+      fixes the packing): lower or call `pre` first.
     """
     s_leaves, s_tree = jax.tree.flatten(shared)
     p_leaves, p_tree = jax.tree.flatten(point)
@@ -87,14 +87,15 @@ def split_shared(f, shared, point):
                      for dt in _dtypes(layout))
 
     def post(residuals, point):
+        if not layout and residuals:
+            raise RuntimeError("split_shared: trace pre before post (it fixes the residuals' packing)")
         res = _Residuals(_unpack(residuals, layout))
         args = [(_SHARED, None)] * n_s + [(_POINT, x) for x in jax.tree.leaves(point)]
         outs = _walk(closed.jaxpr, closed.consts, args, res, pre=False)
         return jax.tree.unflatten(out_tree, outs)
 
     layout = []  # (shape, dtype) of each residual, known once pre is traced
-    shapes = jax.eval_shape(pre, jax.tree.unflatten(s_tree, [spec(x) for x in s_leaves]))
-    return pre, post, shapes
+    return pre, post
 
 
 def _dtypes(layout):

@@ -22,9 +22,8 @@ P = jnp.float32(0.7)
 
 
 def test_post_of_pre_is_f():
-    pre, post, shapes = split_shared(_f, S, P)
+    pre, post = split_shared(_f, S, P)
     res = pre(S)
-    assert [(r.shape, r.dtype) for r in res] == [(s.shape, s.dtype) for s in shapes]
     want, got = _f(S, P), post(res, P)
     for k in want:  # the same operations, fused differently by XLA: to float32 rounding
         np.testing.assert_allclose(got[k], want[k], rtol=1e-6, err_msg=k)
@@ -39,7 +38,8 @@ def test_post_of_pre_is_f():
 
 
 def test_shared_work_is_in_pre_only():
-    pre, post, shapes = split_shared(_f, S, P)
+    pre, post = split_shared(_f, S, P)
+    shapes = jax.eval_shape(pre, S)
     pre_ops = str(jax.make_jaxpr(pre)(S))
     post_ops = str(jax.make_jaxpr(post)(pre(S), P))
     # sin and cumsum read only shared values: computed once in pre.
