@@ -18,7 +18,7 @@ Layout of the work (all shapes static, so one compiled program per study):
 * What only the outer axes fix (the operator tables: most of the program)
   is hoisted when the study has hardware axes (staging.split_shared): run
   once per outer point before the sweep by a program of its own, compiled
-  with XLA's cheapest settings while the step traces; a block gathers its
+  with XLA's cheapest settings while the step compiles; a block gathers its
   outer points' residuals and evaluates only the rest (`Engine.compile`).
 * A *step* runs `blocks_per_step` blocks on each device (`lax.scan`, carry =
   a running summary) under `jax.shard_map` over a 1-D mesh of all devices,
@@ -441,7 +441,8 @@ class Engine:
                                                pos)
             # More left iff more than `few` were candidates (no reduction over the block).
             return front, over, cand & (rank >= few), rank[-1] >= few
-        front, over, _, _ = lax.while_loop(more, merge_few, (front, over, ok, vary_over(jnp.bool_(True), varying_axes(ok))))
+        first = vary_over(jnp.bool_(True), varying_axes(ok))  # the carry varies like the block
+        front, over, _, _ = lax.while_loop(more, merge_few, (front, over, ok, first))
         return front, over
 
     def _surely_dominated(self, front, a, b, ok):
@@ -642,6 +643,7 @@ _REDUCERS = dict(sum=lax.add, max=lax.max, min=lax.min, any=lax.bitwise_or)
 
 
 def _identity(op, dtype):
+    """The value `op` ("sum", "max", "min", "any") leaves unchanged, for `dtype`."""
     if op in ("sum", "any"):
         return 0
     if dtype == jnp.bool_:

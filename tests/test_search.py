@@ -207,6 +207,21 @@ def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
     np.testing.assert_array_equal(small.top["index"], result.top["index"])
 
 
+def test_variadic_reduce_matches_numpy():
+    """search._reduce (several reductions as one, for XLA:CPU's compile time)
+    against numpy, over every axis, some axes, and axes longer than 32."""
+    rng = np.random.default_rng(0)
+    i = rng.integers(-5, 5, (3, 70, 40)).astype(np.int32)
+    f = rng.normal(size=(3, 70, 40)).astype(np.float32)
+    m = f > 0.5
+    for axis in (None, 1, (0, 2), -1):
+        got = search._reduce([("sum", i), ("max", f), ("min", f), ("any", m), ("sum", m), ("min", m)], axis)
+        want = [i.sum(axis), f.max(axis), f.min(axis), m.any(axis), m.sum(axis), m.all(axis)]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), w)
+    assert got[4].dtype == np.int32  # booleans are counted as int32
+
+
 def test_hoisted_outer_part_gives_the_same_result(study, engine, result, monkeypatch):
     """The outer part hoisted (staging.split_shared: compiled apart and run
     once per outer point, the default here) against one program that
