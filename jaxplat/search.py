@@ -57,8 +57,10 @@ from jaxplat.study import METRICS, Study
 COUNTERS = ("evaluated", "feasible", "ok", "over_chips", "wrong_chips", "over_ttft", "over_tpot", "over_memory")
 STATE_FILE = "state.npz"
 # Hoist the outer part (Engine.compile) while its residuals of every outer
-# point take at most this much memory per device.
+# point take at most HOIST_BYTES per device and there are at most
+# HOIST_POINTS outer points (one call each, about 1 ms on a CPU core).
 HOIST_BYTES = 32 << 20
+HOIST_POINTS = 4096
 
 
 # --------------------------------------------------------------- metrics
@@ -540,7 +542,7 @@ class Engine:
             pre, post = split_shared(self._point, *one)
             outer = jax.jit(pre).lower(one[0])  # traces pre: fixes the residuals' packing
             shapes = outer.out_info
-            if n_outer * sum(s.size * s.dtype.itemsize for s in shapes) <= HOIST_BYTES:
+            if n_outer <= HOIST_POINTS and n_outer * sum(s.size * s.dtype.itemsize for s in shapes) <= HOIST_BYTES:
                 self._hoisted = pre, post
                 rep = NamedSharding(self.mesh, P())
                 specs = tuple(jax.ShapeDtypeStruct((n_outer,) + s.shape, s.dtype, sharding=rep) for s in shapes)
