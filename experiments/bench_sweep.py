@@ -10,7 +10,9 @@ rate is steady after the first step). Printed:
   of the step and of the hoisted outer part, and the outer part's run over
   every outer point), seconds, cold and again with the persistent
   compilation cache warm (a rerun/resume);
-* XLA's temp-buffer size for one step (compiled.memory_analysis());
+* XLA's temp-buffer size for one step (compiled.memory_analysis()), and
+  the step's kernels (fusions in the optimized HLO: on XLA:CPU each is
+  compiled on its own, so their count drives the compile time);
 * peak resident memory of this process (getrusage ru_maxrss: includes
   Python, JAX, the compile and every step run), which stays flat with the
   number of steps (the host keeps only top-k, front and counters);
@@ -139,6 +141,8 @@ def main():
     search.Engine(study).compile()
     print(f"compile again: {time.perf_counter() - t:.2f} s (trace + persistent-cache hit)")
     print(f"XLA temp buffers per step: {temp / 1e6:.1f} MB")
+    hlo = engine._compiled.as_text()
+    print(f"step program: {hlo.count(' fusion(')} kernels ({hlo.count('reduce-window(')} reduce-windows)")
 
     # Warm-up (first execution), then one timed step to size the timed run.
     search.run(engine, progress=False, max_steps=1)
