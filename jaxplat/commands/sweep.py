@@ -27,7 +27,7 @@ def register(sub):
     p.add_argument("--block", type=int, help="configurations per block (overrides engine.block)")
     p.add_argument("--blocks-per-step", type=int, help="blocks per device per step (overrides engine.blocks_per_step)")
     p.add_argument("--fast-compile", action="store_true",
-                   help="CPU: compile about 15%% faster, run about 25%% slower (for short studies; "
+                   help="CPU: compile about 25%% faster, run about 20%% slower (for short studies; "
                         "engine.fast_compile in the study)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--devices", type=int, help="on CPU, split the sweep over this many host devices "
