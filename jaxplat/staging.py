@@ -16,9 +16,9 @@ part was about half of the sweep step's ~530 kernels (most of them a few
 scalars or table rows each), and compiled apart it takes XLA's cheapest
 settings and compiles beside the step (search.Engine.compile).
 
-It is partial evaluation with the known inputs known only by their shapes
-(what `jax.linearize` does to split primal from tangent work), written as
-two walks over the same jaxpr: `pre` evaluates the equations whose inputs
+It is partial evaluation (what JAX itself does to split a jaxpr into known
+and unknown parts), with the shared inputs known only by their shapes,
+written as two walks over the same jaxpr: `pre` evaluates the equations whose inputs
 are all shared-only and records, in the order the walk meets them, the
 shared-only values that a point-dependent equation or an output reads;
 `post` skips the shared-only equations and reads those values back in the
