@@ -61,6 +61,12 @@ STATE_FILE = "state.npz"
 # HOIST_POINTS outer points (one call each, about 1 ms on a CPU core).
 HOIST_BYTES = 32 << 20
 HOIST_POINTS = 4096
+# A study without hardware axes and at most this many configurations compiles
+# with fast_compile unless it says otherwise: its step is `evaluate` batched
+# over outer points, which the older emitters run almost as fast, so the
+# compile dominates (`jaxplat sweep` prints both, e.g. on
+# specs/studies/parallelism-llama405b-h200.yaml with and without --fast-compile).
+FAST_COMPILE_UP_TO = 1_000_000
 
 
 # --------------------------------------------------------------- metrics
@@ -162,12 +168,17 @@ class Engine:
         of every process).
       block: override the study's block size (configurations per block).
       blocks_per_step: override the blocks each device runs per step.
-      fast_compile: override the study's engine.fast_compile (see `compile`).
+      fast_compile: override the study's engine.fast_compile (see `compile`);
+        when neither says, on for a study without hardware axes and at most
+        FAST_COMPILE_UP_TO configurations.
     """
 
     def __init__(self, study: Study, mesh=None, block=None, blocks_per_step=None, fast_compile=None):
         self.study = study
-        self.fast_compile = study.fast_compile if fast_compile is None else fast_compile
+        fast = study.fast_compile if fast_compile is None else fast_compile
+        if fast is None:
+            fast = not study.inner and study.size <= FAST_COMPILE_UP_TO
+        self.fast_compile = bool(fast)
         self.grid = Grid.of(study, block)
         self.g = blocks_per_step or study.blocks_per_step
         self.mesh = mesh or jax.make_mesh((jax.device_count(),), ("d",),

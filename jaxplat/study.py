@@ -193,7 +193,7 @@ class Study:
     histogram_range: tuple  # (lo, hi) of the objective, log-spaced bins
     fingerprint: str
     group_by: int = -1     # index into `outer` of the axis per-axis summaries are split by (-1: none)
-    fast_compile: bool = False  # CPU: XLA's older loop emitters (see search.Engine.compile)
+    fast_compile: bool | None = None  # CPU: XLA's older loop emitters; None: automatic (search.Engine)
 
     @property
     def n_groups(self) -> int:
@@ -399,8 +399,8 @@ def study_from_dict(d: dict, src="study") -> Study:
         raise SpecError(f"{src}: engine.histogram_range must be [lo, hi], got {hr!r}") from None
     if not 0 < hlo < hhi:
         raise SpecError(f"{src}: engine.histogram_range needs 0 < lo < hi")
-    fast_compile = eng.get("fast_compile", False)
-    if not isinstance(fast_compile, bool):
+    fast_compile = eng.get("fast_compile")
+    if fast_compile is not None and not isinstance(fast_compile, bool):
         raise SpecError(f"{src}: engine.fast_compile must be true or false, got {fast_compile!r}")
     top_k = d.get("top_k", 20)
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:

@@ -240,6 +240,19 @@ def test_hoisted_outer_part_gives_the_same_result(study, engine, result, monkeyp
     np.testing.assert_array_equal(res.hist, result.hist)
 
 
+def test_fast_compile_is_automatic_for_small_studies_without_hardware_axes(study):
+    """engine.fast_compile unset: on for a small study without hardware axes
+    (its step is evaluate batched over outer points), off with hardware axes;
+    the study's setting or the caller's wins."""
+    axes = {"tp": [1, 2, 4], "batch": {"pow2": [1, 8]}}
+    outer_only = study_from_dict({**STUDY, "axes": axes})
+    assert study.fast_compile is None and not search.Engine(study).fast_compile
+    assert search.Engine(outer_only).fast_compile
+    assert not search.Engine(outer_only, fast_compile=False).fast_compile
+    off = study_from_dict({**STUDY, "axes": axes, "engine": {**STUDY["engine"], "fast_compile": False}})
+    assert not search.Engine(off).fast_compile
+
+
 def test_study_without_hardware_axes_matches_python_loop():
     """Only outer axes (one hardware point): blocks of outer points, on the
     engine's shard_map path, against jitted evaluate one configuration at a time."""

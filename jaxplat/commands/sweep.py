@@ -217,7 +217,8 @@ def summary_text(engine, result, frames, compile_s) -> str:
     c = dict(zip(COUNTERS, (int(v) for v in result.counts)))
     rate = c["evaluated"] / result.elapsed if result.elapsed > 0 else float("nan")
     lines = [f"{st.name}: {c['evaluated']:,} configurations in {result.elapsed:.3g} s "
-             f"({rate:.3g} configs/s on {engine.n_dev} device(s); compile {compile_s:.3g} s)",
+             f"({rate:.3g} configs/s on {engine.n_dev} device(s); "
+             f"compile {compile_s:.3g} s{', fast' if engine.fast_compile else ''})",
              f"  feasible (divides, fits memory): {c['feasible']:,}; meet every constraint: {c['ok']:,}",
              "  rejected among feasible: " + ", ".join(f"{k} {c[k]:,}" for k in COUNTERS[3:] if c[k])]
     top = frames["top_k"]
