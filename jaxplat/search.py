@@ -58,7 +58,7 @@ COUNTERS = ("evaluated", "feasible", "ok", "over_chips", "wrong_chips", "over_tt
 STATE_FILE = "state.npz"
 # Hoist the outer part (Engine.compile) while its residuals of every outer
 # point take at most HOIST_BYTES per device and there are at most
-# HOIST_POINTS outer points (one call each, about 1 ms on a CPU core).
+# HOIST_POINTS outer points (Engine._outer_tables makes one call for each).
 HOIST_BYTES = 32 << 20
 HOIST_POINTS = 4096
 # A study without hardware axes and at most this many configurations compiles
@@ -258,10 +258,11 @@ class Engine:
         o = ob * gr.co + jnp.arange(gr.co, dtype=jnp.int32)
         i = j * gr.ci + jnp.arange(gr.ci, dtype=jnp.int32)
         valid = (o < gr.n_outer)[:, None] & (i < gr.n_inner)[None, :]  # padded blocks: _block_summary
-        od, ov = self._outer_values(jnp.minimum(o, gr.n_outer - 1))
+        oc = jnp.minimum(o, gr.n_outer - 1)
+        od, ov = self._outer_values(oc)
         point = self._point
         if self._hoisted is not None:  # the outer part was evaluated once per outer point
-            ov, point = [t[jnp.minimum(o, gr.n_outer - 1)] for t in tables], self._hoisted[1]
+            ov, point = [t[oc] for t in tables], self._hoisted[1]
         # Inner values on the block's own grid (Grid): the lead axis, then one
         # axis per whole trailing hardware axis; each value varies only along
         # its own axis, so grid_map keeps every intermediate on the axes it
@@ -433,8 +434,8 @@ class Engine:
         block's thousands of points, merged pairwise against the front (no
         sort) FRONT_FEW at a time by position (a cumulative count, no
         top_k: XLA:CPU sorts for it), usually in one round. Each traced
-        operation here costs compile time: the front merge was a third of
-        the step's kernels.
+        operation here is kernels to compile (`experiments/bench_sweep.py`
+        prints the step's count).
         """
         n = a.shape[0]
         few = min(FRONT_FEW, n)
@@ -549,11 +550,11 @@ class Engine:
         n_outer = self.grid.n_outer
         one = [jnp.float32(0)] * len(self.study.outer), [jnp.float32(0)] * len(self.study.inner)
         self._hoisted, self._tables, specs = None, (), ()
-        if self.study.inner:
+        if self.study.inner and n_outer <= HOIST_POINTS:
             pre, post = split_shared(self._point, *one)
             outer = jax.jit(pre).lower(one[0])  # traces pre: fixes the residuals' packing
             shapes = outer.out_info
-            if n_outer <= HOIST_POINTS and n_outer * sum(s.size * s.dtype.itemsize for s in shapes) <= HOIST_BYTES:
+            if n_outer * sum(s.size * s.dtype.itemsize for s in shapes) <= HOIST_BYTES:
                 self._hoisted = pre, post
                 rep = NamedSharding(self.mesh, P())
                 specs = tuple(jax.ShapeDtypeStruct((n_outer,) + s.shape, s.dtype, sharding=rep) for s in shapes)

@@ -18,9 +18,10 @@ settings and compiles beside the step (search.Engine.compile).
 
 It is partial evaluation (what JAX itself does to split a jaxpr into known
 and unknown parts), with the shared inputs known only by their shapes,
-written as two walks over the same jaxpr: `pre` evaluates the equations whose inputs
-are all shared-only and records, in the order the walk meets them, the
-shared-only values that a point-dependent equation or an output reads;
+written as two walks over the same jaxpr: `pre` evaluates the equations
+whose inputs are all shared-only and records, in the order the walk meets
+them, the shared-only values that a point-dependent equation or an output
+reads;
 `post` skips the shared-only equations and reads those values back in the
 same order. Nested calls whose inputs are mixed are walked into (their
 custom JVP rules are not kept: for sweeps, not for gradients).
