@@ -43,10 +43,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxplat as jp
-from jaxplat import search
-from jaxplat._pytree import replace
-from jaxplat.batching import vmap_last
-from jaxplat.study import study_from_dict
+from jaxplat.model import replace
+from jaxplat.search import engine as search
+from jaxplat.search import study_from_dict, vmap_last
 
 STUDY = dict(
     name="bench-1e9", models=["llama-3.1-70b"], workloads=["chatbot"], hardware="h200-sxm",

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat import codesign as cd
+from jaxplat.design import codesign as cd
 from jaxplat.specs import read_yaml
 
 

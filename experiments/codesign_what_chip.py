@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 import jaxplat as jp
-from jaxplat import codesign as cd
+from jaxplat.design import codesign as cd
 from jaxplat.report import table
 
 MODELS = ("llama-3.1-70b", "llama-3.1-405b", "deepseek-v3")

@@ -11,9 +11,8 @@ import csv
 from pathlib import Path
 
 import jaxplat as jp
-from jaxplat.genz import genz_h100, genz_system
+from jaxplat.model import genz_h100, genz_system, model_from_config, workload_from_dict
 from jaxplat.report import table
-from jaxplat.specs import model_from_config, workload_from_dict
 
 GENZ = Path(__file__).resolve().parents[2] / "shared" / "data" / "genz"
 OPTS = jp.Options(profile="genz")

@@ -11,9 +11,9 @@ import itertools
 import jax
 
 import jaxplat as jp
+from jaxplat.model import workload_from_dict
 from jaxplat.report import table
-from jaxplat.specs import workload_from_dict
-from jaxplat.units import fmt_time
+from jaxplat.specs.units import fmt_time
 
 CHIPS = 64
 

@@ -14,7 +14,7 @@ error of the mean). Latencies in ms; batch = mean running decodes
 (Little's law: rate x mean decode time); k_join (whole prompts) = mean
 number of prompts in the prefill iteration a request joins, itself included
 (sim: requests sharing a first-token time; queueing: 1 + utilization x rate x
-E[T^2] / E[T] of `serving._prompt_chain` at the model's batch).
+E[T^2] / E[T] of `serving.prompt_chain` at the model's batch).
 
     .venv/bin/python experiments/serving_queue_vs_sim.py [--seeds 4] [--requests 2048] [--iterations 6144]
 
@@ -32,9 +32,9 @@ import numpy as np
 
 import jaxplat as jp
 from jaxplat import serving as S
-from jaxplat import simulator as M
+from jaxplat.model import workload_from_dict
 from jaxplat.report import table
-from jaxplat.specs import workload_from_dict
+from jaxplat.serving import simulator as M
 
 WL = workload_from_dict({"batch": 1, "prompt": 512, "output": 64})
 OPTS = jp.Options()
@@ -61,8 +61,8 @@ def _queue(model, hw, rates, chunks):
     def one(r, c):
         sm = S.queueing(model, hw, jp.Parallel(), WL, S.serving(rate=r, chunk=c), OPTS, jnp.float32(MAX_BATCH))
         ctx = WL.prompt + WL.output / 2.0
-        t0, t1, t2 = S._chunk_times(model, hw, jp.Parallel(), WL, OPTS, 1.0 + sm.batch, ctx, WL.prompt, 0.0)
-        mean, sq, _ = S._prompt_chain(r, t0, t1 - t0, t2 - t1)
+        t0, t1, t2 = S.chunk_times(model, hw, jp.Parallel(), WL, OPTS, 1.0 + sm.batch, ctx, WL.prompt, 0.0)
+        mean, sq, _ = S.prompt_chain(r, t0, t1 - t0, t2 - t1)
         return sm, 1.0 + sm.utilization * r * sq / mean
     return jax.vmap(one)(rates, chunks)
 

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 import jaxplat as jp
 from jaxplat import serving
-from jaxplat.specs import workload_from_dict
+from jaxplat.model import workload_from_dict
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured" / "trtllm_offline_throughput.csv"
 MODELS = {"llama-3.3-70b": "llama-3.1-70b", "llama-3.1-8b": "llama-3.1-8b"}  # same architecture

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxplat as jp
-from jaxplat import codesign as cd
+from jaxplat.design import codesign as cd
 from jaxplat.report import table
 
 KNOBS = (("mem_bw[0]", "HBM bandwidth"), ("flops[bf16]", "FLOP/s"), ("net_bw[0]", "scale-up link bandwidth"))

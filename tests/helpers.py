@@ -3,9 +3,8 @@
 import jax
 import numpy as np
 
-from jaxplat.hardware import Hardware
-from jaxplat.genz import genz_system as _genz_system
-from jaxplat.specs import workload_from_dict
+from jaxplat.model import Hardware, workload_from_dict
+from jaxplat.model import genz_system as _genz_system
 
 GiB = 2.0**30
 

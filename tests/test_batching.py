@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxplat as jp
-from jaxplat._pytree import replace
-from jaxplat.batching import grid_map, vmap_last
+from jaxplat.model import replace
+from jaxplat.search import grid_map, vmap_last
 
 
 def _mixed(shared, x):

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import jaxplat as jp
-from jaxplat import codesign as cd
-from jaxplat.commands.codesign import chip_spec
-from jaxplat.specs import SpecError, hardware_from_dict
+from jaxplat.cli.codesign import chip_spec
+from jaxplat.design import codesign as cd
+from jaxplat.model import hardware_from_dict
+from jaxplat.specs import SpecError
 
 STUDY = {
     "model": "llama-2-7b", "workload": "chatbot", "technology": "n5", "hbm": "hbm3e", "base": "h100-sxm",

@@ -7,17 +7,16 @@ import subprocess
 import sys
 
 import jax
-import jax.test_util  # noqa: F401  (check_grads)
 import jax.numpy as jnp
+import jax.test_util  # noqa: F401  (check_grads)
 import numpy as np
 import pytest
+from helpers import workload
 
 import jaxplat as jp
-from jaxplat._pytree import replace
-from jaxplat.inference import row_decode_sums, row_step_times
-from jaxplat.model import param_count
-from jaxplat.operators import build_table
-from helpers import workload
+from jaxplat.cost import build_table
+from jaxplat.cost.inference import row_decode_sums, row_step_times
+from jaxplat.model import param_count, replace
 
 NO_SRAM_CHIP = dict(memory=[{"name": "hbm", "size": 80e9, "bandwidth": 2e12}],
                     network=[{"domain": 8, "bandwidth": 450e9, "latency": 1e-6}])
@@ -25,7 +24,7 @@ NO_SRAM_CHIP = dict(memory=[{"name": "hbm", "size": 80e9, "bandwidth": 2e12}],
 
 def memory_bound_chip():
     """A chip so fast at math that every operator is memory-bound."""
-    return jp.specs.hardware_from_dict({**NO_SRAM_CHIP, "flops": {"bf16": 1e20}})
+    return jp.model.hardware_from_dict({**NO_SRAM_CHIP, "flops": {"bf16": 1e20}})
 
 
 def test_batch1_decode_step_is_weight_bytes_over_bandwidth(llama7b):

@@ -10,15 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import workload
 
 import jaxplat as jp
-from helpers import workload
-from jaxplat._pytree import replace
-from jaxplat.breakdown import comm_breakdown
-from jaxplat.collectives import chips_available, collective_time, smooth_min
-from jaxplat.operators import build_table, stage_counts
-from jaxplat.parallel import chips
-from jaxplat.specs import hardware_from_dict
+from jaxplat.cost import build_table, comm_breakdown
+from jaxplat.cost.collectives import chips_available, collective_time, smooth_min
+from jaxplat.cost.operators import stage_counts
+from jaxplat.model import chips, hardware_from_dict, replace
 
 A0, B0 = 1e-6, 100e9  # one switched level: latency (s) and bandwidth (B/s)
 
@@ -384,7 +382,7 @@ def test_mla_cache_is_the_compressed_latent(dsv3, h100):
 def test_report_description_agrees_with_the_fused_cost():
     """`describe` (per-level reference formulas, used by reports) and the
     vectorized path `evaluate` uses must give the same seconds."""
-    from jaxplat import collectives
+    from jaxplat.cost import collectives
 
     for chip in ("dgx-h100-pod", "tpu-v5p-256", "gb200-nvl72"):
         hw = jp.load_hardware(chip)

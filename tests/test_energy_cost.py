@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import jaxplat as jp
-from jaxplat import cost, energy
-from jaxplat._pytree import replace
 from jaxplat.cli import main
-from jaxplat.operators import NUMERIC, OpTable
-from jaxplat.model import param_count
-from jaxplat.specs import SpecError, hardware_from_dict, workload_from_dict
-from jaxplat.units import DTYPES
+from jaxplat.cost import OpTable, energy
+from jaxplat.cost import money as cost
+from jaxplat.cost.operators import NUMERIC
+from jaxplat.model import hardware_from_dict, param_count, replace, workload_from_dict
+from jaxplat.specs import SpecError
+from jaxplat.specs.units import DTYPES
 
 GENZ = jp.Options(profile="genz")
 
@@ -112,7 +112,7 @@ def test_cost_per_mtok_by_hand():
 
 
 def test_technology_model_by_hand():
-    tech = cost.load_technology("n5")
+    tech = jp.load_technology("n5")
     area = cost.die_area(tech, 989e12, 50e6, 5.0, 450e9)
     assert float(area) == pytest.approx(989 * 0.6 + 50 * 0.45 + 5 * 12 + 4.5 * 3 + 100, rel=1e-5)  # 789.4 mm²
     # 300 mm wafer, 100 mm² die: π·150²/100 - π·300/√200 = 640.2 gross dies.
@@ -124,10 +124,10 @@ def test_technology_model_by_hand():
     assert float(cost.chip_price(tech, 100.0, 2.0)) == pytest.approx(1.5 * (die + 2 * 540 + 1000) + 4000, rel=1e-5)
     tdp = 0.1 * 100 + 1e15 * 0.3e-12 + 1e15 * 0.01 * 1.6e-12 + 2 * 1.2e12 * 31.2e-12 + 2 * 1e11 * 64e-12
     assert float(cost.chip_tdp(tech, 100.0, 1e15, 2.0, 1e11)) == pytest.approx(tdp, rel=1e-5)
-    hbm4 = cost.load_technology("n3", "hbm4")
+    hbm4 = jp.load_technology("n3", "hbm4")
     assert float(hbm4.stack_bw) == pytest.approx(2e12) and float(hbm4.stack_bytes) == pytest.approx(48e9)
     with pytest.raises(SpecError, match="hbm5"):
-        cost.load_technology("n5", "hbm5")
+        jp.load_technology("n5", "hbm5")
 
 
 @pytest.fixture(scope="module")

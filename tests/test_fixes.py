@@ -7,15 +7,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import workload
 
 import jaxplat as jp
-from helpers import workload
-from jaxplat import energy, memory
 from jaxplat import serving as S
-from jaxplat._pytree import replace
-from jaxplat.collectives import KINDS, level_times
-from jaxplat.operators import NUMERIC, OpTable, build_table
-from jaxplat.specs import hardware_from_dict
+from jaxplat.cost import OpTable, build_table, energy, memory
+from jaxplat.cost.collectives import KINDS, level_times
+from jaxplat.cost.operators import NUMERIC
+from jaxplat.model import hardware_from_dict, replace
 
 OPTS = jp.Options()
 WL = workload(batch=1, prompt=512, output=64)

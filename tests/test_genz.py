@@ -6,9 +6,9 @@ import csv
 from pathlib import Path
 
 import pytest
+from helpers import GiB, genz_system, workload
 
 import jaxplat as jp
-from helpers import GiB, genz_system, workload
 
 GENZ = Path(__file__).resolve().parents[2] / "shared" / "data" / "genz"
 OPTS = jp.Options(profile="genz")
@@ -24,12 +24,12 @@ MOE_DECODE = ["qkv", "logit_prefix", "logit_suffix", "attend_prefix", "attend_su
 
 
 def llama2_7b():
-    return jp.specs.model_from_config(dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32,
+    return jp.model.model_from_config(dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32,
                                            intermediate_size=11008, vocab_size=32000))
 
 
 def mixtral():
-    return jp.specs.model_from_config(dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32,
+    return jp.model.model_from_config(dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32,
                                            num_key_value_heads=8, intermediate_size=14336, vocab_size=32000,
                                            num_local_experts=8, num_experts_per_tok=2))
 
@@ -64,7 +64,7 @@ def test_genz_per_operator_tables(case):
     if names[-1] is None:  # the unused experts' weights are resident
         unused = sum(float(r["Input_w (MB)"]) for r in rows[-2:]) * MIB
         assert bd["count"][idx["idle_experts"]] == 32
-        stored = jp.operators.build_table(model_fn(), jp.Parallel(), workload(batch=1, prompt=1024, output=32),
+        stored = jp.cost.build_table(model_fn(), jp.Parallel(), workload(batch=1, prompt=1024, output=32),
                                           "decode", OPTS).stored[idx["idle_experts"]]
         assert float(stored) == pytest.approx(unused, rel=1e-6)
 
@@ -106,7 +106,7 @@ def test_genz_decode_by_hand_beams_int8():
              + op(B * Df * D, Df * D, B * Df + B * D))                          # down
     head = op(B * D * V, D * V + B * D + B * V, 0)
     expected = L * layer + head
-    hw = jp.specs.hardware_from_dict({
+    hw = jp.model.hardware_from_dict({
         "flops": {"bf16": F / 2},  # GenZ runs int8 at twice its one (bf16) peak
         "memory": [{"name": "sram", "size": 1e18, "bandwidth": WON}, {"name": "hbm", "size": 1e12, "bandwidth": W}],
         "network": [{"domain": 8, "bandwidth": 1e11, "latency": 1e-6}]})

@@ -14,9 +14,9 @@ checked too, so the multi-chip path did not move the one-chip anchor.
 import math
 
 import pytest
+from helpers import GiB, genz_system, workload
 
 import jaxplat as jp
-from helpers import GiB, genz_system, workload
 
 OPTS = jp.Options(profile="genz")
 ONCHIP = 18000 * GiB  # GenZ's on-chip bandwidth
@@ -124,7 +124,7 @@ def _model(cfg):
              vocab_size=cfg["V"])
     if cfg.get("E"):
         d.update(num_local_experts=cfg["E"], num_experts_per_tok=cfg["K"])
-    return jp.specs.model_from_config(d)
+    return jp.model.model_from_config(d)
 
 
 H100 = dict(F=989e12, BW=3400 * GiB, eff=1.0, link=450 * GiB, lat=1e-6)

@@ -8,11 +8,8 @@ import numpy as np
 import pytest
 
 import jaxplat as jp
-from jaxplat import memory
-from jaxplat._pytree import replace
-from jaxplat.inference import row_components
-from jaxplat.operators import build_table
-from jaxplat.specs import hardware_from_dict, workload_from_dict
+from jaxplat.cost import build_table, memory, row_components
+from jaxplat.model import hardware_from_dict, replace, workload_from_dict
 
 HIER, PLAIN = jp.Options(), jp.Options(memory_hierarchy=False)
 

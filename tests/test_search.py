@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import jaxplat as jp
-from jaxplat import search
-from jaxplat._pytree import replace
+from jaxplat.model import replace
+from jaxplat.search import engine as search
+from jaxplat.search import study_from_dict
 from jaxplat.specs import SpecError
-from jaxplat.study import study_from_dict
 
 STUDY = dict(
     name="tiny", models=["llama-3.1-8b"], workloads=["chatbot", "qa"], hardware="h100-sxm",

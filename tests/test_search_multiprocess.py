@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from test_search import STUDY
 
 FILES = ("top_k.csv", "pareto.csv", "axes.csv", "histogram.csv")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import jaxplat as jp
-from jaxplat.specs import SpecError, builtin_names, hardware_from_dict, read_yaml, workload_from_dict
+from jaxplat.model import hardware_from_dict, workload_from_dict
+from jaxplat.specs import SpecError, builtin_names, read_yaml
 
 HF = Path(__file__).resolve().parents[2] / "shared" / "data" / "hf_configs"
 REQUIRED_BUILTINS = {

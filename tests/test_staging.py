@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.staging import split_shared
+from jaxplat.search import split_shared
 
 
 def _f(s, p):

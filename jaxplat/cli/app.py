@@ -1,0 +1,44 @@
+"""The `jaxplat` command. Each subcommand lives in `jaxplat.cli.<name>`
+and exposes `register(subparsers)`; the parser's `func(args)` runs it."""
+
+import argparse
+import importlib
+import os
+import sys
+
+from jaxplat.specs import SpecError
+
+COMMANDS = ("estimate", "sweep", "codesign")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxplat", description="Cost model of LLM inference on any chip and cluster.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"jaxplat.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"jaxplat.cli.{name}":
+                raise
+            continue  # not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except (SpecError, ValueError) as e:
+        print(f"jaxplat: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("jaxplat: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""`jaxplat codesign STUDY.yaml`: the best chip for a workload, by gradients,
+checked against a dense grid over the same design space."""
+
+import json
+import math
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import yaml
+
+from jaxplat.cost import evaluate
+from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
+from jaxplat.design import codesign as cd
+from jaxplat.report import table
+from jaxplat.specs import read_yaml, resolve, units
+
+METRIC_ROWS = (  # Metrics field, label, formatter
+    ("ttft", "TTFT", units.fmt_time), ("tpot", "TPOT", units.fmt_time),
+    ("throughput", "throughput", lambda v: f"{v:.4g} tokens/s"),
+    ("energy_per_token_j", "energy per token", lambda v: f"{v:.4g} J"),
+    ("power_w", "average power", lambda v: f"{v:.4g} W"),
+    ("cost_per_mtok_usd", "cost per million tokens", lambda v: f"${v:.4g}"),
+    ("memory_bytes", "memory per chip", units.fmt_bytes), ("chips", "chips", lambda v: f"{v:g}"),
+)
+OBJECTIVE_UNITS = {"cost_per_mtok": "USD per million tokens", "usd_per_tok_s": "USD of capex per token/s",
+                   "joules_per_token": "J per token"}
+
+
+def register(sub):
+    p = sub.add_parser("codesign", help="optimize a chip (and its parallelism) for a workload",
+                       description="Gradient co-design of a chip's FLOP/s, SRAM, HBM stacks and link bandwidth "
+                                   "with the discrete parallelism/batch choice, checked against a dense grid.")
+    p.add_argument("study", help="codesign study YAML (e.g. specs/studies/codesign-llama70b-chatbot.yaml)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
+    p.add_argument("--out", default="codesign-out", help="folder for the chip YAML and the plot (default: codesign-out)")
+    p.add_argument("--starts", type=int, help="random starts (overrides the study)")
+    p.add_argument("--steps", type=int, help="optimizer steps (overrides the study)")
+    p.add_argument("--no-grid", action="store_true", help="skip the grid oracle")
+    p.set_defaults(func=run)
+
+
+def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
+    """Hardware spec dict (our YAML schema) of the chip `hw` built from x."""
+    base_d = read_yaml(resolve("hardware", base_name))
+    pj = lambda e: float(e) * 1e12 / 8.0  # noqa: E731  J/byte -> pJ/bit
+    memory = [{"name": "sram", "size": float(hw.sram_size), "bandwidth": float(hw.sram_bw),
+               "pj_per_bit": pj(hw.energy_sram)},
+              {"name": "hbm", "size": float(hw.mem_size[0]), "bandwidth": float(hw.mem_bw[0]),
+               "pj_per_bit": pj(hw.energy_mem[0])}]
+    for i, lv in enumerate(base_d["memory"][2:], start=1):  # host / CXL levels of the base, as they are
+        memory.append({**lv, "pj_per_bit": pj(hw.energy_mem[i])})
+    network = [{**lv, "pj_per_bit": pj(hw.energy_net[i])} for i, lv in enumerate(base_d["network"])]
+    network[0]["bandwidth"] = float(hw.net_bw[0])
+    area, _, _ = cd.chip_numbers(x, prob.tech)
+    return {
+        "name": name,
+        "description": f"co-designed chip: {float(area):.0f} mm², {float(x[2]):g} HBM stacks (jaxplat codesign)",
+        "flops": {dt: float(hw.flops[i]) for i, dt in enumerate(units.DTYPES)},
+        "memory": memory, "network": network, "efficiency": base_d.get("efficiency", {}),
+        "tdp_w": float(hw.tdp), "price_usd": float(hw.price),
+        "energy": {"pj_per_flop": {dt: float(hw.energy_flop[i]) * 1e12 for i, dt in enumerate(units.DTYPES)},
+                   "static_w": float(hw.static_power)},
+        "tco": {"lifetime_years": float(hw.lifetime) / SECONDS_PER_YEAR,
+                "usd_per_kwh": float(hw.energy_price) * J_PER_KWH, "pue": float(hw.pue)},
+    }
+
+
+def plot_trajectory(traj: dict, path: Path, best_start: int):
+    """Loss of every start, and the best start's numbers, against the step."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    a.plot(traj["loss"], lw=0.8)
+    a.plot(traj["loss"][:, best_start], lw=2.0, color="k", label="best start")
+    a.set_xlabel("step")
+    a.set_ylabel("smooth loss (log objective + penalties)")
+    a.legend()
+    x = traj["x"][:, best_start, :]
+    for i, name in enumerate(cd.PARAMS):
+        b.plot(x[:, i] / x[-1, i], label=name)
+    b.set_xlabel("step")
+    b.set_ylabel("value / final value")
+    b.set_yscale("log")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(args) -> int:
+    study = Path(args.study)
+    prob, cfg = cd.problem_from_dict(read_yaml(study), src=str(study))
+    starts, steps = args.starts or cfg["starts"], args.steps or cfg["steps"]
+    t0 = time.time()
+    res = cd.codesign(prob, starts=starts, steps=steps, seed=cfg["seed"])
+    t_opt = time.time() - t0
+    x = res.x
+    hw = cd.chip_hardware(x, prob.tech, prob.base)
+    par, wl = cd._candidate(prob, res.candidate)
+    m = jax.device_get(evaluate(prob.model, hw, par, wl, prob.exact))
+    area, tdp, price = (float(v) for v in cd.chip_numbers(x, prob.tech))
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = cfg["name"]
+    chip_path = out / f"{name}.chip.yaml"
+    spec = chip_spec(hw, x, prob, cfg["base"], f"{name}-chip")
+    chip_path.write_text(f"# written by jaxplat codesign {study}\n" + yaml.safe_dump(spec, sort_keys=False))
+    best_start = int(np.argmin(res.trajectory["loss"][-1]))
+    plot_path = out / f"{name}.trajectory.png"
+    plot_trajectory(res.trajectory, plot_path, best_start)
+
+    labels, metric_names, grad, fd = cd.elasticities(prob.model, hw, par, wl, prob.exact)
+    grid = None
+    if not args.no_grid:
+        t0 = time.time()
+        grid = cd.grid_search(prob, cfg["grid"], progress=not args.json)
+        t_grid = time.time() - t0
+    cand = {k: float(v[res.candidate]) for k, v in prob.cand.items()}
+    gap = (res.objective - grid[2]) / grid[2] if grid and math.isfinite(grid[2]) else None
+
+    if args.json:
+        print(json.dumps({
+            "study": str(study), "objective_name": prob.objective, "objective": res.objective,
+            "grid_objective": grid[2] if grid else None, "gap": gap, "evaluations": res.evaluations,
+            "grid_evaluations": grid[3] if grid else None,
+            "chip": {"flops_bf16": float(x[0]), "sram_bytes": float(x[1]), "hbm_stacks": float(x[2]),
+                     "link_bytes_s": float(x[3]), "area_mm2": area, "tdp_w": tdp, "price_usd": price},
+            "grid_chip": ({"flops_bf16": float(grid[0][0]), "sram_bytes": float(grid[0][1]),
+                           "hbm_stacks": float(grid[0][2]), "link_bytes_s": float(grid[0][3])} if grid else None),
+            "parallel": cand,
+            "metrics": {k: float(getattr(m, k)) for k, *_ in METRIC_ROWS},
+            "hardware_path": str(chip_path), "plot_path": str(plot_path),
+            "sensitivities": {lab: {mn: float(grad[i, j]) for j, mn in enumerate(metric_names)}
+                              for i, lab in enumerate(labels)},
+        }))
+        return 0
+
+    print(f"{name}: {cfg['model']} / {cfg['workload']} on {cfg['technology']} "
+          f"({prob.objective}, {len(prob.valid[prob.valid])} of {cfg['candidates']} candidates valid)\n")
+    print(table(["chip", "value"], [
+        ["dense bf16 FLOP/s", f"{x[0] / units.TFLOPS:.4g} TFLOP/s"],
+        ["SRAM", units.fmt_bytes(float(x[1]))],
+        ["HBM", f"{x[2]:g} stacks: {units.fmt_bytes(float(hw.mem_size[0]))}, "
+                f"{float(hw.mem_bw[0]) / units.TB:.3g} TB/s"],
+        ["scale-up link", f"{x[3] / units.GB:.4g} GB/s per direction"],
+        ["die area", f"{area:.0f} mm² (reticle {float(prob.tech.reticle):.0f})"],
+        ["TDP", f"{tdp:.0f} W (limit {float(prob.tech.power_limit):.0f})"],
+        ["price", f"${price:,.0f}"],
+    ], "lr"))
+    print(f"\nparallelism: tp={cand['tp']:g} pp={cand['pp']:g} ep={cand['ep']:g} dp={cand['dp']:g}, "
+          f"batch {cand['batch']:g}\n")
+    print(table(["metric (exact mode)", "value"], [[lab, fmt(float(getattr(m, k)))] for k, lab, fmt in METRIC_ROWS],
+                "lr"))
+    traj = res.trajectory
+    rows = [[f"{s}", f"{traj['loss'][s, best_start]:.5g}", f"{traj['tau'][s]:.3g}", f"{traj['hinge'][s]:.3g}",
+             f"{traj['sharpness'][s]:.3g}"] for s in sorted({0, steps // 4, steps // 2, 3 * steps // 4, steps - 1})]
+    print(f"\ntrajectory of the best start ({starts} starts x {steps} steps, {t_opt:.1f} s; plot: {plot_path})")
+    print(table(["step", "loss", "tau", "hinge k", "sharpness p"], rows, "rrrrr"))
+    print("\nsensitivities: elasticity d log(metric) / d log(number), autodiff (finite difference ±1%)")
+    keep = np.abs(grad).max(axis=1) > 1e-4
+    print(table(["hardware number"] + metric_names,
+                [[labels[i]] + [f"{grad[i, j]:+.3f} ({fd[i, j]:+.3f})" for j in range(len(metric_names))]
+                 for i in range(len(labels)) if keep[i]], "l" + "r" * len(metric_names)))
+    print(f"  e.g. +10% {labels[int(np.argmax(np.abs(grad[:, 1])))]} -> "
+          f"{(1.1 ** grad[int(np.argmax(np.abs(grad[:, 1]))), 1] - 1) * 100:+.1f}% TPOT")
+    unit = OBJECTIVE_UNITS[prob.objective]
+    print(f"\noptimizer: {res.objective:.6g} {unit} with {res.evaluations:,} cost-model evaluations")
+    if grid:
+        print(f"grid:      {grid[2]:.6g} {unit} with {grid[3]:,} evaluations ({t_grid:.1f} s); "
+              f"gap {gap * 100:+.3f}% (negative: optimizer better), {grid[3] / res.evaluations:.0f}x fewer evaluations")
+    print(f"\nchip written to {chip_path} (use: jaxplat estimate --hardware {chip_path} ...)")
+    return 0

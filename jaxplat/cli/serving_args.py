@@ -1,0 +1,99 @@
+"""Serving options of `jaxplat estimate` (--rate, --max-batch, --chunk,
+--disagg, --draft) and the JSON fields they add.
+
+estimate.py calls `add_arguments(parser)` when it builds its parser and, after
+`evaluate`, merges `serving_json(args, model, hw, par, wl)` into its output.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from jaxplat import serving
+from jaxplat.model import Options, Parallel, load_model, replace
+from jaxplat.specs import SpecError
+
+
+def add_arguments(p) -> None:
+    """Add the serving flags to an argparse parser."""
+    g = p.add_argument_group("serving (continuous batching under load)")
+    g.add_argument("--rate", type=float, default=None,
+                   help="Poisson arrival rate, requests/s per replica; 0 = offline max load "
+                        "(adds max_batch and throughput_tok_s at that batch)")
+    g.add_argument("--max-batch", type=int, default=0,
+                   help="cap on running sequences (default: as many as the KV cache holds)")
+    g.add_argument("--chunk", type=int, default=0,
+                   help="chunked prefill: token budget per iteration, decodes included (default: whole prompts)")
+    g.add_argument("--mem-fraction", type=float, default=serving.DEFAULT_MEM_FRACTION,
+                   help=f"usable fraction of free memory for the KV cache (default {serving.DEFAULT_MEM_FRACTION})")
+    g.add_argument("--disagg", metavar="NP:ND[:TP_P:TP_D]", default=None,
+                   help="disaggregated prefill/decode pools: NP prefill and ND decode replicas, "
+                        "optional TP degrees of each pool (default: --tp)")
+    g.add_argument("--draft", metavar="MODEL|ngram|mtp", default=None,
+                   help="speculative decoding: a draft model spec, 'ngram' (free drafts) or 'mtp' (one-layer heads)")
+    g.add_argument("--draft-k", type=int, default=4, help="draft tokens per step (default 4)")
+    g.add_argument("--acceptance", type=float, default=0.7, help="per-token acceptance rate (default 0.7)")
+
+
+def _disagg(spec: str, tp: int):
+    parts = spec.split(":")
+    try:
+        nums = [int(x) for x in parts]
+    except ValueError:
+        raise SpecError(f"--disagg expects NP:ND[:TP_P:TP_D] integers, got {spec!r}") from None
+    if len(nums) not in (2, 4) or min(nums) <= 0:
+        raise SpecError(f"--disagg expects 2 or 4 positive integers NP:ND[:TP_P:TP_D], got {spec!r}")
+    return nums if len(nums) == 4 else nums + [tp, tp]
+
+
+def serving_json(args, model, hw, par: Parallel, wl) -> dict:
+    """JSON fields of the serving flags (empty when none is given).
+
+    Returns max_batch, and for --rate > 0 ttft_p50_s, ttft_p99_s,
+    tpot_p50_s, tpot_p99_s, goodput_req_s (queueing approximation), for
+    --rate 0 throughput_tok_s at max batch; spec_tpot_s / spec_speedup with
+    --draft; disaggregated pools with --disagg.
+    """
+    if args.rate is None and not (args.max_batch or args.chunk or args.disagg or args.draft):
+        return {}
+    if args.rate is not None and args.rate < 0:
+        raise SpecError(f"--rate must be >= 0, got {args.rate}")
+    if not 0 < args.mem_fraction <= 1:
+        raise SpecError(f"--mem-fraction must be in (0, 1], got {args.mem_fraction}")
+    opts = Options(profile=args.profile)
+    if opts.genz:
+        raise SpecError("serving flags need --profile default (GenZ has no serving model)")
+    wl = replace(wl, beams=1.0)
+    rate = float(args.rate or 0.0)
+    srv = serving.serving(rate=rate, max_batch=args.max_batch, chunk=args.chunk, mem_fraction=args.mem_fraction)
+    out = {}
+    mb, thr = jax.device_get(serving.max_load_jit(model, hw, par, wl, srv, opts))
+    out["max_batch"] = float(mb)
+    if rate == 0.0:
+        out["throughput_tok_s"] = float(thr)
+    if args.disagg:
+        n_p, n_d, tp_p, tp_d = _disagg(args.disagg, int(par.tp))
+        pp, pd = replace(par, tp=float(tp_p)), replace(par, tp=float(tp_d))
+        sm = jax.device_get(serving.disaggregated(model, hw, pp, pd, wl, srv, jnp.float32(n_p), jnp.float32(n_d), opts))
+    elif rate > 0:
+        sm = jax.device_get(serving.queueing_jit(model, hw, par, wl, srv, opts, mb))
+    else:
+        sm = None
+    if sm is not None:
+        out.update(ttft_p50_s=float(sm.ttft_p50), ttft_p99_s=float(sm.ttft_p99), tpot_p50_s=float(sm.tpot_p50),
+                   tpot_p99_s=float(sm.tpot_p99), ttft_mean_s=float(sm.ttft_mean), tpot_mean_s=float(sm.tpot_mean),
+                   e2e_p99_s=float(sm.e2e_p99), stable=bool(sm.stable))
+    if rate > 0 and not args.disagg:
+        out["goodput_req_s"] = float(serving.goodput_jit(model, hw, par, wl, srv, opts, mb))
+    if args.draft:
+        batch = max(1.0, out.get("max_batch", 1.0) if rate == 0 else float(getattr(sm, "batch", 1.0)))
+        kw = {}
+        if args.draft == "ngram":
+            kw["draft_fraction"] = 0.0
+        elif args.draft == "mtp":
+            kw["draft_fraction"] = 1.0 / float(model.layers)  # one decoder layer per head (DeepSeek-V3 MTP)
+        else:
+            kw["draft_model"] = load_model(args.draft)
+        spec, plain = serving.speculative_tpot(model, hw, par, wl, opts, jnp.float32(batch), jnp.float32(args.draft_k),
+                                               jnp.float32(args.acceptance), **kw)
+        out.update(spec_tpot_s=float(spec), spec_speedup=float(plain / spec), spec_batch=batch)
+    return out

@@ -1,1 +1,0 @@
-"""Subcommands of the `jaxplat` command, one module each."""

@@ -1,0 +1,13 @@
+"""The one cost model: the operator table (attention kinds, MoE), roofline,
+collectives on a network hierarchy, memory placement and tiling, energy,
+money, `evaluate` -> `Metrics`, and the per-operator breakdown (the same
+arrays `evaluate` reduces). Imports `jaxplat.model` and below.
+"""
+
+from jaxplat.cost.breakdown import breakdown, comm_breakdown
+from jaxplat.cost.inference import DEFAULT_SHARPNESS, Metrics, evaluate, peak_flops, row_components
+from jaxplat.cost.operators import OpTable, build_table
+from jaxplat.cost.roofline import safe_div
+
+__all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "breakdown", "build_table", "comm_breakdown", "evaluate",
+           "peak_flops", "row_components", "safe_div"]

@@ -1,0 +1,112 @@
+"""Per-operator breakdown: the operator table's own arrays, with times.
+
+Not a second computation: the same `build_table` and `row_components` that
+`evaluate` sums are returned per row.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from jaxplat.cost import collectives
+from jaxplat.cost.inference import row_components, row_decode_sums
+from jaxplat.cost.operators import build_table
+from jaxplat.cost.roofline import combine, safe_div
+from jaxplat.model import Hardware, Model, Options, Parallel, Workload
+
+
+@functools.partial(jax.jit, static_argnames=("phase", "options"))
+def _arrays(model, hardware, parallel, workload, phase, options):
+    t = build_table(model, parallel, workload, phase, options)
+    c0, c1, m0, m1, comm = row_components(t, hardware, workload, options)
+    if phase == "prefill":
+        s = 0.0
+        steps = 1.0
+    elif options.genz:
+        s = workload.output  # GenZ's decode step: KV at prompt + output
+        steps = 1.0
+    else:
+        steps = jnp.maximum(workload.output - 1.0, 1.0)
+        s = (1.0 + steps) / 2.0  # mean context over steps 1..O-1 (times are affine in s)
+    compute, mem = c0 + c1 * s, m0 + m1 * s
+    if phase == "decode" and not options.genz:
+        time = row_decode_sums(t, hardware, workload, options, 1.0, steps) / steps
+    else:
+        time = combine(compute, mem, comm)
+    f = t.f0 + t.f1 * s
+    aff = lambda x0, x1: x0 + x1 * s  # noqa: E731
+    return t, dict(count=t.count, flops=f, bytes_a=aff(t.a0, t.a1), bytes_w=aff(t.w0, t.w1),
+                   bytes_o=aff(t.o0, t.o1), compute_time=compute, memory_time=mem, comm_time=comm,
+                   time=time, total_time=t.count * time, intensity=safe_div(f, aff(t.a0 + t.w0 + t.o0, t.a1 + t.w1 + t.o1)),
+                   m=t.m, k=t.k, n=t.n)
+
+
+def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
+              phase: str = "prefill", options: Options = Options()) -> dict:
+    """Per-operator table of the prefill pass or of a decode step.
+
+    Returns a dict of columns (lists, one entry per operator, SI units):
+    name, group, count (times per pass), flops, bytes_a / bytes_w / bytes_o
+    (input, weight-or-KV, output bytes), compute_time, memory_time,
+    comm_time, time (one execution) and total_time (count x time), seconds,
+    intensity (FLOP/byte), bound ('compute' / 'memory' / 'network'), m/k/n.
+    A decode step is the mean step over the output (the genz profile: GenZ's
+    step at context prompt + output).
+    """
+    t, cols = _arrays(model, hardware, parallel, workload, phase, options)
+    out = {"name": list(t.names), "group": list(t.groups)}
+    out.update({k: [float(x) for x in jax.device_get(v)] for k, v in cols.items()})
+    out["bound"] = [
+        "network" if kind else ("compute" if c >= mm else "memory") if (c or mm) else "-"
+        for kind, c, mm in zip(t.comm_kinds, out["compute_time"], out["memory_time"])]
+    return out
+
+
+def comm_breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
+                   options: Options = Options()) -> list[dict]:
+    """Communication of one deployment, per collective row and network level.
+
+    The collective rows of the same operator tables `evaluate` uses (prefill
+    pass and one decode step), with the time of one call split over the
+    network levels (collectives.describe; the genz profile charges GenZ's one
+    link, level 0). Rows whose group is a single chip are left out.
+
+    Returns a list of dicts, one per collective row and phase:
+      phase ('prefill' / 'decode'), name (row name, e.g. 'attn_allreduce'),
+      kind ('allreduce', 'allgather', 'reducescatter', 'alltoall',
+      'sendrecv'), group (chips; for sendrecv the rank span, 2 x stage chips),
+      stride (ranks between the group's members: 1 for tp, tp for sp, tp·sp
+      for ep),
+      payload_bytes (per chip, one call), calls (per pass: layers of the
+      row's group over the whole pipeline), form ('hierarchical', 'flat',
+      'point-to-point'; 'genz' in that profile), level_seconds (list, one
+      call, innermost level first), algorithms (fastest per level, '' when a
+      level is idle), seconds (one call), total_seconds (calls x seconds).
+    A decode step's rows are those of the step at the mean context (the
+    genz profile: at prompt + output); collectives do not depend on it.
+    """
+    out = []
+    for phase in ("prefill", "decode"):
+        t = jax.device_get(_tables(model, parallel, workload, phase, options))
+        for i, kind in enumerate(t.comm_kinds):
+            if not kind or float(t.comm_n[i]) <= 1.0 or float(t.count[i]) == 0.0:
+                continue
+            n, nbytes, calls = float(t.comm_n[i]), float(t.comm_b[i]), float(t.count[i])
+            if options.genz:
+                sec = float(collectives.genz_collective_time(kind, hardware, n, nbytes))
+                levels = [sec] + [0.0] * (len(hardware.net_bw) - 1)
+                info = {"form": "genz", "levels": levels, "algorithms": ["genz"] + [""] * (len(levels) - 1),
+                        "seconds": sec}
+            else:
+                info = collectives.describe(kind, hardware, n, nbytes, float(t.comm_s[i]))
+            out.append(dict(phase=phase, name=t.names[i], kind=kind, group=n, stride=float(t.comm_s[i]),
+                            payload_bytes=nbytes, calls=calls,
+                            form=info["form"], level_seconds=info["levels"], algorithms=info["algorithms"],
+                            seconds=info["seconds"], total_seconds=calls * info["seconds"]))
+    return out
+
+
+@functools.partial(jax.jit, static_argnames=("phase", "options"))
+def _tables(model, parallel, workload, phase, options):
+    return build_table(model, parallel, workload, phase, options)

@@ -1,0 +1,385 @@
+"""Collective communication time on a hierarchy of network levels (α-β model).
+
+Each network level l has a domain D_l (chips it connects), a per-chip
+bandwidth β_l (bytes/s per direction, derated by eff_network), a latency α_l
+(s per message step) and a topology (TOPOLOGIES). A group of n chips placed
+on consecutive ranks joins f_l = min(n, D_l) / min(n, D_{l-1}) sub-groups at
+level l (`level_factors`).
+
+Algorithms (costs from the α-β analyses of Thakur, Rabenseifner & Gropp,
+IJHPCA 2005, and Chan et al., CCPE 2007; tree: Sanders, Speck & Träff,
+"Two-tree algorithms", Parallel Computing 2009, as in NCCL; Bruck et al.,
+IEEE TPDS 1997 for the log-step all-to-all):
+  ring      bandwidth-optimal; on a d-dimensional torus or mesh it runs
+            dimension by dimension, so its latency is d(k-1) steps (k = f^(1/d))
+            instead of f-1 (the TPU pattern, "How to Scale Your Model", ch. 3).
+  tree      all-reduce in 2·log2(f) latency steps, the whole buffer twice
+            through each chip (pipelined double binary tree).
+  one-shot  every chip sends its buffer to every peer at once (one latency,
+            f-1 times the bytes): wins for small messages (TRT-LLM one-shot
+            all-reduce, NVLS).
+  pairwise / Bruck   for all-to-all.
+Each call takes the fastest algorithm (as NCCL's tuner does), or a smooth
+minimum of them in smooth mode. On direct networks (ring, torus, mesh) bytes
+that are not sent to a neighbour cross several links; the non-ring algorithms
+pay the mean hop count as a bandwidth factor, and the 2D mesh halves the ring
+bandwidth (no wrap-around links: a line emulates a ring over both directions).
+
+Hierarchy: a group larger than the innermost domain runs the collective
+hierarchically (reduce-scatter inside, the collective across on the reduced
+shard, all-gather inside: Megatron-LM's and NCCL's 2D schemes), so level l
+carries the payload left after the levels inside it; or flat, one ring over
+the whole group at the outermost level's speed. The faster of the two is used.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost.roofline import safe_div
+from jaxplat.model import MAX_NET_LEVELS, TOPOLOGIES, Hardware
+
+KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
+
+GENZ_COLLECTIVE_OVERHEAD = 5e-6  # s; GenZ adds 5 µs to each AR/AG/A2A (CONVENTIONS.md)
+UNBOUNDED_DOMAIN = 1e9  # chips; specs.py pads missing network levels with this domain
+SMOOTH_MIN_P = 20.0  # p of the smooth minimum when none is given (<= k^(1/p) - 1 above the min of k)
+
+# Dimensions of each topology (switch and ring are one-dimensional for the ring algorithm).
+_DIMS = {"switch": 1.0, "ring": 1.0, "torus2d": 2.0, "torus3d": 3.0, "mesh2d": 2.0}
+
+
+def level_factors(hw: Hardware, n: jax.Array, stride=1.0) -> jax.Array:
+    """[..., MAX_NET_LEVELS] chips of a group of `n` (shape [...]) that each
+    level joins.
+
+    The group's members are `stride` ranks apart (ranks fill the innermost
+    domain first; tensor parallel is innermost, stride 1). Level l holds
+    r_l = min(n, max(D_l / stride, 1)) members, so it joins f_l = r_l / r_{l-1}
+    sub-groups (r_{-1} = 1) and the product of the factors is n.
+    """
+    reach, below = reach_levels(hw, n, stride)
+    return jnp.maximum(reach / below, 1.0)
+
+
+def reach_levels(hw: Hardware, n, stride=1.0):
+    """[..., levels] members of the group within level l's domain, and within l-1's."""
+    n, stride = jnp.broadcast_arrays(jnp.asarray(n, jnp.float32), jnp.asarray(stride, jnp.float32))
+    reach = jnp.minimum(n[..., None], jnp.maximum(hw.net_domain / stride[..., None], 1.0))
+    below = jnp.concatenate([jnp.ones_like(reach[..., :1]), reach[..., :-1]], axis=-1)
+    return reach, below
+
+
+def chips_available(hw: Hardware) -> jax.Array:
+    """Chips in the system: the outermost declared network domain.
+
+    Padded levels (domain >= UNBOUNDED_DOMAIN) do not count, so a spec whose
+    outermost level is a 256-GPU pod offers 256 chips.
+    """
+    real = hw.net_domain < UNBOUNDED_DOMAIN
+    return jnp.where(jnp.any(real), jnp.max(jnp.where(real, hw.net_domain, 1.0)), UNBOUNDED_DOMAIN)
+
+
+def smooth_min(times, p=SMOOTH_MIN_P):
+    """Smooth minimum of non-negative times along axis 0: their average
+    weighted by t^-p (a softmin over log-times with temperature 1/p).
+
+    A convex combination, so never below the minimum (an upper bound, like
+    the p-norm smooth max of roofline.smooth_max); it tends to the minimum as
+    p grows and equals it at ties or when one time is far below the others
+    (at most ~1/(e·p) above it in between). 0 when any time is 0.
+    Scale-free and gradient-safe (both sides of each `where` guarded).
+    """
+    m = jnp.min(times, axis=0)
+    ok = m > 0
+    ms = jnp.where(ok, m, 1.0)
+    ts = jnp.where(ok, times, 1.0)
+    u = (ms / ts) ** p  # 1 for the minimum, -> 0 for slower algorithms
+    return jnp.where(ok, jnp.sum(u * ts, axis=0) / jnp.sum(u, axis=0), 0.0)
+
+
+def _pick(times, smooth):
+    """Minimum over algorithms: exact, or `smooth_min` (smooth = True or p)."""
+    times = jnp.stack(times)
+    if smooth is False or smooth is None:
+        return jnp.min(times, axis=0)
+    return smooth_min(times, SMOOTH_MIN_P if smooth is True else smooth)
+
+
+# The one set of collective formulas (`_algorithm_coefficients`, combined
+# with the links' latency and bandwidth in `_algorithm_times`), used by
+# `collective_time`, `table_comm_times`, `level_times` and `describe`: every
+# row, every network level (plus the flat form as one extra "level") and
+# every algorithm a kind has, as [rows, levels + 1] arrays per algorithm, so
+# a table's collectives trace to one small set of array ops.
+_ALGS = ("ring", "tree", "oneshot", "pairwise", "bruck")
+_RUNS = {"allreduce": (1, 1, 1, 0, 0), "allgather": (1, 0, 1, 0, 0), "reducescatter": (1, 0, 1, 0, 0),
+         "alltoall": (0, 0, 0, 1, 1)}
+_NOT_RUN = 1e30  # s; a finite stand-in for algorithms a kind does not have (smooth_min stays NaN-free)
+# Per topology (TOPOLOGIES order): dimensions, ring bandwidth factor, mean-hop divisor.
+_TOPO_DIMS = np.array([_DIMS[t] for t in TOPOLOGIES], np.float32)
+_TOPO_RBF = np.array([0.5 if t == "mesh2d" else 1.0 for t in TOPOLOGIES], np.float32)
+_TOPO_HOPDIV = np.array([3.0 if t == "mesh2d" else 4.0 for t in TOPOLOGIES], np.float32)
+
+
+def _topology_terms_vec(topo, f):
+    """(ring steps, ring bandwidth factor, mean hops) of f chips on each
+    element's topology (topo: float index into TOPOLOGIES, gathered).
+
+    Mean hop counts: switch 1; ring of f with both directions f/4; a torus of
+    side k: k/4 per dimension; a line of k: ~k/3 per dimension (never < 1).
+    """
+    i = jnp.round(jnp.clip(topo, 0, len(TOPOLOGIES) - 1)).astype(jnp.int32)
+    d, rbf, div = jnp.asarray(_TOPO_DIMS)[i], jnp.asarray(_TOPO_RBF)[i], jnp.asarray(_TOPO_HOPDIV)[i]
+    k = jnp.where(d == 1.0, f, f ** (1.0 / d))
+    switch = i == TOPOLOGIES.index("switch")
+    hops = jnp.where(switch, 1.0, jnp.maximum(d * k / div, 1.0))
+    return d * (k - 1.0), rbf, hops
+
+
+def _algorithm_grid(kinds: tuple, hw: Hardware, n, bytes_, stride):
+    """[R, L + 1, A] seconds of R collectives (kinds static, none
+    "sendrecv") at each network level of the hierarchical form (columns :L)
+    and in the flat form (column L), per algorithm (_NOT_RUN where a kind
+    has no such algorithm); also F [R, L + 1], the chips joined there, the
+    level the flat form runs on [R], and the static indices into _ALGS of
+    the A algorithms kept (those some kind in `kinds` runs).
+    n, bytes_: [R] group sizes and payloads; stride: [R] rank strides.
+    """
+    times, F, lvl, algs = _algorithm_times(kinds, hw, n, bytes_, stride)
+    return jnp.stack(times, axis=-1), F, lvl, algs
+
+
+def _algorithm_times(kinds: tuple, hw: Hardware, n, bytes_, stride):
+    """`_algorithm_grid` with the algorithms as a list of [R, L + 1] arrays.
+
+    Every algorithm's time is affine in the latency and the inverse
+    bandwidth, t = c_alpha·α + c_beta/β, with coefficients that depend only
+    on the group (sizes, strides, domains, topologies); sweeps over link
+    speeds reuse them. Reductions over algorithms run over this list (not
+    over a short last axis, which XLA:CPU does not vectorize).
+    """
+    algs = tuple(a for a in range(len(_ALGS)) if any(_RUNS[k][a] for k in kinds))
+    coefs, F, lvl = _algorithm_coefficients(kinds, hw, n, bytes_, stride)
+    R, L = F.shape[0], F.shape[1] - 1
+    inv_beta = safe_div(1.0, hw.net_bw * hw.eff_network)  # 0 for a level without bandwidth
+    alpha = jnp.concatenate([jnp.broadcast_to(hw.net_latency, (R, L)), hw.net_latency[lvl][:, None]], axis=-1)
+    inv_b = jnp.concatenate([jnp.broadcast_to(inv_beta, (R, L)), inv_beta[lvl][:, None]], axis=-1)
+    times = []
+    for a in algs:
+        c_alpha, c_beta = coefs[a]
+        runs = np.array([_RUNS[k][a] for k in kinds], bool)[:, None]
+        times.append(jnp.where(runs, c_alpha * alpha + c_beta * inv_b, _NOT_RUN))
+    return times, F, lvl, algs
+
+
+def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
+    """Per algorithm of _ALGS, (latency steps, bytes through a link), each
+    [R, L + 1] (see `_algorithm_grid`); with F [R, L + 1] and lvl [R]."""
+    a2a = np.array([k == "alltoall" for k in kinds])
+    reach, below = reach_levels(hw, n, stride)  # [R, L]
+    f = jnp.maximum(reach / below, 1.0)
+    # Payload at each level: what the levels inside left (bytes / Π_{j<l} f_j);
+    # all-to-all: the bytes for peers first reached at level l (level_times).
+    pay = None
+    if not a2a.all():
+        inner = jnp.concatenate([jnp.ones_like(f[:, :1]), jnp.cumprod(f[:, :-1], axis=-1)], axis=-1)
+        pay = bytes_[:, None] / inner
+    if a2a.any():
+        crossing = safe_div(reach - below, n[:, None]) * bytes_[:, None]
+        pay_a2a = safe_div(crossing * f, f - 1.0)
+        pay = pay_a2a if pay is None else jnp.where(a2a[:, None], pay_a2a, pay)
+    # The flat form as one more level: n chips at the outermost level reached.
+    span = n * stride
+    lvl = first_holding(hw, span)
+    topo_flat = jnp.where(span > hw.net_domain[0], jnp.float32(TOPOLOGIES.index("switch")), hw.net_topology[0])
+    R, L = f.shape
+    F = jnp.concatenate([f, n[:, None]], axis=-1)  # [R, L + 1]
+    P = jnp.concatenate([pay, bytes_[:, None]], axis=-1)
+    topo = jnp.concatenate([jnp.broadcast_to(hw.net_topology, (R, L)), topo_flat[:, None]], axis=-1)
+    steps, rbf, hops = _topology_terms_vec(topo, F)
+    frac = safe_div(F - 1.0, F)
+    lg = jnp.ceil(jnp.log2(jnp.maximum(F, 1.0)))
+    ar = np.array([k == "allreduce" for k in kinds])[:, None]
+    mult = np.where(ar, 2.0, 1.0).astype(np.float32)
+    coefs = (                                                    # (latency steps, bytes through a link)
+        (mult * steps, mult * frac * P / rbf),                   # ring
+        (2.0 * lg, 2.0 * P * hops),                              # tree (all-reduce)
+        (1.0, jnp.where(ar, F - 1.0, frac) * P * hops),          # one-shot
+        (F - 1.0, frac * P * hops),                              # pairwise (all-to-all)
+        (lg, 0.5 * lg * P * hops))                               # Bruck (all-to-all)
+    return coefs, F, lvl
+
+
+def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, smooth) -> jax.Array:
+    """[R] seconds of R collectives (kinds static, none "sendrecv"): the
+    faster of hierarchical (per-level minima summed) and flat, each level's
+    algorithm chosen exactly or by `smooth_min`. n, bytes_, stride: [R].
+    Rows are costed in groups of one kind, so each pays only for the
+    algorithms its kind has."""
+    groups = {k: [i for i, kk in enumerate(kinds) if kk == k] for k in dict.fromkeys(kinds)}
+    parts = []
+    for k, rows in groups.items():
+        idx = np.array(rows)
+        times, F, _, _ = _algorithm_times((k,) * len(rows), hw, n[idx], bytes_[idx], stride[idx])
+        L = F.shape[1] - 1
+        best = jnp.where(F > 1.0, _pick(times, smooth), 0.0)
+        hier, flat = jnp.sum(best[:, :L], axis=-1), best[:, L]
+        parts.append(_pick([hier, flat], smooth))
+    order = np.concatenate([np.array(rows) for rows in groups.values()])
+    return jnp.concatenate(parts)[np.argsort(order)]
+
+
+def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride=1.0) -> jax.Array:
+    """[..., MAX_NET_LEVELS] seconds of the hierarchical form at each level
+    (fastest algorithm per level; the levels of `_algorithm_grid`).
+
+    n, bytes_: group sizes and payloads, any broadcastable shape [...].
+    All-reduce, all-gather, reduce-scatter: level l runs the collective over
+    f_l chips on the payload left by the levels inside it (bytes / Π_{j<l} f_j).
+    All-to-all: the bytes addressed to peers beyond level l-1 cross level l.
+    Send/recv: one message at the innermost level whose domain holds `n`
+    (n is then the span of ranks between sender and receiver, inclusive).
+    `stride`: ranks between the group's members (see `level_factors`).
+    """
+    n, bytes_, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, bytes_, stride)))
+    big = n[..., None] > 1.0
+    if kind == "sendrecv":
+        beta = hw.net_bw * hw.eff_network
+        first = first_holding(hw, n)
+        t = hw.net_latency + safe_div(bytes_[..., None], beta)
+        return jnp.where((jnp.arange(MAX_NET_LEVELS) == first[..., None]) & big, t, 0.0)
+    if kind not in _RUNS:
+        raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
+    flat = lambda x: x.reshape(-1)  # noqa: E731
+    times, F, _, _ = _algorithm_grid((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride))
+    best = jnp.where(F[:, :MAX_NET_LEVELS] > 1.0, jnp.min(times[:, :MAX_NET_LEVELS], axis=-1), 0.0)
+    return jnp.where(big, best.reshape(n.shape + (MAX_NET_LEVELS,)), 0.0)
+
+
+def first_holding(hw: Hardware, n):
+    """[...] index of the innermost level whose domain holds n chips."""
+    holds = hw.net_domain >= jnp.asarray(n)[..., None]
+    return jnp.where(jnp.any(holds, axis=-1), jnp.argmax(holds, axis=-1), MAX_NET_LEVELS - 1)
+
+
+def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False, stride=1.0) -> jax.Array:
+    """Default profile: time of one collective, seconds.
+
+    Args:
+      kind: static, one of KINDS.
+      hw: uses net_domain, net_bw (bytes/s per chip per direction),
+        net_latency (s), net_topology and eff_network.
+      n: chips in the group (float, any shape [...]); for sendrecv, the rank
+        span between the two ends (2 for neighbours).
+      bytes_: payload per chip in bytes (broadcast with n): the full buffer
+        for all-reduce, the gathered result for all-gather, the input for
+        reduce-scatter, what one chip sends in all for all-to-all, the
+        message for send/recv.
+      smooth: False for the exact minimum over algorithms; True or a p > 0
+        (traced allowed) for the smooth minimum `smooth_min` (gradients).
+      stride: ranks between the group's members (1 for tensor parallel;
+        tp for context parallel; tp·sp for expert parallel), so that a group
+        spread over nodes pays the scale-out network.
+    Returns:
+      [...] seconds; 0 where n <= 1. The faster of hierarchical and flat.
+    """
+    if kind == "sendrecv":
+        return jnp.sum(level_times(kind, hw, n, bytes_, stride), axis=-1)
+    if kind not in _RUNS:
+        raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
+    n, bytes_, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, bytes_, stride)))
+    flat = lambda x: x.reshape(-1)  # noqa: E731
+    t = _fused_times((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride), smooth)
+    return t.reshape(n.shape)
+
+
+def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware, genz: bool = False,
+                     smooth=False, stride=None) -> jax.Array:
+    """[rows] seconds of the collective of each row of an operator table.
+
+    One vectorized call per collective kind (not per row), so a table costs a
+    handful of collective evaluations to trace and compile.
+
+    Args:
+      kinds: static per-row kinds ("" for rows without a collective).
+      n, bytes_: [rows] group sizes and payloads; stride: [rows] rank
+        strides of the groups (None: 1).
+      genz: static, GenZ's flat formulas instead of ours.
+    """
+    stride = jnp.ones_like(bytes_) if stride is None else stride
+    if genz:
+        return _genz_rows(kinds, hw, n, bytes_)
+    # The collective rows in one vectorized call (send/recv apart: one level),
+    # then put back in row order with one gather (zeros for the other rows).
+    coll = [i for i, k in enumerate(kinds) if k and k != "sendrecv"]
+    send = [i for i, k in enumerate(kinds) if k == "sendrecv"]
+    parts, order = [], coll + send
+    if coll:
+        idx = np.array(coll)
+        parts.append(_fused_times(tuple(kinds[i] for i in coll), hw, n[idx], bytes_[idx], stride[idx], smooth))
+    if send:
+        idx = np.array(send)
+        parts.append(collective_time("sendrecv", hw, n[idx], bytes_[idx], smooth, stride[idx]))
+    if not parts:
+        return jnp.zeros_like(bytes_)
+    pos = np.full(len(kinds), len(order))  # rows without a collective read the trailing 0
+    pos[np.array(order)] = np.arange(len(order))
+    return jnp.concatenate(parts + [jnp.zeros((1,), bytes_.dtype)])[pos]
+
+
+def _genz_rows(kinds: tuple, hw: Hardware, n, bytes_) -> jax.Array:
+    """`genz_collective_time` of every row at once (0 for rows without one)."""
+    kinds_a = np.array(kinds)
+    alpha, beta = hw.net_latency[0], hw.net_bw[0]
+    steps = n - 1.0
+    mult = np.where(kinds_a == "allreduce", 2.0, 1.0).astype(np.float32)
+    t_coll = GENZ_COLLECTIVE_OVERHEAD + mult * (steps * alpha + safe_div(steps * bytes_, n * beta))
+    t = jnp.where(kinds_a == "sendrecv", alpha + safe_div(bytes_, beta), t_coll)
+    return jnp.where((kinds_a != "") & (n > 1), t, 0.0)
+
+
+def genz_collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False) -> jax.Array:
+    """GenZ profile: GenZ's flat formulas over its one link (CONVENTIONS.md).
+
+    AR = 5µs + 2(n-1)α + 2(n-1)·bytes/(n·β); AG = A2A = 5µs + (n-1)α +
+    (n-1)·bytes/(n·β); message pass = α + bytes/β. Never derated.
+    `smooth` is accepted for a common signature and unused (no choice here).
+    """
+    del smooth
+    alpha, beta = hw.net_latency[0], hw.net_bw[0]
+    steps = n - 1.0
+    if kind == "sendrecv":
+        t = alpha + safe_div(bytes_, beta)
+    else:
+        mult = 2.0 if kind == "allreduce" else 1.0
+        t = GENZ_COLLECTIVE_OVERHEAD + mult * (steps * alpha + safe_div(steps * bytes_, n * beta))
+    return jnp.where(n > 1, t, 0.0)
+
+
+def describe(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:
+    """How `collective_time` (exact mode) runs one collective, for reports.
+
+    Host-side (not for jit). Returns {"form": "hierarchical" | "flat" |
+    "point-to-point", "levels": [seconds per network level], "algorithms":
+    [fastest algorithm per level, "" where idle], "seconds": total}.
+    """
+    n, bytes_ = float(n), float(bytes_)
+    if n <= 1.0:
+        return {"form": "-", "levels": [0.0] * MAX_NET_LEVELS, "algorithms": [""] * MAX_NET_LEVELS, "seconds": 0.0}
+    if kind == "sendrecv":
+        lv = [float(x) for x in level_times(kind, hw, n, bytes_)]
+        return {"form": "point-to-point", "levels": lv, "algorithms": ["send" if x else "" for x in lv],
+                "seconds": sum(lv)}
+    one = lambda x: jnp.asarray([x], jnp.float32)  # noqa: E731
+    times, F, lvl, kept = _algorithm_grid((kind,), hw, one(n), one(bytes_), one(stride))
+    times, F, lvl = (np.asarray(x)[0] for x in (times, F, lvl))
+    used = F > 1.0
+    best = np.where(used, times.min(axis=-1), 0.0)
+    names = [_ALGS[kept[i]] if u else "" for i, u in zip(times.argmin(axis=-1), used)]
+    hier = [float(x) for x in best[:MAX_NET_LEVELS]]
+    if best[MAX_NET_LEVELS] < sum(hier):
+        levels, algs = [0.0] * MAX_NET_LEVELS, [""] * MAX_NET_LEVELS
+        levels[int(lvl)], algs[int(lvl)] = float(best[MAX_NET_LEVELS]), names[MAX_NET_LEVELS]
+        return {"form": "flat", "levels": levels, "algorithms": algs, "seconds": float(best[MAX_NET_LEVELS])}
+    return {"form": "hierarchical", "levels": hier, "algorithms": names[:MAX_NET_LEVELS], "seconds": sum(hier)}

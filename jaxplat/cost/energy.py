@@ -1,0 +1,150 @@
+"""Energy per token and average power, from the operator tables.
+
+Energy of one request batch on one replica = dynamic energy (FLOPs times J
+per FLOP in the compute dtype, bytes moved at each memory level times J per
+byte there, bytes sent at each network level times J per byte there) plus
+static power times the time. This is the usual first-order accelerator energy
+model (Horowitz, "Computing's energy problem", ISSCC 2014; Sze et al.,
+"Efficient processing of deep neural networks", Proc. IEEE 2017): energy is
+work, not time, so it reads the same FLOP and byte columns that the roofline
+turns into seconds.
+
+The spec loader fills in default J/FLOP and J/byte figures when a hardware
+YAML does not give its own (`jaxplat.model.hardware_spec`, with sources).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost.collectives import first_holding, reach_levels
+from jaxplat.cost.operators import OpTable
+from jaxplat.cost.roofline import safe_div
+from jaxplat.model import Hardware, Options, Workload
+
+
+def table_work(table: OpTable, passes, steps_sum):
+    """FLOPs, on-chip bytes and off-chip bytes of a table over several passes.
+
+    Each column is affine in s (generated tokens in the KV cache), so over
+    passes at s = s_1..s_n the total of x0 + x1*s is n*x0 + (sum s)*x1.
+
+    Args:
+      table: per-chip `OpTable`.
+      passes: number of passes n (scalar). steps_sum: sum of s over them.
+    Returns:
+      (flops, on_bytes, off_bytes), scalars per chip.
+    """
+    tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
+    a, w, o = tot(table.a0, table.a1), tot(table.w0, table.w1), tot(table.o0, table.o1)
+    on = table.on_a * a + table.on_w * w + table.on_o * o
+    off = (1.0 - table.on_a) * a + (1.0 - table.on_w) * w + (1.0 - table.on_o) * o
+    return jnp.sum(tot(table.f0, table.f1)), jnp.sum(on), jnp.sum(off)
+
+
+def collective_bytes(kind: str, hw: Hardware, n, nbytes, stride=1.0) -> jax.Array:
+    """[..., MAX_NET_LEVELS] bytes one chip sends at each network level, one collective.
+
+    Counts the bandwidth-optimal traffic of hierarchical ring collectives
+    (Thakur, Rabenseifner & Gropp, IJHPCA 2005; Chan et al., CCPE 2007): level l
+    joins f_l sub-groups (`collectives.level_factors`) and carries the payload
+    left after the levels inside it; all-reduce sends 2(f_l - 1)/f_l of it,
+    all-gather and reduce-scatter (f_l - 1)/f_l; all-to-all sends each level
+    the share of peers first reached there; send/recv the message once on the
+    innermost level whose domain holds its rank span. Levels are assigned as
+    `collectives.level_times` does, so a group spread `stride` ranks apart
+    (context- or expert-parallel groups) pays its outer levels. An algorithm
+    the time model picks for latency (tree, one-shot) may move more bytes:
+    this is a lower bound on traffic, kept as a byte count (not a second
+    time model) because differentiating the time
+    model for it made `evaluate` compile several times slower.
+
+    Args:
+      kind: static, one of collectives.KINDS. n: chips in the group
+        (for sendrecv, the rank span), any shape [...].
+      nbytes: payload per chip, as in `collectives.collective_time`.
+      stride: ranks between the group's members (`OpTable.comm_s`).
+    """
+    n, nbytes, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, nbytes, stride)))
+    if kind == "sendrecv":
+        lvl = jnp.arange(hw.net_bw.shape[0]) == first_holding(hw, n)[..., None]
+        return jnp.where(lvl & (n[..., None] > 1), nbytes[..., None], 0.0)
+    reach, below = reach_levels(hw, n, stride)
+    if kind == "alltoall":
+        return safe_div(reach - below, n[..., None]) * nbytes[..., None]
+    f = jnp.maximum(reach / below, 1.0)  # = collectives.level_factors(hw, n, stride)
+    inner = jnp.concatenate([jnp.ones_like(f[..., :1]), jnp.cumprod(f, axis=-1)[..., :-1]], axis=-1)
+    mult = 2.0 if kind == "allreduce" else 1.0
+    return mult * safe_div(f - 1.0, f) * nbytes[..., None] / inner
+
+
+def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
+    """[MAX_NET_LEVELS] bytes one chip sends per pass of the table (one
+    vectorized `collective_bytes` per collective kind, as
+    `collectives.table_comm_times`)."""
+    kinds = np.array(table.comm_kinds)
+    idx = np.flatnonzero(kinds != "")
+    if idx.size == 0:
+        return jnp.zeros_like(hw.net_bw)
+    # All collective rows at once: `collective_bytes` of each kind, selected
+    # per row by static masks (one set of ops instead of one per kind).
+    kinds = kinds[idx]
+    n, nbytes, stride = table.comm_n[idx], table.comm_b[idx], table.comm_s[idx]
+    b = jnp.zeros((idx.size, hw.net_bw.shape[0]), nbytes.dtype)
+    ring = (kinds != "sendrecv") & (kinds != "alltoall")
+    if (kinds != "sendrecv").any():
+        reach, below = reach_levels(hw, n, stride)
+        if ring.any():
+            f = jnp.maximum(reach / below, 1.0)
+            inner = jnp.concatenate([jnp.ones_like(f[:, :1]), jnp.cumprod(f, axis=-1)[:, :-1]], axis=-1)
+            mult = np.where(kinds == "allreduce", 2.0, 1.0).astype(np.float32)[:, None]
+            b = jnp.where(ring[:, None], mult * safe_div(f - 1.0, f) * nbytes[:, None] / inner, b)
+        if (kinds == "alltoall").any():
+            a2a = safe_div(reach - below, n[:, None]) * nbytes[:, None]
+            b = jnp.where((kinds == "alltoall")[:, None], a2a, b)
+    if (kinds == "sendrecv").any():
+        send = collective_bytes("sendrecv", hw, n, nbytes, stride)
+        b = jnp.where((kinds == "sendrecv")[:, None], send, b)
+    return jnp.sum(table.count[idx][:, None] * b, axis=0)
+
+
+def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum):
+    """Joules one chip spends on a table's work over the passes (no static)."""
+    flops, on, off = table_work(table, passes, steps_sum)
+    e_flop = hw.energy_flop[wl.compute_dtype.astype(jnp.int32)]
+    net = passes * comm_bytes(table, hw, opts)
+    return flops * e_flop + on * hw.energy_sram + off * hw.energy_mem[0] + jnp.sum(net * hw.energy_net)
+
+
+def request_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: Options,
+                   steps, steps_sum, e2e, copies, chips):
+    """Joules one replica spends on one request batch: prefill, decode, static.
+
+    Args:
+      pre, dec: prefill and decode tables of one chip's share of each layer;
+        `count` covers every layer, so a table is one path through the
+        pipeline (all its stages).
+      steps: decode passes; steps_sum: the sum of s over them (s = 1..steps
+        gives steps(steps+1)/2; the genz profile costs every step at s = output).
+      e2e: seconds the batch takes. copies: how many times the tables'
+        work is done (tp·ep·sp parallel paths through the pipeline, times the
+        micro-batches, as a table holds one micro-batch). chips: chips of the
+        replica, each drawing static power for e2e.
+    Returns:
+      Scalar joules.
+    """
+    e_pre = dynamic_energy(pre, hw, wl, opts, 1.0, 0.0)
+    e_dec = dynamic_energy(dec, hw, wl, opts, steps, steps_sum)
+    return copies * (e_pre + e_dec) + chips * hw.static_power * e2e
+
+
+def per_token(energy, wl: Workload):
+    """Joules per output token: energy / (batch x output)."""
+    return safe_div(energy, wl.batch * wl.output)
+
+
+def average_power(energy, e2e, dp):
+    """Average power of the deployment (dp replicas), W."""
+    return dp * safe_div(energy, e2e)
+
+

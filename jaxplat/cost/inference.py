@@ -1,0 +1,277 @@
+"""`evaluate`: prefill, decode and memory of one deployment -> `Metrics`.
+
+TTFT is the prefill pass. Decode produces output tokens 2..O; the step that
+produces token j + 1 attends over prompt + j tokens. TPOT is the mean step
+time, summed exactly in closed form per operator (roofline.sum_over_steps).
+The GenZ profile instead reports GenZ's decode latency: one step with the KV
+cache at prompt + output tokens (CONVENTIONS.md, "Whole model").
+"""
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost import energy, memory, money
+from jaxplat.cost.collectives import chips_available, table_comm_times
+from jaxplat.cost.operators import OpTable, build_table, microbatching, stage_counts
+from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
+from jaxplat.model import Hardware, Model, Options, Parallel, Workload, chips, pytree_dataclass, replace
+from jaxplat.specs.units import DTYPES
+
+DEFAULT_SHARPNESS = 20.0  # p of the smooth max: at most 2^(1/20) - 1 = 3.5% above max
+
+
+@pytree_dataclass
+class Metrics:
+    """Results of `evaluate`, scalars in SI units.
+
+    ttft, tpot, e2e: seconds (time to first token, mean time per output token,
+      end to end for one request). prefill_time, decode_time: seconds of
+      the two phases. throughput: output tokens/s of the whole deployment.
+    weights_bytes, kv_bytes, activation_bytes, memory_bytes, capacity_bytes:
+      per chip. comm_time: seconds spent in collectives over the request.
+    chips: chips used (product of all degrees). fits, feasible: booleans
+      (fits: the busiest stage's memory per chip; feasible = fits, divisible
+      and chips_ok). divisible: degrees divide what they split. chips_ok:
+      chips <= the system's chips (outermost network domain). bubble: idle
+      fraction of the prefill pipeline, (pp-1)/(nmb+pp-1).
+    """
+
+    ttft: jax.Array
+    tpot: jax.Array
+    e2e: jax.Array
+    throughput: jax.Array
+    prefill_time: jax.Array
+    decode_time: jax.Array
+    comm_time: jax.Array
+    weights_bytes: jax.Array
+    kv_bytes: jax.Array
+    activation_bytes: jax.Array
+    memory_bytes: jax.Array
+    capacity_bytes: jax.Array
+    chips: jax.Array
+    fits: jax.Array
+    feasible: jax.Array
+    # Distribution (jaxplat.parallel): degrees divide what they split, the
+    # chips fit in the system, and the pipeline bubble of prefill (fraction).
+    divisible: jax.Array = dataclasses.field(default_factory=lambda: jnp.bool_(True))
+    chips_ok: jax.Array = dataclasses.field(default_factory=lambda: jnp.bool_(True))
+    bubble: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    # Energy and money (jaxplat.energy, jaxplat.cost): J per output token,
+    # average W of the whole deployment, USD per million output tokens.
+    energy_per_token_j: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    power_w: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    cost_per_mtok_usd: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+
+
+def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Array:
+    """Achievable FLOP/s in the workload's compute dtype.
+
+    GenZ has one peak (bf16) and scales it by 2 bytes / bytes per element
+    (int8/fp8 run at twice the bf16 rate; CONVENTIONS.md "Units and system").
+    """
+    if opts.genz:
+        return hw.flops[DTYPES.index("bf16")] * 2.0 / wl.bytes_act * hw.eff_compute
+    return hw.flops[wl.compute_dtype.astype(jnp.int32)] * hw.eff_compute
+
+
+def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=None, comm=None):
+    """Per-row compute and memory time (affine in s) and communication time.
+
+    `p`: in smooth mode, the sharpness of the smooth minimum over collective
+    algorithms (None: the default of collectives.SMOOTH_MIN_P).
+
+    Memory time charges off-chip bytes at the main memory's bandwidth and
+    on-chip bytes at the SRAM bandwidth (free when the chip has none), both
+    derated by the memory efficiency (GenZ, CONVENTIONS.md "Per-operator").
+    `comm`: the rows' communication times if already computed
+    (`tables_comm_times`), else computed here.
+    Returns (c0, c1, m0, m1, comm), each [rows] seconds (per token for *1).
+    """
+    peak = peak_flops(hw, wl, opts)
+    main_bw = hw.mem_bw[0] * hw.eff_memory
+    sram_bw = hw.sram_bw * hw.eff_memory
+
+    def mem(a, w, o):
+        off = (1.0 - table.on_a) * a + (1.0 - table.on_w) * w + (1.0 - table.on_o) * o
+        on = table.on_a * a + table.on_w * w + table.on_o * o
+        return off / main_bw + safe_div(on, sram_bw)
+    if opts.memory_hierarchy and not opts.genz:  # placement over levels + tiling reuse (memory.py)
+        mem = memory.hierarchy_memory_fn(table, hw, wl, wl.output)
+
+    if comm is None:
+        (comm,) = tables_comm_times((table,), hw, opts, p)
+    return (table.f0 / peak, table.f1 / peak, mem(table.a0, table.w0, table.o0),
+            mem(table.a1, table.w1, table.o1), comm)
+
+
+def tables_comm_times(tables, hw: Hardware, opts: Options, p=None) -> tuple:
+    """[rows] communication seconds of each table's rows, all tables' rows in
+    one `table_comm_times` call (so prefill and decode share one traced copy
+    of the collective model). `p` as in `row_components`."""
+    smooth = (True if p is None else p) if opts.smooth else False
+    cat = lambda key: jnp.concatenate([getattr(t, key) for t in tables])  # noqa: E731
+    kinds = sum((tuple(t.comm_kinds) for t in tables), ())
+    comm = table_comm_times(kinds, cat("comm_n"), cat("comm_b"), hw, opts.genz, smooth, cat("comm_s"))
+    ends = np.cumsum([len(t.comm_kinds) for t in tables])[:-1]
+    return tuple(jnp.split(comm, ends))
+
+
+def row_step_times(table, hw, wl, opts, s, p=None):
+    """[rows] seconds of each operator at s generated tokens (one pass)."""
+    c0, c1, m0, m1, comm = row_components(table, hw, wl, opts)
+    return combine(c0 + c1 * s, m0 + m1 * s, comm, p)
+
+
+def row_decode_sums(table, hw, wl, opts, lo, hi, p=None):
+    """[rows] seconds of each operator summed over decode steps s = lo..hi."""
+    c0, c1, m0, m1, comm = row_components(table, hw, wl, opts)
+    return sum_over_steps(c0, c1, m0, m1, comm, lo, hi, p)
+
+
+def _feasible(model: Model, par: Parallel, opts: Options = Options()) -> jax.Array:
+    """Degrees are whole numbers >= 1 and divide what they split: heads by
+    the attention split (tp; tp·ep in the genz profile), KV heads and tp one
+    another (replication), experts by ep; at most one stage per layer; the
+    load-imbalance factor is at least 1. Uneven layer splits are allowed."""
+    divides = lambda x, d: jnp.mod(x, d) == 0  # noqa: E731
+    degrees = jnp.stack([par.tp, par.pp, par.ep, par.dp, par.sp, par.microbatches])
+    whole = jnp.all((degrees >= 1.0) & (degrees == jnp.round(degrees)))
+    tp_attn = par.tp * par.ep if opts.genz else par.tp
+    kv_ok = divides(model.kv_heads, tp_attn) | divides(tp_attn, model.kv_heads)
+    experts_ok = (model.experts == 0) | divides(model.experts, par.ep)
+    return (whole & divides(model.heads, tp_attn) & kv_ok & experts_ok & (par.pp <= model.layers)
+            & (par.imbalance >= 1.0))
+
+
+def _total(weights, core, comm):
+    """sum(weights * (core + comm)) over rows, seconds, summed per component:
+    the roofline part depends only on compute and memory numbers, the
+    collective part only on the network, so a sweep over hardware
+    (batching.grid_map) costs each sum over its own axes and adds the two
+    once per configuration instead of once per row."""
+    return jnp.sum(weights * core) + jnp.sum(weights * comm)
+
+
+def _soft_larger(a, b, p):
+    """Smooth twin of max(a, b) for a, b >= 0: their average weighted by t^p.
+
+    Exact when a == b (pp = 1 makes the pipeline's two bounds equal, where a
+    p-norm max would add 2^(1/p)) and when one is far larger; at most ~1/(e·p)
+    below the max in between. Gradient-safe at a = b = 0.
+    """
+    m = jnp.maximum(a, b)
+    ok = m > 0
+    ms = jnp.where(ok, m, 1.0)
+    ua, ub = (jnp.where(ok, a, 0.0) / ms) ** p, (jnp.where(ok, b, 0.0) / ms) ** p
+    return jnp.where(ok, (ua * a + ub * b) / (ua + ub), 0.0)
+
+
+def pipeline_round(one_pass, stages, p=None):
+    """Seconds for every micro-batch in flight to advance one token:
+    max(one pass through all stages, nmb x the busiest stage), `stages`
+    being the latter (Megatron / vLLM pipelined decode); `_soft_larger` in
+    smooth mode (p given)."""
+    return jnp.maximum(one_pass, stages) if p is None else _soft_larger(one_pass, stages, p)
+
+
+@functools.partial(jax.jit, static_argnames=("options",))
+def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
+             options: Options = Options(), sharpness=DEFAULT_SHARPNESS) -> Metrics:
+    """Cost of serving `workload` with `model` on `hardware` split by `parallel`.
+
+    Pure and jitted; vmap or grad it over any float leaf. `options` is static.
+    `sharpness` is the traced p of the smooth max (used when options.smooth).
+    """
+    if options.genz and model.attention == "mla":
+        raise ValueError("the genz profile has no MLA (GenZ does not model it); use profile 'default'")
+    p = sharpness if options.smooth else None
+    wl, par = workload, parallel
+    pre = build_table(model, par, wl, "prefill", options)
+    dec = build_table(model, par, wl, "decode", options)
+    nmb, ub = microbatching(par, wl, options)
+    hidden = 1.0 - jnp.clip(par.overlap, 0.0, 1.0)  # share of communication left exposed
+
+    # Prefill. `count` runs one micro-batch through every stage (its latency),
+    # `stage` through the busiest stage, which sets the pace of the others:
+    # TTFT of the last micro-batch = pass + (nmb - 1) x stage (GPipe schedule,
+    # Huang et al. 2019; bubble (pp - 1) / (nmb + pp - 1)). GenZ reports the
+    # latency of one micro-batch (CONVENTIONS.md, "PP").
+    comm_pre, comm_dec = tables_comm_times((pre, dec), hardware, options, p)
+    c0, c1, m0, m1, comm_pre = row_components(pre, hardware, wl, options, p, comm_pre)
+    core_pre, comm_pre = combine(c0, m0, 0.0, p), hidden * comm_pre
+    pass_pre, stage_pre = _total(pre.count, core_pre, comm_pre), _total(pre.stage, core_pre, comm_pre)
+    ttft = pass_pre if options.genz else pass_pre + (nmb - 1.0) * stage_pre
+
+    # Decode. A micro-batch's next token needs its previous one, so a round
+    # of every micro-batch takes max(one pass, nmb x busiest stage) (Megatron
+    # / vLLM pipelined decode); summed exactly per operator over the steps.
+    # The max of the two sums equals the sum of the max when nmb = 1 or
+    # nmb >= pp (one side dominates at every step), else it is a lower bound.
+    steps = jnp.maximum(wl.output - 1.0, 0.0)
+    c0, c1, m0, m1, comm_dec = row_components(dec, hardware, wl, options, p, comm_dec)
+    if options.genz:
+        tpot = _total(dec.count, combine(c0 + c1 * wl.output, m0 + m1 * wl.output, 0.0, p), hidden * comm_dec)
+        decode_time = steps * tpot
+        # GenZ 0.0.16: Ltot = (nmb - 1)·Latency/pp + Latency when pp > 1;
+        # decode tokens/s, beams not counted.
+        ltot = jnp.where(par.pp > 1.0, (nmb - 1.0) * tpot / par.pp + tpot, tpot)
+        throughput = safe_div(wl.batch, ltot)
+        comm_time = jnp.sum(pre.count * comm_pre) + steps * jnp.sum(dec.count * hidden * comm_dec)
+    else:
+        core_dec = sum_over_steps(c0, c1, m0, m1, 0.0, 1.0, steps, p)
+        comm_dec = steps * hidden * comm_dec  # the same every step
+        pass_dec, stage_dec = _total(dec.count, core_dec, comm_dec), nmb * _total(dec.stage, core_dec, comm_dec)
+        decode_time = pipeline_round(pass_dec, stage_dec, p)
+        tpot = safe_div(decode_time, steps)
+        comm_dec_pass = jnp.sum(dec.count * comm_dec)
+        comm_dec_stage = nmb * jnp.sum(dec.stage * comm_dec)
+        comm_time = (jnp.sum(pre.count * comm_pre) + (nmb - 1.0) * jnp.sum(pre.stage * comm_pre)
+                     + jnp.where(pass_dec >= stage_dec, comm_dec_pass, comm_dec_stage))
+    e2e = ttft + decode_time
+    if not options.genz:
+        throughput = par.dp * safe_div(wl.batch * wl.output, e2e)
+
+    # Memory per chip. Default: the busiest stage of one chip, with the KV
+    # cache of every micro-batch in flight (ceil(batch/ep) sequences on an
+    # attention-data-parallel rank, 1/sp of each with context parallelism).
+    # GenZ: weights and KV summed over the stages, KV of one micro-batch, and
+    # "fits" against pp chips' memory (CONVENTIONS.md, "Summary numbers").
+    tp_kv = par.tp * (par.ep if options.genz else 1.0)
+    heads_kv = jnp.maximum(jnp.ceil(model.kv_heads / tp_kv), 1.0)  # replicated when tp > kv heads
+    cap = memory.capacity_bytes(hardware)
+    act = memory.activation_bytes(pre)
+    if options.genz:
+        w = memory.weights_bytes(pre)
+        kv = memory.kv_bytes(model, replace(wl, batch=ub), heads_kv)
+        fits = w + kv <= jnp.sum(hardware.mem_size) * par.pp  # GenZ: off-chip memory of pp chips
+    else:
+        w = memory.weights_bytes(dataclasses.replace(pre, count=pre.stage))
+        resident = replace(wl, batch=jnp.ceil(wl.batch / par.ep))
+        layers_stage = stage_counts(model, par, options.smooth)["layer"][1]
+        kv = memory.kv_bytes(model, resident, heads_kv) * safe_div(layers_stage, model.layers) / par.sp
+        fits = w + kv + act <= cap
+    total = w + kv + act
+    divisible = _feasible(model, par, options)
+    chips_ok = chips(par) <= chips_available(hardware)
+    bubble = jnp.where(options.genz, 0.0, safe_div(par.pp - 1.0, nmb + par.pp - 1.0))
+
+    # Energy of one request batch on one replica: the tables hold one
+    # micro-batch on one path through all pp stages (`count`), and there are
+    # tp·ep·sp paths and nmb micro-batches; then average power and cost per
+    # token (jaxplat.energy, jaxplat.cost).
+    paths = parallel.tp * parallel.ep * parallel.sp
+    steps_sum = steps * wl.output if options.genz else steps * (steps + 1.0) / 2.0
+    e_req = energy.request_energy(pre, dec, hardware, wl, options, steps, steps_sum, e2e, paths * nmb,
+                                  paths * parallel.pp)
+    power = energy.average_power(e_req, e2e, parallel.dp)
+    return Metrics(ttft=ttft, tpot=tpot, e2e=e2e, throughput=throughput, prefill_time=ttft,
+                   decode_time=decode_time, comm_time=comm_time, weights_bytes=w, kv_bytes=kv,
+                   activation_bytes=act, memory_bytes=total, capacity_bytes=cap,
+                   chips=chips(parallel), fits=fits, feasible=fits & divisible & chips_ok,
+                   divisible=divisible, chips_ok=chips_ok, bubble=bubble,
+                   energy_per_token_j=energy.per_token(e_req, wl), power_w=power,
+                   cost_per_mtok_usd=money.cost_per_mtok(hardware, chips(parallel), power, throughput))

@@ -1,0 +1,490 @@
+"""The operator table: one row per operator of a layer group, as arrays.
+
+The table *is* the model: roofline, decode sums, memory footprint and the
+per-operator breakdown that users read are all computed from these arrays.
+Profile conventions (what is costed, which tensors sit on chip) are chosen
+here, when rows are built, so evaluation has no profile branches.
+
+Every row describes one operator on one chip (after tensor/expert splits):
+  count       how many times it runs per forward pass (layers of its group),
+              over all pipeline stages: one micro-batch crossing the pipeline
+  stage       how many times it runs in the busiest pipeline stage
+              (ceil(layers/pp) layers; equal to count when pp = 1)
+  f0, f1      FLOPs at s = 0 and per generated token s in the KV cache
+  a*, w*, o*  bytes of the input activation (A), the weight or KV operand (W)
+              and the output (O), likewise affine in s
+  on_a/w/o    1 where that tensor lives on chip (charged at SRAM bandwidth)
+  stored      weight bytes the operator keeps resident (for the footprint)
+  comm_n/b/s  collective group size, payload bytes and rank stride between
+              the group's members (collective rows only; collectives.py)
+  m, k, n     GEMM dims (tokens, reduction, outputs) for display
+Prefill rows have f1 = a1 = w1 = o1 = 0.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.model import (
+    Model,
+    Options,
+    Parallel,
+    Workload,
+    ffn_factor,
+    moe_layers,
+    pytree_dataclass,
+    stage_chips,
+    static,
+)
+
+NUMERIC = ("count", "stage", "f0", "f1", "a0", "a1", "w0", "w1", "o0", "o1",
+           "on_a", "on_w", "on_o", "stored", "comm_n", "comm_b", "comm_s", "m", "k", "n")
+
+# Nominal FLOPs per element of element-wise ops. They are memory-bound by
+# orders of magnitude on every chip, so these only keep FLOP totals honest.
+NORM_FLOPS = 4.0      # RMSNorm: square, sum, scale, weight
+ROPE_FLOPS = 3.0      # rotate-half: two multiplies and an add
+SOFTMAX_FLOPS = 5.0   # max, subtract, exp, sum, divide
+ACT_FLOPS = 4.0       # SiLU/GELU and the gate multiply
+ADD_FLOPS = 1.0
+
+
+@pytree_dataclass
+class OpTable:
+    """Struct of arrays, each [rows] float; names and groups are static."""
+
+    count: jax.Array
+    stage: jax.Array
+    f0: jax.Array
+    f1: jax.Array
+    a0: jax.Array
+    a1: jax.Array
+    w0: jax.Array
+    w1: jax.Array
+    o0: jax.Array
+    o1: jax.Array
+    on_a: jax.Array
+    on_w: jax.Array
+    on_o: jax.Array
+    stored: jax.Array
+    comm_n: jax.Array
+    comm_b: jax.Array
+    comm_s: jax.Array
+    m: jax.Array
+    k: jax.Array
+    n: jax.Array
+    names: tuple = static(())
+    groups: tuple = static(())
+    comm_kinds: tuple = static(())  # "" for rows without a collective
+
+
+@dataclasses.dataclass
+class _Rows:
+    """Host-side accumulator of rows while a table is built (inside jit).
+
+    A row's `count` is a tag ("layer", "dense", "moe", "once", "send"), and
+    `counts` maps each tag to (times per pass, times in the busiest stage).
+    """
+
+    counts: dict
+    rows: list = dataclasses.field(default_factory=list)
+
+    def add(self, name, group, count, f=(0.0, 0.0), a=(0.0, 0.0), w=(0.0, 0.0), o=(0.0, 0.0),
+            on=(0.0, 0.0, 0.0), stored=0.0, comm=("", 1.0, 0.0, 1.0), mkn=(0.0, 0.0, 0.0)):
+        per_pass, per_stage = self.counts[count]
+        self.rows.append(dict(
+            names=name, groups=group, comm_kinds=comm[0], count=per_pass, stage=per_stage,
+            f0=f[0], f1=f[1], a0=a[0], a1=a[1], w0=w[0], w1=w[1], o0=o[0], o1=o[1],
+            on_a=on[0], on_w=on[1], on_o=on[2], stored=stored, comm_n=comm[1], comm_b=comm[2],
+            comm_s=comm[3], m=mkn[0], k=mkn[1], n=mkn[2]))
+
+    def gemm(self, name, group, count, m, k, n, ctx, on=(0.0, 0.0, 0.0), stored=None, traffic=True):
+        """A weight GEMM: [m, k] activations times a [k, n] weight."""
+        wbytes = k * n * ctx.bw
+        self.add(name, group, count, f=(2.0 * m * k * n, 0.0), a=(m * k * ctx.ba, 0.0),
+                 w=(wbytes if traffic else 0.0, 0.0), o=(m * n * ctx.ba, 0.0), on=on,
+                 stored=wbytes if stored is None else stored, mkn=(m, k, n))
+
+    def eltwise(self, name, group, count, elems_in, elems_out, flops_per, ctx, on=0.0):
+        """An element-wise op: memory traffic of its input and output."""
+        self.add(name, group, count, f=(flops_per * elems_out, 0.0), a=(elems_in * ctx.ba, 0.0),
+                 o=(elems_out * ctx.ba, 0.0), on=(on, 0.0, on))
+
+    def collective(self, name, group, count, kind, n, nbytes, stride=1.0):
+        """A collective over n chips `stride` ranks apart (tp innermost)."""
+        self.add(name, group, count, comm=(kind, n, nbytes, stride))
+
+    def table(self, dtype) -> OpTable:
+        # Python numbers go into one constant [cols, rows] array; the distinct
+        # traced scalars are stacked once and gathered into their cells. This
+        # traces to a handful of ops instead of one per cell (rows x cols).
+        const = np.zeros((len(NUMERIC), len(self.rows)), np.float32)
+        traced, slot, where_ = [], {}, ([], [], [])
+        for j, r in enumerate(self.rows):
+            for i, key in enumerate(NUMERIC):
+                v = r[key]
+                if isinstance(v, (int, float, np.number)):
+                    const[i, j] = v
+                    continue
+                if id(v) not in slot:
+                    slot[id(v)] = len(traced)
+                    traced.append(jnp.asarray(v, dtype))
+                where_[0].append(i), where_[1].append(j), where_[2].append(slot[id(v)])
+        grid = jnp.asarray(const, dtype)
+        if traced:
+            rows_i, cols_j, src = (np.array(x) for x in where_)
+            grid = grid.at[rows_i, cols_j].set(jnp.stack(traced)[src], unique_indices=True)
+        cols = {key: grid[i] for i, key in enumerate(NUMERIC)}
+        for key in ("names", "groups", "comm_kinds"):
+            cols[key] = tuple(r[key] for r in self.rows)
+        return OpTable(**cols)
+
+
+@dataclasses.dataclass
+class _Ctx:
+    """Derived per-chip quantities shared by the row builders (traced)."""
+
+    model: Model
+    opts: Options
+    smooth: bool
+    ba: jax.Array   # bytes per activation element
+    bw: jax.Array   # bytes per weight element
+    bk: jax.Array   # bytes per KV element
+    tp: jax.Array   # chips the attention heads and FFN width are split over
+    tp_attn: jax.Array  # genz splits heads over tp*ep
+    ep: jax.Array
+    sp: jax.Array   # chips the sequence (prefill) or the KV cache (decode) is split over
+    imbalance: jax.Array  # busiest expert-parallel rank's tokens over the mean
+    h: jax.Array    # query heads per chip
+    hk: jax.Array   # KV heads per chip (replicated when tp > kv heads)
+    b: jax.Array    # sequences per chip in one micro-batch
+    beams: jax.Array
+    prompt: jax.Array
+
+    def ceil(self, x):
+        """ceil, or its straight-through twin in smooth mode (exact forward)."""
+        c = jnp.ceil(x)
+        return x + jax.lax.stop_gradient(c - x) if self.smooth else c
+
+    def floor(self, x):
+        f = jnp.floor(x)
+        return x + jax.lax.stop_gradient(f - x) if self.smooth else f
+
+
+def _ceil(x, smooth):
+    c = jnp.ceil(x)
+    return x + jax.lax.stop_gradient(c - x) if smooth else c
+
+
+def _floor(x, smooth):
+    f = jnp.floor(x)
+    return x + jax.lax.stop_gradient(f - x) if smooth else f
+
+
+def microbatching(par: Parallel, wl: Workload, opts: Options):
+    """(micro-batches, sequences per micro-batch) of one replica.
+
+    Default: `par.microbatches`, clipped to [1, batch], each of
+    ceil(batch / micro-batches) sequences. GenZ (CONVENTIONS.md, "PP"):
+    ub = max(batch // pp, 1) and nmb = batch // ub, whatever is asked.
+    """
+    if opts.genz:
+        ub = jnp.maximum(_floor(wl.batch / par.pp, opts.smooth), 1.0)
+        return _floor(wl.batch / ub, opts.smooth), ub
+    nmb = jnp.clip(_floor(par.microbatches, opts.smooth), 1.0, jnp.maximum(wl.batch, 1.0))
+    return nmb, _ceil(wl.batch / nmb, opts.smooth)
+
+
+def stage_counts(model: Model, par: Parallel, smooth: bool = False) -> dict:
+    """Layer counts per pass and in the busiest pipeline stage, per row tag.
+
+    The busiest stage holds ceil(layers / pp) layers; with dense-first MoE
+    models (DeepSeek-V3) it is taken to be as MoE-heavy as the model allows
+    (MoE layers carry more weight), an upper bound for uneven mixes. It is
+    charged the embedding and the LM head too (an upper bound when pp > 1:
+    they sit on the first and last stages). Stage-to-stage sends: pp - 1 per
+    pass, one per stage.
+    """
+    L, pp = model.layers, jnp.maximum(par.pp, 1.0)
+    per_stage = jnp.minimum(_ceil(L / pp, smooth), L)
+    moe_s = jnp.minimum(per_stage, moe_layers(model))
+    return {"layer": (L, per_stage), "dense": (model.dense_layers, per_stage - moe_s),
+            "moe": (moe_layers(model), moe_s), "once": (1.0, 1.0),
+            "send": (pp - 1.0, jnp.where(pp > 1.0, 1.0, 0.0))}
+
+
+def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
+    tp_attn = par.tp * par.ep if opts.genz else par.tp
+    _, ub = microbatching(par, wl, opts)
+    # Default: the ep ranks run attention data parallel, each on a share of
+    # the micro-batch (the busiest one on ceil(ub / ep) sequences).
+    b = ub if opts.genz else _ceil(ub / par.ep, opts.smooth)
+    ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bw=wl.bytes_weight,
+               bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, sp=par.sp, imbalance=par.imbalance,
+               h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt)
+    ctx.h = ctx.ceil(model.heads / tp_attn)
+    ctx.hk = jnp.maximum(ctx.ceil(model.kv_heads / tp_attn), 1.0)
+    return ctx
+
+
+def _attn_pair(r: _Rows, ctx: _Ctx, suffix: str, count, *, bf, bq, bkv, t, n, pairs,
+               dqk, dv, k_width, v_width, on_q, score_on):
+    """Logit (Q·K^T) and attend (scores·V) over `n` keys, affine in s.
+
+    Args:
+      bf: sequences whose dot products are computed (and scores stored).
+      bq: sequences whose queries are read and outputs written.
+      bkv: distinct KV copies read (beams share the prompt's KV).
+      t: query tokens per sequence. n, pairs: (value at s = 0, slope) of
+        keys and of query-key pairs per sequence and head.
+      dqk, dv: per-head dot-product and value dims. k_width, v_width: KV
+        elements per token read by logit and by attend (v_width = 0 when the
+        attend reuses the logit's operand, as MLA's latent does).
+      on_q: 1 if Q and the output sit on chip. score_on: 1 if scores do.
+    """
+    h, ba, bk = ctx.h, ctx.ba, ctx.bk
+    aff = lambda c, v: (c * v[0], c * v[1])  # noqa: E731
+    r.add("logit" + suffix, "attention", count, f=aff(2.0 * bf * h * dqk, pairs),
+          a=(bq * t * h * dqk * ba, 0.0), w=aff(bkv * k_width * bk, n), o=aff(bf * h * ba, pairs),
+          on=(on_q, 0.0, score_on), mkn=(bf * t, dqk, n[0]))
+    if not ctx.opts.genz:
+        r.add("softmax" + suffix, "attention", count, f=aff(SOFTMAX_FLOPS * bf * h, pairs),
+              a=aff(bf * h * ba, pairs), o=aff(bf * h * ba, pairs), on=(score_on, 0.0, score_on))
+    r.add("attend" + suffix, "attention", count, f=aff(2.0 * bf * h * dv, pairs),
+          a=aff(bf * h * ba, pairs), w=aff(bkv * v_width * bk, n), o=(bq * t * h * dv * ba, 0.0),
+          on=(score_on, 0.0, on_q), mkn=(bf * t, n[0], dv))
+
+
+def _attention(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv):
+    """Attention over the KV cache: prefill (causal over T) or one decode step.
+
+    `kv` = (dqk, dv, k_width, v_width) as in `_attn_pair`. With context
+    parallelism (sp > 1) each chip holds 1/sp of the queries in prefill (a
+    load-balanced causal split, as ring attention's zig-zag order: 1/sp of
+    the query-key pairs) and 1/sp of the KV cache in decode.
+    """
+    genz, sp = ctx.opts.genz, ctx.sp
+    dqk, dv, k_width, v_width = kv
+    score_on = 1.0 if (genz or ctx.opts.fused_attention) else 0.0
+    if phase == "prefill":
+        # Query-key pairs per sequence and head: causal T(T+1)/2; GenZ counts
+        # the full T^2 (CONVENTIONS.md, item 2).
+        pairs = T * T if genz else T * (T + 1.0) / 2.0
+        _attn_pair(r, ctx, "", "layer", bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
+                   pairs=(pairs / sp, 0.0), dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=0.0,
+                   score_on=score_on)
+        return
+    b, B, P = ctx.b, ctx.b * ctx.beams, ctx.prompt
+    on_q = 1.0 if genz else 0.0
+    # The prompt's KV is shared by the beams of a sequence and read once per
+    # sequence; GenZ also computes it once per sequence (a GenZ quirk).
+    bf = b if genz else B
+    _attn_pair(r, ctx, "_prefix", "layer", bf=bf, bq=bf, bkv=b, t=1.0, n=(P / sp, 0.0), pairs=(P / sp, 0.0),
+               dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=on_q, score_on=score_on)
+    _attn_pair(r, ctx, "_suffix", "layer", bf=B, bq=B, bkv=B, t=1.0, n=(0.0, 1.0 / sp), pairs=(0.0, 1.0 / sp),
+               dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=on_q, score_on=score_on)
+
+
+def _context_parallel(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv_width, dv):
+    """Collectives of context parallelism over sp chips (zero when sp = 1).
+
+    Prefill: each chip needs every earlier key and value, an all-gather of
+    the layer's K/V (ring attention passes the same bytes around the ring:
+    Liu et al., arXiv 2310.01889). Decode: each chip attends over its share
+    of the cache and the partial outputs and softmax statistics are merged
+    with an all-reduce (Yang et al., "Context Parallelism for Scalable
+    Million-Token Inference", arXiv 2411.01783).
+    """
+    if phase == "prefill":
+        r.collective("cp_kv_allgather", "attention", "layer", "allgather", ctx.sp,
+                     seqs * T * kv_width * ctx.bk, stride=ctx.tp)
+    else:
+        r.collective("cp_merge_allreduce", "attention", "layer", "allreduce", ctx.sp,
+                     seqs * ctx.h * (dv + 2.0) * ctx.ba, stride=ctx.tp)
+
+
+def _gqa_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T, on_gemm):
+    m = ctx.model
+    D, Dq, h, hk = m.hidden, m.head_dim, ctx.h, ctx.hk
+    r.gemm("qkv", "attention", "layer", tok, D, (h + 2.0 * hk) * Dq, ctx, on=on_gemm)
+    if not ctx.opts.genz:
+        r.eltwise("rope", "attention", "layer", tok * (h + hk) * Dq, tok * (h + hk) * Dq, ROPE_FLOPS, ctx)
+        if phase == "decode":
+            r.add("kv_write", "attention", "layer", o=(tok * 2.0 * hk * Dq * ctx.bk, 0.0))
+    _attention(r, ctx, phase, seqs, T, (Dq, Dq, hk * Dq, hk * Dq))
+    _context_parallel(r, ctx, phase, seqs, T, 2.0 * hk * Dq, Dq)
+    r.gemm("out_proj", "attention", "layer", tok, h * Dq, D, ctx, on=on_gemm)
+
+
+def _mla_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T):
+    """Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1).
+
+    Prefill decompresses K and V (kv_b); decode uses the absorbed form: the
+    query is projected into the latent space (W_UK) and attention reads only
+    the compressed latent plus the shared RoPE key, then W_UV up-projects.
+    The down-projections (q_a, kv_a) are replicated on every TP rank.
+    """
+    m = ctx.model
+    D, h, qr, kvr = m.hidden, ctx.h, m.q_lora_rank, m.kv_lora_rank
+    rope, nope, dv = m.rope_dim, m.nope_dim, m.v_head_dim
+    qk = nope + rope
+    has_qa = qr > 0
+    r.gemm("q_a", "attention", "layer", tok, D, qr, ctx)  # zero when q_lora_rank = 0
+    r.eltwise("q_norm", "attention", "layer", tok * qr, tok * qr, NORM_FLOPS, ctx)
+    r.gemm("q_b", "attention", "layer", tok, jnp.where(has_qa, qr, D), h * qk, ctx)
+    r.gemm("kv_a", "attention", "layer", tok, D, kvr + rope, ctx)  # writes the latent cache
+    r.eltwise("kv_norm", "attention", "layer", tok * kvr, tok * kvr, NORM_FLOPS, ctx)
+    r.eltwise("rope", "attention", "layer", tok * (h + 1.0) * rope, tok * (h + 1.0) * rope, ROPE_FLOPS, ctx)
+    w_uk = h * nope * kvr * ctx.bw
+    w_uv = h * kvr * dv * ctx.bw
+    if phase == "prefill":
+        r.gemm("kv_b", "attention", "layer", tok, kvr, h * (nope + dv), ctx)
+        _attention(r, ctx, phase, seqs, T, (qk, dv, h * qk, h * dv))
+    else:
+        r.add("q_absorb", "attention", "layer", f=(2.0 * tok * h * nope * kvr, 0.0),
+              a=(tok * h * nope * ctx.ba, 0.0), w=(w_uk, 0.0), o=(tok * h * kvr * ctx.ba, 0.0),
+              stored=w_uk, mkn=(tok, nope, h * kvr))
+        _attention(r, ctx, phase, seqs, T, (kvr + rope, kvr, kvr + rope, 0.0))
+        r.add("v_up", "attention", "layer", f=(2.0 * tok * h * kvr * dv, 0.0),
+              a=(tok * h * kvr * ctx.ba, 0.0), w=(w_uv, 0.0), o=(tok * h * dv * ctx.ba, 0.0),
+              stored=w_uv, mkn=(tok, kvr, h * dv))
+    # Context parallelism passes the compressed latent (decompressed locally).
+    _context_parallel(r, ctx, phase, seqs, T, kvr + rope, dv)
+    r.gemm("out_proj", "attention", "layer", tok, h * dv, D, ctx)
+
+
+def _ffn(r: _Rows, ctx: _Ctx, prefix: str, group: str, count, tok, width, on_gemm, stored_scale=1.0):
+    """A (gated) FFN of `width` columns per chip on `tok` tokens."""
+    D, fi = ctx.model.hidden, ffn_factor(ctx.model)
+    r.gemm(prefix + "up_gate", group, count, tok, D, fi * width, ctx, on=on_gemm,
+           stored=stored_scale * D * fi * width * ctx.bw)
+    if not ctx.opts.genz:
+        r.eltwise(prefix + "act", group, count, fi * tok * width, tok * width, ACT_FLOPS, ctx)
+    r.gemm(prefix + "down", group, count, tok, width, D, ctx, on=on_gemm,
+           stored=stored_scale * D * width * ctx.bw)
+
+
+def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
+    """Router, routed experts and shared experts of the MoE layers.
+
+    Default profile: the ep ranks hold E/ep experts each and run attention
+    data parallel, so the tokens of all ep ranks (ep·tok) are routed over all
+    experts and the busiest rank receives imbalance·tok·k token copies
+    (the hottest experts set the time). Dispatch and combine are all-to-alls
+    over ep of those token copies' hidden states (GShard, Lepikhin et al.
+    2020; DeepSeek-V3 report, Sec. 3.2). Each expert's width is split over tp.
+    """
+    m, genz = ctx.model, ctx.opts.genz
+    D, E, k = m.hidden, jnp.maximum(m.experts, 1.0), m.top_k  # E = 1 keeps dense models finite
+    width = ctx.ceil(m.expert_intermediate / ctx.tp)
+    fi = ffn_factor(m)
+    local = m.experts / ctx.ep  # experts resident per chip
+    imb = 1.0 if genz else ctx.imbalance
+    # GenZ splits the router's K dim over tp and all-reduces its output.
+    r.gemm("router", "moe", "moe", tok, D / ctx.tp if genz else D, E, ctx)
+    if genz:
+        gate_elems = tok * (E if phase == "prefill" else D)
+        r.collective("router_allreduce", "moe", "moe", "allreduce", ctx.tp, gate_elems * ctx.ba)
+    r.collective("dispatch", "moe", "moe", "alltoall", ctx.ep, imb * tok * k * D * ctx.ba, stride=ctx.tp * ctx.sp)
+    if genz and phase == "prefill":
+        # GenZ: every local expert runs floor(T*k/E) tokens of each sequence.
+        m_tok = ctx.b * ctx.floor(T * k / E)
+        r.gemm("experts_up_gate", "moe", "moe", m_tok, D, local * width * fi, ctx)
+        r.gemm("experts_down", "moe", "moe", m_tok, local * width, D, ctx)
+    elif genz:
+        # GenZ decode: max(1, ceil(k/ep)) experts run all tokens; the other
+        # ceil(E/ep) - a local experts cost nothing but are resident.
+        act = jnp.maximum(1.0, ctx.ceil(k / ctx.ep))
+        idle = ctx.ceil(E / ctx.ep) - act
+        _ffn(r, ctx, "experts_", "moe", "moe", tok, act * width, on_gemm)
+        r.add("idle_experts", "moe", "moe", stored=idle * width * (fi + 1.0) * D * ctx.bw)
+    else:
+        # Token copies routed to this chip's experts, and the experts they
+        # touch: E(1 - (1 - k/E)^tokens) distinct experts in expectation
+        # under uniform routing of the ep·tok tokens, of which 1/ep are local.
+        routed = imb * tok * k
+        touched = E * (1.0 - (1.0 - k / E) ** (ctx.ep * tok)) / ctx.ep
+        per_expert = D * width * ctx.bw
+        r.add("experts_up_gate", "moe", "moe", f=(2.0 * routed * D * fi * width, 0.0),
+              a=(routed * D * ctx.ba, 0.0), w=(touched * fi * per_expert, 0.0),
+              o=(routed * fi * width * ctx.ba, 0.0), stored=local * fi * per_expert,
+              mkn=(routed, D, fi * width))
+        r.eltwise("experts_act", "moe", "moe", fi * routed * width, routed * width, ACT_FLOPS, ctx)
+        r.add("experts_down", "moe", "moe", f=(2.0 * routed * D * width, 0.0),
+              a=(routed * width * ctx.ba, 0.0), w=(touched * per_expert, 0.0),
+              o=(routed * D * ctx.ba, 0.0), stored=local * per_expert, mkn=(routed, width, D))
+        _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * width, on_gemm)
+    r.collective("combine", "moe", "moe", "alltoall", ctx.ep, imb * tok * k * D * ctx.ba, stride=ctx.tp * ctx.sp)
+
+
+def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Options) -> OpTable:
+    """The operator table of one forward pass (prefill) or one decode step.
+
+    Rows are the operators of one chip of the busiest pipeline stage's
+    tensor/expert/context split, for one micro-batch; `count` runs them over
+    the whole pipeline (one micro-batch crossing every stage) and `stage`
+    over the busiest stage only.
+
+    Args:
+      phase: static, "prefill" (all prompt tokens) or "decode" (one token per
+        sequence and beam, KV length prompt + s with s affine).
+    Returns:
+      `OpTable` of per-chip operators.
+    """
+    if phase not in ("prefill", "decode"):
+        raise ValueError(f"unknown phase {phase!r}")
+    ctx = _context(model, par, wl, opts)
+    m, genz, r = model, opts.genz, _Rows(counts=stage_counts(model, par, opts.smooth))
+    D = m.hidden
+    T = wl.prompt if phase == "prefill" else jnp.float32(1.0)
+    T_loc = ctx.ceil(T / par.sp) if phase == "prefill" else T  # tokens per chip (context parallel)
+    seqs = ctx.b if phase == "prefill" else ctx.b * ctx.beams
+    tok = seqs * T_loc
+    act = tok * D  # elements of one hidden-state tensor
+    on_gemm = (1.0, 0.0, 1.0) if genz and phase == "decode" else (0.0, 0.0, 0.0)
+    vocab = ctx.floor(m.vocab / ctx.tp_attn) if genz else ctx.ceil(m.vocab / ctx.tp)
+    emb_stored = vocab * D * ctx.bw
+
+    # Embedding. GenZ: a one-hot GEMM in prefill, absent in decode.
+    if genz and phase == "prefill":
+        r.gemm("embedding", "embedding", "once", tok, vocab, D, ctx)
+        r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp_attn, act * ctx.ba)
+    elif not genz:
+        r.add("embedding", "embedding", "once", w=(act * ctx.bw, 0.0), o=(act * ctx.ba, 0.0), stored=emb_stored)
+        r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp, act * ctx.ba)
+
+    # Attention block, every layer.
+    if not genz:
+        r.eltwise("attn_norm", "attention", "layer", act, act, NORM_FLOPS, ctx)
+    if m.attention == "mla":
+        _mla_layer(r, ctx, phase, seqs, tok, T)
+    else:
+        _gqa_layer(r, ctx, phase, seqs, tok, T, on_gemm)
+    r.collective("attn_allreduce", "attention", "layer", "allreduce", ctx.tp_attn, act * ctx.ba)
+    if not genz:
+        r.eltwise("attn_residual", "attention", "layer", 2.0 * act, act, ADD_FLOPS, ctx)
+        r.eltwise("ffn_norm", "ffn", "layer", act, act, NORM_FLOPS, ctx)
+
+    # FFN: dense layers, then MoE layers (a dense model has zero MoE layers).
+    _ffn(r, ctx, "", "ffn", "dense", tok, ctx.ceil(m.intermediate / ctx.tp), on_gemm)
+    _moe(r, ctx, phase, tok, T, on_gemm)
+    r.collective("ffn_allreduce", "ffn", "layer", "allreduce", ctx.tp, act * ctx.ba)
+    if not genz:
+        r.eltwise("ffn_residual", "ffn", "layer", 2.0 * act, act, ADD_FLOPS, ctx)
+
+    # Pipeline: the hidden states of the micro-batch go to the next stage,
+    # from every chip of the stage to its peer one stage on (stage_chips
+    # ranks apart, so the message crosses the level that holds 2·stage_chips).
+    # GenZ: pp - 1 message passes of B·T·D elements (CONVENTIONS.md, "PP").
+    r.collective("stage_send", "pipeline", "send", "sendrecv", 2.0 * stage_chips(par), act * ctx.ba)
+
+    if not genz:
+        r.eltwise("final_norm", "lm_head", "once", act, act, NORM_FLOPS, ctx)
+    # LM head. Only the last prompt token needs logits; GenZ computes all T.
+    head_tok = tok if genz else seqs
+    head_stored = emb_stored * (1.0 if genz else 1.0 - m.tied)
+    r.gemm("lm_head", "lm_head", "once", head_tok, D, vocab, ctx, stored=head_stored)
+    r.collective("lm_head_allgather", "lm_head", "once", "allgather", ctx.tp_attn, head_tok * m.vocab * ctx.ba)
+    return r.table(m.hidden.dtype)

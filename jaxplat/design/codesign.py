@@ -1,0 +1,566 @@
+"""Co-design: optimize a chip's numbers with gradients, alongside parallelism.
+
+The continuous design x = (bf16 FLOP/s, SRAM bytes, HBM stacks, scale-up
+link bytes/s) lives in log space, z = log x, inside a box from the study and
+the technology model. `chip_hardware` turns x into a `Hardware` (area, price,
+TDP and energy from `jaxplat.cost` / the technology spec), and the one cost
+model (`jaxplat.evaluate`, smooth mode) scores it on every discrete candidate
+(tp, pp, ep, dp, batch) at once: a vmap over a padded candidate list.
+
+Loss of one candidate c (all terms in log units, so scale-free):
+  L_c(z) = log objective + W · Σ hinge(log(value / limit))
+with hinge(u) = softplus(k·u)/k for TTFT, TPOT, memory fit and budget, and
+the candidates are merged with a smooth minimum -τ·logsumexp(-L_c/τ). The
+chip's own limits (area <= reticle, TDP <= power limit) add W·hinge terms.
+τ falls and k, the smooth-max sharpness p rise during the run (annealing),
+so the loss tends to the exact constrained problem. Adam steps z and
+`optax.projections.projection_box` puts it back in the box after each update.
+Many random starts run at once (the whole step is vmapped) inside one
+`lax.scan`.
+
+At the end each start is rounded (integer HBM stacks, floor and ceil, and a
+few slightly larger variants) and re-checked in exact mode on every
+candidate; the best exactly feasible (chip, candidate) wins. If none is
+feasible, `codesign` raises SpecError: it never returns an infeasible chip.
+
+The oracle is a dense grid over the same box, evaluated in exact mode.
+"""
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxplat.cost import evaluate
+from jaxplat.cost import money
+from jaxplat.model import (PROFILES, Hardware, Model, Options, Parallel, Technology, Workload, load_technology,
+                           pytree_dataclass, replace, static)
+from jaxplat.specs.units import DTYPES
+
+PARAMS = ("flops", "sram", "hbm_stacks", "link_bw")
+PARAM_UNITS = {"flops": "FLOP/s (bf16, dense)", "sram": "bytes", "hbm_stacks": "stacks", "link_bw": "bytes/s"}
+OBJECTIVES = ("cost_per_mtok", "usd_per_tok_s", "joules_per_token")
+CANDIDATE_KEYS = ("tp", "pp", "ep", "dp", "batch")
+INVALID_LOSS = 1e3      # loss of a padded or non-dividing candidate (finite: no NaN in logsumexp)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """Annealing: each value moves geometrically from start to end over the run.
+
+    tau: smooth-min temperature (log-objective units). hinge: softplus
+    sharpness k (per log unit). sharpness: p of the smooth roofline max.
+    penalty: W, the weight of a constraint's log-violation. It must end
+      well above any objective gain from a violation (an exterior penalty
+      method): with W = 1000 and k = 3000 the optimum sits ~0.2% inside.
+    lr: Adam step size in log space (cosine decay to lr_end).
+    """
+
+    tau: tuple = (0.3, 0.002)
+    hinge: tuple = (20.0, 3000.0)
+    sharpness: tuple = (8.0, 300.0)
+    penalty: tuple = (10.0, 1000.0)
+    lr: tuple = (0.08, 0.001)
+
+
+@pytree_dataclass
+class Problem:
+    """Everything a co-design run needs: a pytree (so one compiled program
+    serves every problem of the same shapes), objective and profile static.
+
+    Attributes:
+      model, workload: what is served (workload batch is replaced per candidate).
+      base: the template chip: network levels beyond the scale-up link,
+        efficiencies, TCO figures. Its memory level 0 must be HBM.
+      tech: `Technology` (one node, one HBM generation).
+      lo, hi: [4] box of x in SI units (PARAMS order); lo == hi fixes a number.
+      cand: dict of [C] float32 arrays for CANDIDATE_KEYS; valid: [C] bool.
+      objective: one of OBJECTIVES. budget: max deployment capex in USD (inf: none).
+      profile: cost-model profile ('default' or 'genz').
+    """
+
+    model: Model
+    workload: Workload
+    base: Hardware
+    tech: Technology
+    lo: jax.Array
+    hi: jax.Array
+    cand: dict
+    valid: jax.Array
+    budget: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(jnp.inf))
+    objective: str = static("cost_per_mtok")
+    profile: str = static("default")
+
+    @property
+    def exact(self) -> Options:
+        return Options(profile=self.profile)
+
+    @property
+    def smooth(self) -> Options:
+        return Options(profile=self.profile, smooth=True)
+
+
+# ------------------------------------------------------------ the chip
+
+
+def chip_numbers(x, tech: Technology):
+    """Area (mm²), TDP (W) and price (USD) of the chip x = [4] (PARAMS order)."""
+    flops, sram, stacks, link = x[0], x[1], x[2], x[3]
+    area = money.die_area(tech, flops, sram, stacks, link)
+    return area, money.chip_tdp(tech, area, flops, stacks, link), money.chip_price(tech, area, stacks)
+
+
+def chip_hardware(x, tech: Technology, base: Hardware) -> Hardware:
+    """`Hardware` of the chip x = [4] (bf16 FLOP/s, SRAM bytes, HBM stacks,
+    link bytes/s per direction), other numbers from `base`. Traced, smooth in x."""
+    flops, sram, stacks, link = x[0], x[1], x[2], x[3]
+    area, tdp, price = chip_numbers(x, tech)
+    return replace(
+        base, flops=flops * tech.flops_ratio, sram_size=sram, sram_bw=flops * tech.sram_bw_per_flops,
+        mem_size=base.mem_size.at[0].set(stacks * tech.stack_bytes),
+        mem_bw=base.mem_bw.at[0].set(stacks * tech.stack_bw), net_bw=base.net_bw.at[0].set(link),
+        tdp=tdp, price=price, energy_flop=tech.energy_flop, energy_sram=tech.energy_sram,
+        energy_mem=base.energy_mem.at[0].set(tech.energy_hbm), energy_net=base.energy_net.at[0].set(tech.energy_link),
+        static_power=tech.leakage * area)
+
+
+def _candidate(prob: Problem, i=None):
+    """(Parallel, Workload) of candidate i, or of all candidates ([C] leaves)."""
+    pick = (lambda v: v) if i is None else (lambda v: v[i])
+    c = {k: pick(jnp.asarray(v)) for k, v in prob.cand.items()}
+    par = Parallel(tp=c["tp"], pp=c["pp"], ep=c["ep"], dp=c["dp"])
+    wl = replace(prob.workload, batch=c["batch"])
+    shape = c["tp"].shape  # every leaf gets the candidate axis, so vmap(in_axes=0) applies
+    return jax.tree.map(lambda v: jnp.broadcast_to(v, shape), (par, wl))
+
+
+def objective_value(m, hw: Hardware, objective: str):
+    """The number to minimize, in its unit: USD per Mtok, USD per (token/s)
+    of capex, or J per token."""
+    if objective == "cost_per_mtok":
+        return m.cost_per_mtok_usd
+    if objective == "usd_per_tok_s":
+        return m.chips * hw.price / jnp.maximum(m.throughput, 1e-30)
+    return m.power_w / jnp.maximum(m.throughput, 1e-30)
+
+
+# ------------------------------------------------------------ the loss
+
+
+def _hinge(u, k):
+    """Smooth hinge softplus(k·u)/k of a log-violation u (0 inside, u outside)."""
+    return jax.nn.softplus(k * u) / k
+
+
+def _log(v):
+    return jnp.log(jnp.maximum(v, 1e-30))
+
+
+def candidate_losses(z, prob: Problem, k, p, w):
+    """[C] smooth losses of the chip exp(z) on every candidate, and its chip loss."""
+    x = jnp.exp(z)
+    hw = chip_hardware(x, prob.tech, prob.base)
+    par, wl = _candidate(prob)
+    m = jax.vmap(lambda pa, w: evaluate(prob.model, hw, pa, w, prob.smooth, p))(par, wl)
+    pen = (_hinge(_log(m.ttft / wl.ttft_slo), k) + _hinge(_log(m.tpot / wl.tpot_slo), k)
+           + _hinge(_log(m.memory_bytes / m.capacity_bytes), k))
+    pen = pen + _hinge(_log(m.chips * hw.price / jnp.minimum(prob.budget, 1e30)), k)  # inf: no budget
+    ok = jnp.asarray(prob.valid)
+    loss = jnp.where(ok, _log(objective_value(m, hw, prob.objective)) + w * pen, INVALID_LOSS)
+    area, tdp, _ = chip_numbers(x, prob.tech)
+    chip_pen = _hinge(_log(area / prob.tech.reticle), k) + _hinge(_log(tdp / prob.tech.power_limit), k)
+    return loss, w * chip_pen
+
+
+def loss_fn(z, prob: Problem, tau, k, p, w):
+    """Scalar smooth loss: smooth minimum over candidates + chip limits."""
+    losses, chip_pen = candidate_losses(z, prob, k, p, w)
+    return -tau * jax.nn.logsumexp(-losses / tau) + chip_pen
+
+
+def _geom(pair, t):
+    return pair[0] * (pair[1] / pair[0]) ** t
+
+
+@functools.partial(jax.jit, static_argnames=("loss", "steps", "schedule"))
+def _run(loss, args, z0, lo, hi, steps, schedule):
+    """Compiled optimizer run: one `lax.scan` over the steps of a vmapped step."""
+    lr = optax.cosine_decay_schedule(schedule.lr[0], steps, alpha=schedule.lr[1] / schedule.lr[0])
+    opt = optax.adam(lr)
+
+    def one_step(z, state, hyper):
+        val, g = jax.value_and_grad(loss)(z, args, *hyper)
+        g = jnp.where(jnp.isfinite(g), g, 0.0)  # belt and braces: a bad start must not poison the others
+        upd, state = opt.update(g, state, z)
+        z = optax.projections.projection_box(optax.apply_updates(z, upd), lo, hi)
+        return z, state, val
+
+    def body(carry, t):
+        z, state = carry
+        frac = t / max(steps - 1, 1)
+        hyper = tuple(_geom(pair, frac) for pair in (schedule.tau, schedule.hinge, schedule.sharpness,
+                                                      schedule.penalty))
+        z, state, val = jax.vmap(one_step, (0, 0, None))(z, state, hyper)
+        return (z, state), (val, z) + hyper
+
+    state0 = jax.vmap(opt.init)(z0)
+    (z, _), traj = jax.lax.scan(body, (z0, state0), jnp.arange(steps, dtype=jnp.float32))
+    return z, traj
+
+
+def optimize_fn(loss, args, lo, hi, starts=8, steps=200, seed=0, schedule=Schedule()):
+    """Adam in a box from `starts` random points at once (the step is vmapped).
+
+    Args:
+      loss: loss(z [P], args, tau, k, p, w) -> scalar, smooth in z; a
+        module-level function, so that repeated runs reuse one compile.
+      args: pytree passed through to `loss` (traced).
+      lo, hi: [P] box of z (projection_box after every update).
+    Returns:
+      (z_final [starts, P], trajectory dict of numpy arrays: loss [steps,
+      starts], z [steps, starts, P], tau/hinge/sharpness/penalty [steps]).
+    """
+    lo, hi = jnp.asarray(lo, jnp.float32), jnp.asarray(hi, jnp.float32)
+    z0 = lo + (hi - lo) * jax.random.uniform(jax.random.PRNGKey(seed), (starts, lo.shape[0]))
+    z, (val, zs, tau, k, p, w) = _run(loss, args, z0, lo, hi, steps, schedule)
+    traj = dict(loss=np.asarray(val), z=np.asarray(zs), tau=np.asarray(tau), hinge=np.asarray(k),
+                sharpness=np.asarray(p), penalty=np.asarray(w))
+    return np.asarray(z), traj
+
+
+def optimize(prob: Problem, starts=8, steps=200, seed=0, schedule=Schedule()):
+    """`optimize_fn` on the co-design loss in log space; the trajectory also
+    carries x = exp(z) [steps, starts, 4] in SI units."""
+    z, traj = optimize_fn(loss_fn, prob, np.log(np.asarray(prob.lo)), np.log(np.asarray(prob.hi)),
+                          starts, steps, seed, schedule)
+    traj["x"] = np.exp(traj["z"])
+    return z, traj
+
+
+# ------------------------------------------------------- exact re-check
+
+
+def exact_table(xs, prob: Problem):
+    """Exact objective of chips xs [N, 4] on every candidate: ([N, C] objective
+    with +inf where infeasible, [N, C] feasible)."""
+    par, wl = _candidate(prob)
+    ok = jnp.asarray(prob.valid)
+
+    def one_chip(x):
+        hw = chip_hardware(x, prob.tech, prob.base)
+        area, tdp, _ = chip_numbers(x, prob.tech)
+        m = jax.vmap(lambda pa, w: evaluate(prob.model, hw, pa, w, prob.exact))(par, wl)
+        feas = (ok & m.feasible & (m.ttft <= wl.ttft_slo) & (m.tpot <= wl.tpot_slo)
+                & (area <= prob.tech.reticle) & (tdp <= prob.tech.power_limit)
+                & (m.chips * hw.price <= prob.budget))
+        obj = objective_value(m, hw, prob.objective)
+        return jnp.where(feas, obj, jnp.inf), feas
+
+    return jax.vmap(one_chip)(xs)
+
+
+_exact_jit = jax.jit(exact_table)
+
+
+def round_starts(z, prob: Problem, inflate=(1.0, 1.005, 1.02, 1.05)):
+    """Rounded variants of each start: integer stacks (floor, ceil) x slightly
+    larger FLOP/s and link bandwidth (the smooth optimum sits on a constraint
+    boundary, which exact mode may place a hair further). [N, 4] in SI units."""
+    x = np.exp(np.asarray(z, np.float64))
+    out = []
+    for xi in x:
+        for stacks in {math.floor(xi[2] + 1e-6), math.ceil(xi[2] - 1e-6)}:
+            for f in inflate:
+                v = xi.copy()
+                v[2] = stacks
+                v[0] *= f
+                v[3] *= f
+                out.append(np.clip(v, prob.lo, prob.hi))
+    return np.asarray(out, np.float32)
+
+
+@dataclasses.dataclass
+class Result:
+    """Best chip found: x [4] (PARAMS order, SI), candidate index, its exact
+    objective, and how many cost-model evaluations it took."""
+
+    x: np.ndarray
+    candidate: int
+    objective: float
+    evaluations: int
+    trajectory: dict = None
+
+
+def _safe_chunk(chunk: int, prob: Problem) -> int:
+    """Chips per vmapped call, so that chips x candidates <= search.MAX_BLOCK."""
+    from jaxplat.search.engine import MAX_BLOCK  # noqa: PLC0415 (search imports heavy modules)
+
+    return max(1, min(chunk, MAX_BLOCK // max(1, len(prob.valid))))
+
+
+def exact_objectives(xs, prob: Problem, chunk=256) -> np.ndarray:
+    """[N, C] exact objective of chips xs [N, 4] on every candidate (+inf where
+    infeasible), in fixed-size chunks so that every call reuses one compile."""
+    xs = np.asarray(xs, np.float32)
+    chunk = _safe_chunk(chunk, prob)
+    out = []
+    for s in range(0, len(xs), chunk):
+        part = xs[s:s + chunk]
+        pad = np.concatenate([part, np.repeat(part[:1], chunk - len(part), axis=0)])
+        out.append(np.asarray(_exact_jit(jnp.asarray(pad), prob)[0])[:len(part)])
+    return np.concatenate(out)
+
+
+def best_exact(xs, prob: Problem):
+    """(x, candidate, objective, evaluations) of the best exactly feasible pair
+    (x None when there is none)."""
+    obj = exact_objectives(xs, prob)
+    i, c = np.unravel_index(np.argmin(obj), obj.shape)
+    best = (np.asarray(xs[i]), int(c), float(obj[i, c])) if np.isfinite(obj[i, c]) else (None, -1, math.inf)
+    return best + (obj.size,)
+
+
+def codesign(prob: Problem, starts=8, steps=200, seed=0, schedule=Schedule()) -> Result:
+    """Optimize the chip, round, re-check in exact mode. Raises SpecError when
+    no start gives an exactly feasible chip (never returns an infeasible one)."""
+    from jaxplat.specs import SpecError
+
+    z, traj = optimize(prob, starts, steps, seed, schedule)
+    x, c, obj, n_exact = best_exact(round_starts(z, prob), prob)
+    if x is None:
+        raise SpecError("codesign found no feasible chip: loosen the SLOs, widen the parameter bounds "
+                        "or add parallel/batch candidates")
+    return Result(x=x, candidate=c, objective=obj, evaluations=starts * steps * len(prob.valid) + n_exact,
+                  trajectory=traj)
+
+
+# ----------------------------------------------------------------- grid
+
+
+def grid_axes(prob: Problem, points) -> list[np.ndarray]:
+    """Per-parameter grid values: log-spaced (`points[name]` of them), HBM
+    stacks on integers; a fixed parameter has one value."""
+    axes = []
+    for i, name in enumerate(PARAMS):
+        lo, hi = float(prob.lo[i]), float(prob.hi[i])
+        if lo == hi:
+            axes.append(np.array([lo]))
+        elif name == "hbm_stacks":
+            axes.append(np.arange(math.ceil(lo), math.floor(hi) + 1, dtype=np.float64))
+        else:
+            axes.append(np.geomspace(lo, hi, int(points.get(name, 16))))
+    return axes
+
+
+def grid_search(prob: Problem, points, chunk=256, progress=True):
+    """Dense exact-mode grid over the box: (x, candidate, objective, evaluations).
+
+    TODO: move onto the sweep engine (jaxplat.search) once it can drive
+    technology-derived hardware; this is a chunked vmap over the same
+    `evaluate`, not a second cost model.
+
+    `chunk` x candidates stays within search.MAX_BLOCK: a vmap of evaluate
+    wider than 2^15 points returns decode times copied from other points on
+    XLA:CPU (jax 0.10.2; experiments/codesign_vmap_repro.py), while the same
+    arithmetic outside one jitted evaluate is right.
+    """
+    chunk = _safe_chunk(chunk, prob)
+    axes = grid_axes(prob, points)
+    shape = tuple(len(a) for a in axes)
+    n = int(np.prod(shape))
+    tables = tuple(jnp.asarray(a, jnp.float32) for a in axes)
+    best = (None, -1, math.inf)
+    starts = range(0, n, chunk)
+    if progress:
+        from tqdm import tqdm
+        starts = tqdm(starts, desc="grid", unit="chunk", leave=False)
+    for s in starts:
+        o, x, c = jax.device_get(_grid_chunk(jnp.int32(s), tables, prob, shape, chunk))
+        if o < best[2]:
+            best = (np.asarray(x), int(c), float(o))
+    return best + (n * len(prob.valid),)
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "chunk"))
+def _grid_chunk(start, tables, prob, shape, chunk):
+    """Best (objective, x, candidate) of grid points start .. start+chunk-1."""
+    n = int(np.prod(shape))
+    idx = start + jnp.arange(chunk)
+    live = idx < n
+    digits = jnp.unravel_index(jnp.minimum(idx, n - 1), shape)  # mixed-radix decode on device
+    xs = jnp.stack([t[d] for t, d in zip(tables, digits)], axis=-1)
+    obj, _ = exact_table(xs, prob)
+    obj = jnp.where(live[:, None], obj, jnp.inf)
+    flat = jnp.argmin(obj)
+    return obj.reshape(-1)[flat], xs[flat // obj.shape[1]], flat % obj.shape[1]
+
+
+# --------------------------------------------------------- sensitivities
+
+ELASTIC_METRICS = ("ttft", "tpot", "throughput", "energy_per_token_j", "cost_per_mtok_usd")
+_SKIP_FIELDS = ("net_topology",)  # an index, not a quantity
+
+
+def hardware_numbers(hw: Hardware, wl: Workload):
+    """[(label, field, index)] of the hardware numbers worth a sensitivity:
+    the compute dtype's peak, real memory and network levels, and the rest."""
+    out = []
+    dtype = int(wl.compute_dtype)
+    for f in dataclasses.fields(Hardware):
+        if f.name in _SKIP_FIELDS or f.metadata.get("static"):
+            continue
+        v = np.asarray(getattr(hw, f.name))
+        if v.ndim == 0:
+            out.append((f.name, f.name, None))
+            continue
+        for i in range(v.shape[0]):
+            if f.name in ("flops", "energy_flop"):
+                if i == dtype:
+                    out.append((f"{f.name}[{DTYPES[i]}]", f.name, i))
+            elif f.name.startswith("mem_") or f.name == "energy_mem":
+                if float(hw.mem_size[i]) > 0:
+                    out.append((f"{f.name}[{i}]", f.name, i))
+            elif f.name.startswith("net_") or f.name == "energy_net":
+                if float(hw.net_domain[i]) < 1e9:
+                    out.append((f"{f.name}[{i}]", f.name, i))
+    return out
+
+
+def _scaled(hw: Hardware, numbers, logscale):
+    """hw with number j multiplied by exp(logscale[j])."""
+    changes = {}
+    for j, (_, field, i) in enumerate(numbers):
+        v = changes.get(field, getattr(hw, field))
+        factor = jnp.exp(logscale[j])
+        changes[field] = v * factor if i is None else v.at[i].multiply(factor)
+    return replace(hw, **changes)
+
+
+def elasticities(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Options = Options(),
+                 fd_step=0.01):
+    """d log metric / d log number for every hardware number, by autodiff and
+    by central finite differences (±fd_step in log space).
+
+    Returns:
+      (labels [H], metric names [M], grad [H, M], fd [H, M]) numpy arrays.
+    """
+    numbers = hardware_numbers(hw, wl)
+
+    def logm(s):
+        m = evaluate(model, _scaled(hw, numbers, s), par, wl, options)
+        return jnp.log(jnp.stack([jnp.maximum(getattr(m, k), 1e-30) for k in ELASTIC_METRICS]))
+
+    def per_number(e):  # forward-mode derivative along e, and the two finite-difference points
+        _, tangent = jax.jvp(logm, (jnp.zeros_like(e),), (e,))
+        return tangent, logm(fd_step * e), logm(-fd_step * e)
+
+    eye = jnp.eye(len(numbers), dtype=jnp.float32)
+    grad, up, down = jax.jit(jax.vmap(per_number))(eye)  # one compiled program for all three
+    fd = np.asarray((up - down) / (2.0 * fd_step))
+    return [n[0] for n in numbers], list(ELASTIC_METRICS), np.asarray(grad), fd
+
+
+def candidate_validity(model: Model, base: Hardware, workload: Workload, cand: dict, profile="default") -> np.ndarray:
+    """[C] bool: the candidate is feasible apart from memory (degrees divide
+    what they split, chips exist): the cost model's own `feasible` flag on
+    `base` with unbounded memory, evaluated once on the host."""
+    roomy = replace(base, mem_size=base.mem_size.at[0].set(1e30))
+    prob = Problem(model=model, workload=workload, base=roomy, tech=None, lo=None, hi=None, cand=cand,
+                   valid=None)
+    par, wl = _candidate(prob)
+    m = jax.vmap(lambda pa, w: evaluate(model, roomy, pa, w, Options(profile=profile)))(par, wl)
+    return np.asarray(m.feasible)
+
+
+# ---------------------------------------------------------------- studies
+
+_STUDY_KEYS = ("name", "description", "model", "workload", "technology", "hbm", "base", "objective", "budget_usd",
+               "profile",
+               "params", "candidates", "optimizer", "grid")
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
+    """Validate a codesign study (specs/studies/codesign-*.yaml) and build the
+    `Problem`, plus the run settings {starts, steps, seed, grid points, names}."""
+    from jaxplat.model import load_hardware, load_model, load_workload
+    from jaxplat.specs import SpecError, check_keys, number
+
+    check_keys(src, "", d, _STUDY_KEYS, required=("model", "workload", "params", "candidates"))
+    tech = load_technology(d.get("technology", "n5"), d.get("hbm"))
+    base = load_hardware(d.get("base", "h100-sxm"))
+    if float(base.sram_size) <= 0 or float(base.mem_size[0]) <= 0:
+        raise SpecError(f"{src}: base chip must list an sram level, then its HBM (e.g. h100-sxm)")
+    objective = d.get("objective", "cost_per_mtok")
+    if objective not in OBJECTIVES:
+        raise SpecError(f"{src}: objective {objective!r} unknown; allowed: {', '.join(OBJECTIVES)}")
+    params = d["params"]
+    if not isinstance(params, dict):
+        raise SpecError(f"{src}: params must map {', '.join(PARAMS)} to [min, max] or a fixed number")
+    check_keys(src, "params.", params, PARAMS)
+    defaults = {"flops": float(base.flops[DTYPES.index("bf16")]), "sram": max(float(base.sram_size), 1e6),
+                "hbm_stacks": max(round(float(base.mem_bw[0]) / float(tech.stack_bw)), 1),
+                "link_bw": float(base.net_bw[0])}
+    lo, hi = [], []
+    for name in PARAMS:
+        v = params.get(name, defaults[name])
+        if isinstance(v, (list, tuple)):
+            if len(v) != 2:
+                raise SpecError(f"{src}: params.{name} must be [min, max] or a number, got {v!r}")
+            a, b = (number(src, f"params.{name}", e) for e in v)
+            if a > b:
+                raise SpecError(f"{src}: params.{name} has min {a:g} above max {b:g}")
+        else:
+            a = b = number(src, f"params.{name}", v)
+        lo.append(a)
+        hi.append(b)
+    if hi[2] > float(tech.max_stacks):
+        raise SpecError(f"{src}: params.hbm_stacks max {hi[2]:g} exceeds the technology's {float(tech.max_stacks):g}")
+    cd = d["candidates"]
+    if not isinstance(cd, dict):
+        raise SpecError(f"{src}: candidates must map {', '.join(CANDIDATE_KEYS)} to lists")
+    check_keys(src, "candidates.", cd, CANDIDATE_KEYS)
+    lists = []
+    for k in CANDIDATE_KEYS:
+        v = cd.get(k, [1])
+        v = v if isinstance(v, list) else [v]
+        lists.append([number(src, f"candidates.{k}", e) for e in v])
+    combos = np.array(np.meshgrid(*lists, indexing="ij")).reshape(len(CANDIDATE_KEYS), -1)
+    n = combos.shape[1]
+    pad = _pow2(n)  # bucketed size: studies with similar candidate counts share one compile
+    combos = np.concatenate([combos, np.repeat(combos[:, :1], pad - n, axis=1)], axis=1).astype(np.float32)
+    cand = {k: combos[i] for i, k in enumerate(CANDIDATE_KEYS)}
+    model, workload = load_model(d["model"]), load_workload(d["workload"])
+    profile = d.get("profile", "default")
+    if profile not in PROFILES:
+        raise SpecError(f"{src}: profile {profile!r} unknown; allowed: {', '.join(PROFILES)}")
+    valid = candidate_validity(model, base, workload, cand, profile) & (np.arange(pad) < n)
+    if not valid.any():
+        raise SpecError(f"{src}: no candidate divides the model (check tp against the heads, ep against the experts)")
+    budget = number(src, "budget_usd", d["budget_usd"]) if "budget_usd" in d else math.inf
+    prob = Problem(model=model, workload=workload, base=base, tech=tech,
+                   lo=np.array(lo, np.float32), hi=np.array(hi, np.float32), cand=cand, valid=valid,
+                   objective=objective, budget=jnp.float32(budget), profile=profile)
+    opt = d.get("optimizer", {}) or {}
+    check_keys(src, "optimizer.", opt, ("starts", "steps", "seed"))
+    grid = d.get("grid", {}) or {}
+    check_keys(src, "grid.", grid, ("flops", "sram", "link_bw"))
+    run = dict(starts=int(opt.get("starts", 8)), steps=int(opt.get("steps", 200)), seed=int(opt.get("seed", 0)),
+               grid={k: int(v) for k, v in grid.items()}, name=d.get("name", str(src)), model=d["model"],
+               workload=d["workload"], technology=d.get("technology", "n5"), hbm=d.get("hbm"),
+               base=d.get("base", "h100-sxm"), candidates=n)
+    return prob, run
+
+
+__all__ = ["PARAMS", "OBJECTIVES", "Schedule", "Problem", "Result", "chip_numbers", "chip_hardware",
+           "candidate_losses", "loss_fn", "optimize_fn", "optimize", "exact_table", "exact_objectives",
+           "round_starts", "best_exact", "codesign",
+           "grid_axes", "grid_search", "hardware_numbers", "elasticities", "candidate_validity",
+           "problem_from_dict"]

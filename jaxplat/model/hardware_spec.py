@@ -1,0 +1,213 @@
+"""Hardware spec (YAML) -> `Hardware`: validation, defaults for energy and
+TCO numbers a spec leaves out."""
+
+import numpy as np
+
+from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
+from jaxplat.model.pytree import as_f32
+from jaxplat.specs import SpecError, check_keys, dtype_name, number, read_yaml, resolve
+from jaxplat.specs.units import DTYPE_FALLBACK, DTYPES, J_PER_KWH, SECONDS_PER_YEAR
+
+# Defaults when a hardware spec gives no `tco:` block.
+DEFAULT_LIFETIME_YEARS = 4.0  # assumed; a common depreciation period for AI servers (4-6 years)
+DEFAULT_USD_PER_KWH = 0.08    # US industrial average ~8 c/kWh (EIA Electric Power Monthly, 2023-24)
+DEFAULT_PUE = 1.2             # assumed modern AI data centre; Uptime Institute 2023 survey average is ~1.58
+
+
+# ------------------------------------------------------------------ TCO
+
+
+# J per FLOP by dtype at 4-5 nm (estimate). Horowitz (ISSCC 2014, 45 nm):
+# fp16 multiply 1.1 pJ + add 0.4 pJ, fp32 3.7 + 0.9 pJ, int8 0.2 + 0.03 pJ per
+# multiply-add (2 FLOPs). Scaled by ~0.4 to 5 nm (assumed) and rounded; narrower
+# dtypes roughly halve the energy of a MAC array (assumed).
+DEFAULT_J_PER_FLOP = {
+    "fp32": 1.0e-12, "tf32": 0.5e-12, "bf16": 0.3e-12, "fp16": 0.3e-12,
+    "fp8": 0.15e-12, "int8": 0.1e-12, "fp4": 0.08e-12, "int4": 0.05e-12,
+}
+# J per byte moved, by memory kind (matched on the level's name).
+DEFAULT_J_PER_BYTE_MEM = {
+    # Large on-chip SRAM incl. wires: ~0.2 pJ/bit (Horowitz 2014: 8 kB SRAM 64-bit
+    # read 10 pJ at 45 nm = 0.16 pJ/bit; MB-scale arrays pay more wire). Estimate.
+    "sram": 1.6e-12,
+    # HBM2: ~3.9 pJ/bit at the interface (O'Connor et al., "Fine-grained DRAM",
+    # MICRO 2017); HBM3/3e are quoted near the same figure. 3.9 pJ/bit x 8.
+    "hbm": 31.2e-12,
+    # Off-package DDR5 / LPDDR / CXL: ~15 pJ/bit incl. PHY and controller (assumed).
+    "dram": 120e-12,
+}
+# J per byte sent per chip, by network level: scale-up (NVLink-class SerDes
+# plus one switch hop, ~8 pJ/bit, assumed) and scale-out (NIC, optics and
+# switches, ~20 pJ/bit, assumed).
+DEFAULT_J_PER_BYTE_NET = (64e-12, 160e-12)
+# Static (leakage + idle) power as a fraction of TDP when the spec gives none:
+# an idle H100 SXM draws ~70-100 W of its 700 W (nvidia-smi, common reports). Assumed 0.15.
+DEFAULT_STATIC_FRACTION = 0.15
+
+
+def hardware_energy_fields(d: dict, src="hardware") -> dict:
+    """`Hardware` energy fields from a raw hardware spec dict, defaults filled.
+
+    Reads the optional `energy: {pj_per_flop: {dtype: pJ}, static_w: W}` block
+    and the optional `pj_per_bit` of each memory and network level. Memory
+    levels map to fields as `hardware_from_dict` places them: a first level
+    named 'sram' is the on-chip SRAM (and also main memory on an SRAM-only chip).
+    """
+    en = d.get("energy", {}) or {}
+    if not isinstance(en, dict):
+        raise SpecError(f"{src}: energy must be a mapping with keys pj_per_flop, static_w")
+    check_keys(src, "energy.", en, ("pj_per_flop", "static_w"))
+    pj = en.get("pj_per_flop", {}) or {}
+    if not isinstance(pj, dict):
+        raise SpecError(f"{src}: energy.pj_per_flop must map dtypes to pJ per FLOP, e.g. {{bf16: 0.3}}")
+    for k in pj:
+        if k not in DTYPES:
+            raise SpecError(f"{src}: energy.pj_per_flop has unknown dtype {k!r}; allowed: {', '.join(DTYPES)}")
+    flop = [(number(src, f"energy.pj_per_flop.{dt}", pj[dt]) * 1e-12 if dt in pj else DEFAULT_J_PER_FLOP[dt])
+            for dt in DTYPES]
+
+    def level_energy(kind, i, lv, default):
+        if isinstance(lv, dict) and "pj_per_bit" in lv:
+            return number(src, f"{kind}[{i}].pj_per_bit", lv["pj_per_bit"], allow_zero=True) * 8e-12
+        return default
+
+    levels = [lv if isinstance(lv, dict) else {} for lv in d.get("memory") or []]
+    mem = [level_energy("memory", i, lv, DEFAULT_J_PER_BYTE_MEM[mem_kind(str(lv.get("name", "")))])
+           for i, lv in enumerate(levels)]
+    e_sram = DEFAULT_J_PER_BYTE_MEM["sram"]
+    if levels and str(levels[0].get("name")) == "sram":
+        e_sram = mem[0]
+        mem = mem[1:] or mem[:1]
+    nets = [lv if isinstance(lv, dict) else {} for lv in d.get("network") or []]
+    net = [level_energy("network", i, lv, DEFAULT_J_PER_BYTE_NET[min(i, 1)]) for i, lv in enumerate(nets)]
+    net = (net + net[-1:] * MAX_NET_LEVELS)[:MAX_NET_LEVELS] if net else [0.0] * MAX_NET_LEVELS
+    tdp = d.get("tdp_w", 0.0) or 0.0
+    static = en.get("static_w", DEFAULT_STATIC_FRACTION * float(tdp) if not isinstance(tdp, str) else 0.0)
+    return dict(energy_flop=np.array(flop), energy_sram=e_sram,
+                energy_mem=np.array((mem + [0.0] * MAX_MEM_LEVELS)[:MAX_MEM_LEVELS]),
+                energy_net=np.array(net), static_power=number(src, "energy.static_w", static, allow_zero=True))
+
+
+def mem_kind(name: str) -> str:
+    """Memory kind of a level name ('sram', 'hbm', else 'dram') for defaults."""
+    name = name.lower()
+    if "sram" in name:
+        return "sram"
+    if "hbm" in name:
+        return "hbm"
+    return "dram"
+
+
+def tco_fields(d: dict | None, src="hardware") -> dict:
+    """Hardware fields lifetime (s), energy_price (USD/J), pue from a `tco:` block."""
+    d = d or {}
+    if not isinstance(d, dict):
+        raise SpecError(f"{src}: tco must be a mapping with keys lifetime_years, usd_per_kwh, pue")
+    check_keys(src, "tco.", d, ("lifetime_years", "usd_per_kwh", "pue"))
+    pue = number(src, "tco.pue", d.get("pue", DEFAULT_PUE))
+    if pue < 1.0:
+        raise SpecError(f"{src}: tco.pue is facility / IT energy, at least 1, got {pue}")
+    return dict(lifetime=number(src, "tco.lifetime_years", d.get("lifetime_years", DEFAULT_LIFETIME_YEARS))
+                * SECONDS_PER_YEAR,
+                energy_price=number(src, "tco.usd_per_kwh", d.get("usd_per_kwh", DEFAULT_USD_PER_KWH),
+                                     allow_zero=True) / J_PER_KWH,
+                pue=pue)
+
+
+
+_HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "tdp_w", "price_usd",
+            "energy", "tco")  # energy, tco, pj_per_bit: jaxplat.energy / jaxplat.cost (defaults there)
+_MEM_KEYS = ("name", "size", "bandwidth", "pj_per_bit")
+_NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "pj_per_bit")
+_EFF_KEYS = ("compute", "memory", "network")
+
+
+def hardware_from_dict(d: dict, src="hardware") -> Hardware:
+    """Validate a hardware spec dict (schema in README) and build `Hardware`."""
+    check_keys(src, "", d, _HW_KEYS, required=("flops", "memory", "network"))
+    flops = d["flops"]
+    if not isinstance(flops, dict) or not flops:
+        raise SpecError(f"{src}: flops must map dtypes to FLOP/s, e.g. {{bf16: 989e12}}")
+    peak = {dtype_name(src, "flops", k): number(src, f"flops.{k}", v) for k, v in flops.items()}
+    for dt in DTYPES:  # a dtype without native support runs on the next wider unit
+        fb = dt
+        while fb is not None and fb not in peak:
+            fb = DTYPE_FALLBACK[fb]
+        if fb is None:  # nothing wider: take the fastest listed
+            fb = max(peak, key=peak.get)
+        peak.setdefault(dt, peak[fb])
+
+    levels = d["memory"]
+    if not isinstance(levels, list) or not levels:
+        raise SpecError(f"{src}: memory must be a non-empty list of levels, fastest first")
+    if len(levels) > MAX_MEM_LEVELS:
+        raise SpecError(f"{src}: at most {MAX_MEM_LEVELS} memory levels, got {len(levels)}")
+    mem = []
+    for i, lv in enumerate(levels):
+        if not isinstance(lv, dict):
+            raise SpecError(f"{src}: memory[{i}] must be a mapping with keys {', '.join(_MEM_KEYS)}")
+        check_keys(src, f"memory[{i}].", lv, _MEM_KEYS, required=_MEM_KEYS[:3])
+        mem.append((str(lv["name"]), number(src, f"memory[{i}].size", lv["size"]),
+                    number(src, f"memory[{i}].bandwidth", lv["bandwidth"])))
+    sram_size = sram_bw = 0.0
+    if mem[0][0] == "sram":
+        _, sram_size, sram_bw = mem[0]
+        mem = mem[1:]
+        if not mem:  # SRAM-only chip (Groq, Cerebras): SRAM is also main memory
+            mem = [("sram", sram_size, sram_bw)]
+            sram_size = 0.0
+    mem_size = [m[1] for m in mem] + [0.0] * (MAX_MEM_LEVELS - len(mem))
+    mem_bw = [m[2] for m in mem] + [1.0] * (MAX_MEM_LEVELS - len(mem))
+
+    nets = d["network"]
+    if not isinstance(nets, list) or not nets or len(nets) > MAX_NET_LEVELS:
+        raise SpecError(f"{src}: network must be a list of 1 to {MAX_NET_LEVELS} levels, innermost first")
+    dom, bw, lat, topo = [], [], [], []
+    for i, lv in enumerate(nets):
+        if not isinstance(lv, dict):
+            raise SpecError(f"{src}: network[{i}] must be a mapping with keys {', '.join(_NET_KEYS)}")
+        check_keys(src, f"network[{i}].", lv, _NET_KEYS, required=("domain", "bandwidth", "latency"))
+        dom.append(number(src, f"network[{i}].domain", lv["domain"]))
+        bw.append(number(src, f"network[{i}].bandwidth", lv["bandwidth"]))
+        lat.append(number(src, f"network[{i}].latency", lv["latency"], allow_zero=True))
+        t = lv.get("topology", "switch")
+        if t not in TOPOLOGIES:
+            raise SpecError(f"{src}: network[{i}].topology {t!r} unknown; allowed: {', '.join(TOPOLOGIES)}")
+        topo.append(float(TOPOLOGIES.index(t)))
+        if i and dom[i] <= dom[i - 1]:
+            raise SpecError(f"{src}: network[{i}].domain must exceed the level inside it ({dom[i - 1]:g})")
+    while len(dom) < MAX_NET_LEVELS:  # padding: an unbounded copy of the outermost level
+        dom.append(max(1e9, dom[-1] * 2))
+        bw.append(bw[-1])
+        lat.append(lat[-1])
+        topo.append(topo[-1])
+
+    eff = d.get("efficiency", {}) or {}
+    check_keys(src, "efficiency.", eff, _EFF_KEYS)
+    effs = {}
+    for k in _EFF_KEYS:
+        effs[k] = number(src, f"efficiency.{k}", eff.get(k, 1.0))
+        if effs[k] > 1.0:
+            raise SpecError(f"{src}: efficiency.{k} is a fraction of peak in (0, 1], got {effs[k]}")
+    return as_f32(
+        Hardware, flops=np.array([peak[dt] for dt in DTYPES]), sram_size=sram_size, sram_bw=sram_bw,
+        mem_size=np.array(mem_size), mem_bw=np.array(mem_bw), net_domain=np.array(dom),
+        net_bw=np.array(bw), net_latency=np.array(lat), net_topology=np.array(topo),
+        eff_compute=effs["compute"], eff_memory=effs["memory"], eff_network=effs["network"],
+        tdp=number(src, "tdp_w", d.get("tdp_w", 0.0), allow_zero=True),
+        price=number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True),
+        **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src))
+
+
+def network_level_names(name_or_path) -> list[str]:
+    """Names of a hardware spec's network levels, innermost first (for reports)."""
+    nets = read_yaml(resolve("hardware", name_or_path)).get("network") or []
+    return [str(lv.get("name", f"level {i}")) for i, lv in enumerate(nets)]
+
+
+def load_hardware(name_or_path) -> Hardware:
+    """Load a built-in chip by name (e.g. 'h100-sxm') or a YAML/JSON file."""
+    path = resolve("hardware", name_or_path)
+    return hardware_from_dict(read_yaml(path), src=str(path))
+
+

@@ -1,0 +1,71 @@
+"""`Parallel`: how one model replica is split over chips (degrees are floats)."""
+
+import dataclasses
+import numbers
+
+import jax
+import jax.numpy as jnp
+
+from jaxplat.model.pytree import pytree_dataclass
+
+
+def _one():
+    return jnp.float32(1.0)
+
+
+def _zero():
+    return jnp.float32(0.0)
+
+
+@pytree_dataclass
+class Parallel:
+    """Parallel degrees. All are traced floats, so they can be swept or vmapped.
+
+    `Parallel(tp=8)` casts Python numbers to float32 scalars, so different
+    degrees reuse one compiled program.
+
+    Attributes:
+      tp: tensor parallel (heads, FFN width and vocabulary split).
+      pp: pipeline stages (layers split as evenly as possible; the stage
+        with ceil(layers/pp) layers sets the pace).
+      ep: expert parallel. The ep ranks run attention (and dense FFNs) data
+        parallel, each on batch/ep sequences, and split the MoE experts
+        (DeepSeek-V3's deployment, SGLang's DP attention; Megatron-Core's
+        EP is carved from data parallelism the same way). Tokens reach their
+        experts by all-to-all dispatch and come back by all-to-all combine.
+      dp: data-parallel replicas (multiply throughput, not latency).
+      sp: sequence (context) parallel: prefill splits the prompt over sp
+        chips and all-gathers K/V; decode splits the KV cache and merges
+        the partial attention outputs with an all-reduce.
+      microbatches: micro-batches the batch is split into (pipelining; 1 =
+        the whole batch at once). The genz profile uses GenZ's own rule.
+      overlap: fraction of communication hidden behind compute (0 = none,
+        GenZ's assumption; 1 = all of it).
+      imbalance: MoE load imbalance, tokens of the busiest expert-parallel
+        rank over the mean (1 = perfectly balanced routing).
+    """
+
+    tp: jax.Array = dataclasses.field(default_factory=_one)
+    pp: jax.Array = dataclasses.field(default_factory=_one)
+    ep: jax.Array = dataclasses.field(default_factory=_one)
+    dp: jax.Array = dataclasses.field(default_factory=_one)
+    sp: jax.Array = dataclasses.field(default_factory=_one)
+    microbatches: jax.Array = dataclasses.field(default_factory=_one)
+    overlap: jax.Array = dataclasses.field(default_factory=_zero)
+    imbalance: jax.Array = dataclasses.field(default_factory=_one)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, numbers.Number):
+                object.__setattr__(self, f.name, jnp.float32(v))
+
+
+def chips(p: Parallel) -> jax.Array:
+    """Chips used by one deployment: the product of all degrees."""
+    return p.tp * p.pp * p.ep * p.dp * p.sp
+
+
+def stage_chips(p: Parallel) -> jax.Array:
+    """Chips of one pipeline stage of one replica (tp x ep x sp)."""
+    return p.tp * p.ep * p.sp

@@ -1,0 +1,32 @@
+"""`Workload`: what is asked of the deployment (batch, lengths, dtypes, SLOs)."""
+
+import jax
+
+from jaxplat.model.pytree import pytree_dataclass
+
+
+@pytree_dataclass
+class Workload:
+    """Float32 leaves, so batch and lengths can be swept and vmapped.
+
+    Attributes:
+      batch: sequences in flight per replica.
+      prompt: prompt tokens per sequence.
+      output: output tokens per sequence (the first comes from prefill).
+      beams: beams per sequence (they share the prompt's KV cache).
+      bytes_weight, bytes_act, bytes_kv: bytes per element of weights,
+        activations and KV cache.
+      compute_dtype: index into units.DTYPES of the dtype GEMMs run in.
+      ttft_slo, tpot_slo: service-level targets in seconds.
+    """
+
+    batch: jax.Array
+    prompt: jax.Array
+    output: jax.Array
+    beams: jax.Array
+    bytes_weight: jax.Array
+    bytes_act: jax.Array
+    bytes_kv: jax.Array
+    compute_dtype: jax.Array
+    ttft_slo: jax.Array
+    tpot_slo: jax.Array

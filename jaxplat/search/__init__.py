@@ -1,0 +1,18 @@
+"""Search at scale: studies (YAML axes over models, workloads, hardware and
+parallelism), the sharded sweep engine with on-device reductions, block
+layout, the hoisted outer part, persistence and resume, and the device and
+compiler setup a caller applies (never on import). Imports `jaxplat.cost`,
+`jaxplat.serving` and below.
+"""
+
+from jaxplat.search.engine import COUNTERS, Engine, available_metrics
+from jaxplat.search.grid import MAX_BLOCK, Grid
+from jaxplat.search.gridmap import grid_map, vmap_last
+from jaxplat.search.run import STATE_FILE, Result, run
+from jaxplat.search.runtime import compile_lowered, enable_compilation_cache, split_cpu_devices
+from jaxplat.search.staging import split_shared
+from jaxplat.search.study import METRICS, Axis, Study, load_study, study_from_dict
+
+__all__ = ["COUNTERS", "MAX_BLOCK", "METRICS", "STATE_FILE", "Axis", "Engine", "Grid", "Result", "Study",
+           "available_metrics", "compile_lowered", "enable_compilation_cache", "grid_map", "load_study", "run",
+           "split_cpu_devices", "split_shared", "study_from_dict", "vmap_last"]

@@ -1,0 +1,509 @@
+"""The sweep engine: a study's grid, evaluated in blocks on every device.
+
+Layout of the work (all shapes static, so one compiled program per study):
+
+* The grid is outer x inner: outer axes change the operator table (model,
+  workload, parallel degrees, chips), inner axes are hardware-only. The flat
+  index is `o * n_inner + i`. A *block* is a (Co, Ci) tile of it: whole
+  rows of inner points when they fit (Ci = n_inner), else one row cut in
+  pieces of Ci. Blocks cover contiguous flat ranges in increasing order.
+* A block is generated on the device from its id (mixed-radix decode of the
+  outer and inner ranges), evaluated with the one `jaxplat.evaluate` mapped
+  twice (outer with jax.vmap; inner with batching.grid_map over the block's
+  own grid of hardware axes, so each intermediate is computed only over the
+  hardware axes it depends on: an SRAM tiling once per SRAM size), and
+  reduced on the device to a fixed-size `Summary`: counts, top-k, a 2-D
+  Pareto front, per-axis counts and best objective, a histogram of the
+  objective.
+* What only the outer axes fix (the operator tables: most of the program)
+  is hoisted when the study has hardware axes (staging.split_shared): run
+  once per outer point before the sweep by a program of its own, compiled
+  with XLA's cheapest settings while the step compiles; a block gathers its
+  outer points' residuals and evaluates only the rest (`Engine.compile`).
+* A *step* runs `blocks_per_step` blocks on each device (`lax.scan`, carry =
+  a running summary) under `jax.shard_map` over a 1-D mesh of all devices,
+  on one host or many (`jax.distributed`). Every device runs the same local
+  program on the same block shape, so a block's numbers do not depend on how
+  many devices there are. The host merges the per-device summaries.
+* Merges only add integers, take maxima and select by a total order
+  (score, then flat index), so the result is exactly the same for any device
+  count, step size or interruption. The host state is written atomically
+  after every step and a rerun resumes from the next block.
+"""
+
+import dataclasses
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxplat.cost import Metrics, evaluate, safe_div
+from jaxplat.model import Parallel
+from jaxplat.search.grid import FRONT_BINS, FRONT_FEW, Grid
+from jaxplat.search.gridmap import block_grid, digits, grid_map, vary_over, varying_axes
+from jaxplat.search.reduce import dominated, front_b_at, identity, pick, variadic_reduce
+from jaxplat.search.runtime import compile_lowered
+from jaxplat.search.staging import split_shared
+from jaxplat.search.study import METRICS, Study
+from jaxplat.specs import SpecError
+
+COUNTERS = ("evaluated", "feasible", "ok", "over_chips", "wrong_chips", "over_ttft", "over_tpot", "over_memory")
+# Hoist the outer part (Engine.compile) while its residuals of every outer
+# point take at most HOIST_BYTES per device and there are at most
+# HOIST_POINTS outer points (Engine._outer_tables makes one call for each).
+HOIST_BYTES = 32 << 20
+HOIST_POINTS = 4096
+# A study without hardware axes and at most this many configurations compiles
+# with fast_compile unless it says otherwise: its step is `evaluate` batched
+# over outer points, which the older emitters run almost as fast, so the
+# compile dominates (`jaxplat sweep` prints both, e.g. on
+# specs/studies/parallelism-llama405b-h200.yaml with and without --fast-compile).
+FAST_COMPILE_UP_TO = 1_000_000
+
+
+# --------------------------------------------------------------- metrics
+
+
+def available_metrics() -> tuple:
+    """Metric names this build of the cost model can report (see METRICS)."""
+    fields = {f.name for f in dataclasses.fields(Metrics)}
+    return tuple(k for k, (src, _, _) in METRICS.items() if src == "derived" or src in fields)
+
+
+def _metric_values(names, m: Metrics) -> jax.Array:
+    """[len(names)] metric values of one configuration (SI units)."""
+    out = []
+    for name in names:
+        src = METRICS[name][0]
+        if name == "throughput_per_chip":
+            out.append(safe_div(m.throughput, m.chips))
+        elif name == "memory_fraction":
+            out.append(safe_div(m.memory_bytes, m.capacity_bytes))
+        else:
+            out.append(getattr(m, src))
+    return jnp.stack([jnp.asarray(v, jnp.float32) for v in out])
+
+
+# ----------------------------------------------------------- the engine
+
+
+class Engine:
+    """Compiled evaluation of one study: `step(first_block)` -> per-device `Summary`s.
+
+    Args:
+      study: a validated `Study`.
+      mesh: a 1-D `jax.sharding.Mesh` with axis 'd' (default: every device
+        of every process).
+      block: override the study's block size (configurations per block).
+      blocks_per_step: override the blocks each device runs per step.
+      fast_compile: override the study's engine.fast_compile (see `compile`);
+        when neither says, on for a study without hardware axes and at most
+        FAST_COMPILE_UP_TO configurations.
+    """
+
+    def __init__(self, study: Study, mesh=None, block=None, blocks_per_step=None, fast_compile=None):
+        self.study = study
+        fast = study.fast_compile if fast_compile is None else fast_compile
+        if fast is None:
+            fast = not study.inner and study.size <= FAST_COMPILE_UP_TO
+        self.fast_compile = bool(fast)
+        self.grid = Grid.of(study, block)
+        self.g = blocks_per_step or study.blocks_per_step
+        self.mesh = mesh or jax.make_mesh((jax.device_count(),), ("d",),
+                                          axis_types=(jax.sharding.AxisType.Explicit,))
+        self.n_dev = self.mesh.shape["d"]
+        self.metrics = available_metrics()
+        for name in (study.objective, *study.pareto):
+            if name not in self.metrics:
+                raise SpecError(f"study {study.name}: metric {name!r} is not reported by this cost model")
+        self.obj_col = self.metrics.index(study.objective)
+        self.par_cols = tuple(self.metrics.index(p) for p in study.pareto)
+        # Pareto axes oriented so that smaller is better.
+        self.par_sign = tuple(1.0 if METRICS[p][1] == "min" else -1.0 for p in study.pareto)
+        self.axis_sizes = tuple(len(a) for a in study.axes)
+        self.axis_offsets = tuple(int(x) for x in np.cumsum((0,) + self.axis_sizes)[:-1])
+        self.k = study.top_k
+        self.pp = study.pareto_points
+        self.bins = study.histogram_bins
+        local = jax.shard_map(self._local_step, mesh=self.mesh, in_specs=(P(), P()), out_specs=P("d"))
+        self._step = jax.jit(local)
+        self._compiled = None
+        self._hoisted = None  # (pre, post) of staging.split_shared when the outer part is hoisted
+        self._tables = ()     # pre's residuals of every outer point, replicated on every device
+
+    # ---- one configuration
+
+    def _point(self, ov, iv):
+        """Flags and metrics of one configuration from its axis values (traced scalars)."""
+        st = self.study
+        model, wl, par, hw = st.models[0], st.workloads[0], Parallel(), st.hardware
+        chips_eq = None
+        for axis, v in zip(st.outer, ov):
+            kind = axis.kind
+            if axis.name == "model":
+                model = pick(st.models, v)
+            elif axis.name == "workload":
+                wl = pick(st.workloads, v)
+            elif axis.name == "chips":
+                chips_eq = v
+            elif kind.group == "parallel":
+                par = kind.setter(par, v)
+            else:
+                wl = kind.setter(wl, v)
+        for axis, v in zip(st.inner, iv):
+            hw = axis.kind.setter(hw, v)
+        m = evaluate(model, hw, par, wl, st.options)
+        vals = _metric_values(self.metrics, m)
+        obj = vals[self.obj_col]
+        feasible = m.feasible & jnp.all(jnp.isfinite(vals))
+        ttft_slo = _slo_value(st.ttft, wl.ttft_slo)
+        tpot_slo = _slo_value(st.tpot, wl.tpot_slo)
+        fails = dict(
+            over_chips=m.chips > st.max_chips,
+            wrong_chips=(m.chips != chips_eq) if chips_eq is not None else jnp.bool_(False),
+            over_ttft=m.ttft > ttft_slo,
+            over_tpot=m.tpot > tpot_slo,
+            over_memory=m.memory_bytes > st.max_memory_fraction * m.capacity_bytes)
+        ok = feasible
+        for f in fails.values():
+            ok = ok & ~f
+        score = obj if st.maximize else -obj
+        return dict(vals=vals, score=score, obj=obj, feasible=feasible, ok=ok, **fails)
+
+    # ---- one block
+
+    def _outer_values(self, o, xp=jnp):
+        """Outer indices [n] -> (digits, values): one [n] array per outer axis each."""
+        od = digits(o, [len(a) for a in self.study.outer])
+        return od, [xp.asarray(a.values, xp.float32)[d] for a, d in zip(self.study.outer, od)]
+
+    def _block(self, k, tables=()):
+        """Evaluate block `k` (int32 scalar) -> (results [Co, Ci] (vals [Co, metrics, Ci]), o [Co],
+        i [Ci], valid [Co, Ci], outer digits [Co] per outer axis, lead digits [cl] per lead axis).
+        `tables`: the hoisted outer part's residuals, [n_outer, ...] each (`compile`)."""
+        gr, st = self.grid, self.study
+        ob, j = k // gr.per_row, k % gr.per_row
+        o = ob * gr.co + jnp.arange(gr.co, dtype=jnp.int32)
+        i = j * gr.ci + jnp.arange(gr.ci, dtype=jnp.int32)
+        valid = (o < gr.n_outer)[:, None] & (i < gr.n_inner)[None, :]  # padded blocks: _block_summary
+        oc = jnp.minimum(o, gr.n_outer - 1)
+        od, ov = self._outer_values(oc)
+        point = self._point
+        if self._hoisted is not None:  # the outer part was evaluated once per outer point
+            ov, point = [t[oc] for t in tables], self._hoisted[1]
+        # Inner values on the block's own grid (Grid): the lead axis, then one
+        # axis per whole trailing hardware axis; each value varies only along
+        # its own axis, so grid_map keeps every intermediate on the axes it
+        # depends on, with the points last (contiguous) in every array.
+        nd = 1 + len(st.inner) - gr.split
+        lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), gr.n_inner // gr.p - 1)
+        ld = digits(lead, [len(a) for a in st.inner[:gr.split]])
+        iv = block_grid([np.asarray(a.values, np.float32) for a in st.inner], ld)
+        inner = grid_map(point, in_axes=(None, -1), ndim=nd)
+
+        def row(ov):
+            res = inner(ov, iv)
+            return {name: x.reshape(x.shape[:x.ndim - nd] + (gr.ci,)) for name, x in res.items()}
+        if gr.co == 1:  # one outer point: no outer vmap (it costs trace time)
+            res = jax.tree.map(lambda x: x[None], row([v[0] for v in ov]))
+        else:
+            res = jax.vmap(row)(ov)  # leaves [Co, Ci]; vals [Co, metrics, Ci]
+        return res, o, i, valid, od, ld
+
+    def _block_summary(self, k, tables):
+        """Block `k` -> its counts, per-axis summaries and histogram, and its
+        candidates for the running top-k and front (`cand`: flat [Co x Ci]
+        score, Pareto keys, outer and inner index, vals [metrics, n], ok)."""
+        # Blocks past the end (the last step's padding) summarize nothing.
+        # The conditional also makes XLA write the block's results once:
+        # fused, their per-configuration arithmetic was recomputed in each of
+        # the ~20 reductions of the summary (found in a profile of XLA:CPU).
+        args = self._block(k, tables)
+        # Under shard_map the block id varies over the devices; both branches'
+        # outputs must too (a study without hardware axes can give some that
+        # do not, and the padded branch's constants never do).
+        axes = varying_axes(k)
+
+        def vary(f):
+            return lambda *a: jax.tree.map(lambda x: vary_over(x, axes), f(*a))
+        return lax.cond(k < self.grid.n_blocks, vary(self._summarize), vary(self._summarize_none), *args)
+
+    def _summarize_none(self, *args):
+        """What `_summarize` gives for a block with no valid configuration
+        (built from its shapes, so the summary is not compiled twice)."""
+        shapes = jax.eval_shape(self._summarize, *args)
+        full = lambda s, v: jnp.full(s.shape, v, s.dtype)  # noqa: E731
+        out = {k: full(v, -jnp.inf if k == "ax_best" else 0) for k, v in shapes.items() if k != "cand"}
+        out["cand"] = tuple(full(s, v) for s, v in zip(shapes["cand"], (-jnp.inf, jnp.inf, jnp.inf, 0, 0, 0, False)))
+        return out
+
+    def _summarize(self, res, o, i, valid, od, ld):
+        gr = self.grid
+        ok = res["ok"] & valid
+        feas = res["feasible"] & valid
+        flags = [valid, feas, ok] + [res[c] & feas for c in COUNTERS[3:]]
+        counts = jnp.stack(variadic_reduce([("sum", f) for f in flags]))
+        best = jnp.where(ok, res["score"], -jnp.inf)
+        ax_feas, ax_ok, ax_best = self._axis_summaries(feas, ok, best, od, ld)
+
+        # Histogram of the objective over configurations that meet everything:
+        # log-spaced bins, with under- and overflow bins at the ends.
+        n = gr.co * gr.ci
+        lo, hi = (math.log10(x) for x in self.study.histogram_range)
+        lg = jnp.log10(jnp.maximum(jnp.abs(res["obj"]), 1e-30))
+        b = jnp.clip(jnp.floor((lg - lo) / (hi - lo) * self.bins) + 1, 0, self.bins + 1).astype(jnp.int32)
+        hist = jax.ops.segment_sum(ok.astype(jnp.int32).reshape(n), b.reshape(n), self.bins + 2)
+
+        vals = jnp.moveaxis(res["vals"], 1, 0).reshape(-1, n)
+        okf = ok.reshape(n)
+        oo = jnp.broadcast_to(o[:, None], (gr.co, gr.ci)).reshape(n)
+        ii = jnp.broadcast_to(i[None, :], (gr.co, gr.ci)).reshape(n)
+        pa, pb = self._pareto_keys(vals, okf)
+        return dict(counts=counts, ax_feas=ax_feas, ax_ok=ax_ok, ax_best=ax_best, hist=hist,
+                    cand=(best.reshape(n), pa, pb, oo, ii, vals, okf))
+
+    def _axis_summaries(self, feas, ok, best, od, ld):
+        """Per axis value (and group-by value): configurations that fit / meet
+        every constraint, and the best score -> three [groups, sum of axis
+        lengths]. Outer axes are segmented over the block's outer points; the
+        hardware axes are reductions over the block's own grid (Grid), the
+        lead axes then segmented over the block's few lead points. The three
+        quantities are reduced together (`variadic_reduce`: each kernel costs
+        compile time)."""
+        gr, st = self.grid, self.study
+        ng = st.n_groups
+        gd = od[st.group_by] if st.group_by >= 0 else jnp.zeros((gr.co,), jnp.int32)
+        ops = ("sum", "sum", "max")
+        segs = (jax.ops.segment_sum, jax.ops.segment_sum, jax.ops.segment_max)
+        out = ([], [], [])  # per axis [ng, len] each
+        rows = variadic_reduce(list(zip(ops, (feas, ok, best))), 1)  # [Co] each
+        for acc, x, seg in zip(out, rows, segs):
+            for a, d in zip(st.outer, od):
+                acc.append(seg(x, gd * len(a) + d, ng * len(a)).reshape(ng, len(a)))
+        if st.inner:
+            trail = tuple(len(a) for a in st.inner[gr.split:])
+            hot = (gd[:, None] == jnp.arange(ng))[:, :, None]  # [Co, ng, 1]
+            grids = variadic_reduce([(op, jnp.where(hot, x[:, None], identity(op, x.dtype)))
+                             for op, x in zip(ops, (feas, ok, best))], 0)
+            grids = [x.reshape((ng, gr.cl) + trail) for x in grids]
+            per_lead = variadic_reduce(list(zip(ops, grids)), tuple(range(2, 2 + len(trail))))  # [ng, cl] each
+            for acc, x, seg in zip(out, per_lead, segs):
+                for a, d in zip(st.inner[:gr.split], ld):
+                    acc.append(seg(x.T, d, len(a)).T)
+            for t in range(len(trail)):
+                per_axis = variadic_reduce(list(zip(ops, grids)), tuple(ax for ax in range(1, 2 + len(trail)) if ax != 2 + t))
+                for acc, x in zip(out, per_axis):
+                    acc.append(x)
+        cat = lambda xs, dt: jnp.concatenate(xs, axis=1) if xs else jnp.zeros((ng, 0), dt)  # noqa: E731
+        return cat(out[0], jnp.int32), cat(out[1], jnp.int32), cat(out[2], jnp.float32)
+
+    def _pareto_keys(self, vals, ok):
+        """Both Pareto metrics oriented to be minimized, inf where not ok; vals [metrics, n]."""
+        (ca, cb), (sa, sb) = self.par_cols, self.par_sign
+        a = jnp.where(ok, sa * vals[ca], jnp.inf)
+        b = jnp.where(ok, sb * vals[cb], jnp.inf)
+        return a, b
+
+    # ---- running summaries (device side)
+
+    def empty(self):
+        """A summary of nothing, on the device."""
+        m = len(self.metrics)
+        na, ng = sum(self.axis_sizes), self.study.n_groups
+        z = lambda *s, dt=jnp.float32, v=0: jnp.full(s, v, dt)  # noqa: E731
+        return dict(
+            counts=z(len(COUNTERS), dt=jnp.int32),
+            top=(z(self.k, v=-jnp.inf), z(self.k, dt=jnp.int32), z(self.k, dt=jnp.int32), z(self.k, m),
+                 z(self.k, dt=jnp.bool_)),
+            front=(z(self.pp, v=jnp.inf), z(self.pp, v=jnp.inf), z(self.pp, dt=jnp.int32),
+                   z(self.pp, dt=jnp.int32), z(self.pp, m), z(self.pp, dt=jnp.bool_)),
+            front_overflow=z(dt=jnp.int32),
+            ax_feas=z(ng, na, dt=jnp.int32), ax_ok=z(ng, na, dt=jnp.int32), ax_best=z(ng, na, v=-jnp.inf),
+            hist=z(self.bins + 2, dt=jnp.int32))
+
+    def _merge(self, run, blk):
+        """Running summary + a later block's summary -> running summary.
+
+        The top-k and front merges run only when the block can change them
+        (lax.cond): a score above the running k-th; a point that no running
+        front point weakly dominates, checked first on the block's ideal
+        corner (min a, min b). Either way the result is what merging every
+        configuration gives (while the front has at most `pp` points; past
+        that, front_overflow counts the points cut).
+        """
+        out = dict(counts=run["counts"] + blk["counts"], ax_feas=run["ax_feas"] + blk["ax_feas"],
+                   ax_ok=run["ax_ok"] + blk["ax_ok"], ax_best=jnp.maximum(run["ax_best"], blk["ax_best"]),
+                   hist=run["hist"] + blk["hist"])
+        score, a, b, o, i, vals, ok = blk["cand"]
+        best, a_min, b_min = variadic_reduce([("max", score), ("min", a), ("min", b)])
+        out["top"] = lax.cond(best > run["top"][0][-1], self._merge_top,
+                              lambda top, *_: top, run["top"], score, o, i, vals, ok)
+        corner = dominated(run["front"], a_min, b_min)
+        out["front"], out["front_overflow"] = lax.cond(
+            corner, lambda front, over, *_: (front, over), self._merge_front,
+            run["front"], run["front_overflow"], a, b, o, i, vals, ok)
+        return out
+
+    def _merge_top(self, top, score, o, i, vals, ok):
+        """Running top-k + the block's own top-k -> top-k. lax.top_k keeps the
+        lower position on ties, and the running entries (earlier flat indices)
+        come first, so ties go to the lower index."""
+        _, pos = lax.top_k(score, min(self.k, score.shape[0]))
+        cat = [jnp.concatenate([x, y]) for x, y in zip(top, (score[pos], o[pos], i[pos], vals[:, pos].T, ok[pos]))]
+        _, pos = lax.top_k(cat[0], self.k)
+        return tuple(x[pos] for x in cat)
+
+    def _merge_front(self, front, over, a, b, o, i, vals, ok):
+        """Running front + the block's points that may be on the merged front.
+
+        A point that the running front or another block point weakly
+        dominates is off the merged front and dominates nothing on it, so
+        only the others are merged: the prefilter leaves a handful of the
+        block's thousands of points, merged pairwise against the front (no
+        sort) FRONT_FEW at a time by position (a cumulative count, no
+        top_k: XLA:CPU sorts for it), usually in one round. Each traced
+        operation here is kernels to compile (`experiments/bench_sweep.py`
+        prints the step's count).
+        """
+        n = a.shape[0]
+        few = min(FRONT_FEW, n)
+        position = jnp.arange(n, dtype=jnp.int32)
+
+        def more(carry):
+            return carry[3]
+
+        def merge_few(carry):
+            front, over, cand, _ = carry
+            # Dominated stays dominated as the front improves (transitivity).
+            cand = cand & ~self._surely_dominated(front, a, b, ok)
+            rank = jnp.cumsum(cand, dtype=jnp.int32) - 1  # among the candidates
+            pos = jnp.zeros(few, jnp.int32).at[jnp.where(cand, rank, few)].set(position, mode="drop")
+            got = jnp.arange(few) <= rank[-1]
+            front, over = self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], vals[:, pos].T, got),
+                                               pos)
+            # More left iff more than `few` were candidates (no reduction over the block).
+            return front, over, cand & (rank >= few), rank[-1] >= few
+        first = vary_over(jnp.bool_(True), varying_axes(ok))  # the carry varies like the block
+        front, over, _, _ = lax.while_loop(more, merge_few, (front, over, ok, first))
+        return front, over
+
+    def _surely_dominated(self, front, a, b, ok):
+        """[n] True where a point is weakly dominated by the running front or
+        by a block point with a smaller a (a sufficient test, no sort).
+
+        The ok points are binned by a (FRONT_BINS bins over the block's range;
+        the bin is monotone in a). A point in bin k is dominated when its b is
+        at least the least b of the points in lower bins, or the front's b at
+        the least a of bin k (the front's b does not increase with a)."""
+        nb = FRONT_BINS
+        big = jnp.finfo(a.dtype).max
+        a_lo, a_hi = variadic_reduce([("min", jnp.where(ok, a, big)), ("max", jnp.where(ok, a, -big))])
+        width = jnp.where(a_hi > a_lo, a_hi - a_lo, 1.0)
+        k = jnp.clip(jnp.floor((jnp.where(ok, a, a_lo) - a_lo) / width * nb), 0, nb - 1).astype(jnp.int32)
+        mins = jax.ops.segment_min(jnp.where(ok[:, None], jnp.stack([a, b], 1), jnp.inf), k, nb)  # [nb, (a, b)]
+        lower = jnp.concatenate([jnp.full((1,), jnp.inf, b.dtype), lax.cummin(mins[:, 1])[:-1]])
+        return b >= jnp.minimum(lower, front_b_at(front, mins[:, 0]))[k]
+
+    def _front_pairwise(self, front, over, pts, pos):
+        """Pareto front (both keys minimized) of the running front and a few
+        block points (at block positions `pos`), the first `pp` of it in
+        order of (a, b, flat index). A point is on it iff no valid point
+        before it in that order has b' <= b; its slot is the number of points
+        on it before it: O((pp + few)^2) comparisons and no sort (sorting a
+        block dominated the sweep's time in feasible regions on XLA:CPU).
+
+        The running front holds points of earlier blocks only (`_local_step`
+        merges blocks in increasing order), so on ties of (a, b) front points
+        come first, and block points by position, which increases with the
+        flat index: one integer key instead of comparing (o, i)."""
+        union = tuple(jnp.concatenate([f, p]) for f, p in zip(front, pts))
+        ua, ub, uok = union[0], union[1], union[5]
+        key = jnp.concatenate([jnp.full((self.pp,), -1, jnp.int32), pos.astype(jnp.int32)])
+        ja, jb, jk = ua[:, None], ub[:, None], key[:, None]  # [j, k]: does j precede k?
+        before = (ja < ua) | ((ja == ua) & ((jb < ub) | ((jb == ub) & (jk < key))))
+        on = uok & ~jnp.any(before & (jb <= ub) & uok[:, None], axis=0)
+        slot = jnp.where(on, jnp.sum(before & on[:, None], axis=0), self.pp)
+        fills = (jnp.inf, jnp.inf, 0, 0, 0.0, False)
+        merged = tuple(jnp.full_like(f, v).at[slot].set(u, mode="drop") for f, u, v in zip(front, union, fills))
+        return merged, over + jnp.maximum(jnp.sum(on, dtype=jnp.int32) - self.pp, 0)
+
+    def _local_step(self, first, tables):
+        """Per device: blocks first + d*G ... + G - 1, reduced into one summary."""
+        d = lax.axis_index("d")
+        start = first + d * self.g
+
+        def body(run, gidx):
+            return self._merge(run, self._block_summary(start + gidx, tables)), None
+
+        # The carry varies over devices (each runs its own blocks).
+        init = jax.tree.map(lambda x: lax.pcast(x, ("d",), to="varying"), self.empty())
+        run, _ = lax.scan(body, init, jnp.arange(self.g, dtype=jnp.int32))
+        return jax.tree.map(lambda x: x[None], run)
+
+    def step(self, first_block: int):
+        """Dispatch one step (asynchronous); returns per-device summaries [D, ...]."""
+        if self._compiled is None:
+            self.compile()
+        return self._compiled(np.int32(first_block), self._tables)
+
+    def _outer_tables(self, pre, sharding):
+        """The hoisted outer part's residuals of every outer point -> tuple of
+        [n_outer, ...] arrays with `sharding`. One call per outer point (a
+        batched program traces and compiles slower than the calls take); the
+        same on every process, each running it on its own devices."""
+        _, ov = self._outer_values(np.arange(self.grid.n_outer), np)
+        rows = [pre([x[j] for x in ov]) for j in range(self.grid.n_outer)]
+        tables = [np.stack(col) for col in zip(*jax.device_get(rows))]
+        return tuple(jax.make_array_from_callback(x.shape, sharding, lambda idx, x=x: x[idx]) for x in tables)
+
+    @property
+    def blocks_per_call(self) -> int:
+        return self.n_dev * self.g
+
+    def compile(self):
+        """Compile the step now (once; `step` runs this executable); returns seconds spent.
+
+        When the study has hardware axes and few enough outer points, the
+        part of each configuration that only the outer axes fix (operator
+        tables: most of the program) is hoisted (staging.split_shared): it
+        is compiled as its own program with XLA's cheapest settings, beside
+        the step, and run once here for every outer point; the step reads
+        its residuals. With `fast_compile` on the CPU backend, XLA uses its
+        older loop emitters for the step: less compile time and fewer
+        configs/s (`experiments/bench_sweep.py --fast-compile`), for short
+        studies.
+        """
+        t = time.perf_counter()
+        platform = self.mesh.devices.flat[0].platform
+        n_outer = self.grid.n_outer
+        one = [jnp.float32(0)] * len(self.study.outer), [jnp.float32(0)] * len(self.study.inner)
+        self._hoisted, self._tables, specs = None, (), ()
+        if self.study.inner and n_outer <= HOIST_POINTS:
+            pre, post = split_shared(self._point, *one)
+            outer = jax.jit(pre).lower(one[0])  # traces pre: fixes the residuals' packing
+            shapes = outer.out_info
+            if n_outer * sum(s.size * s.dtype.itemsize for s in shapes) <= HOIST_BYTES:
+                self._hoisted = pre, post
+                rep = NamedSharding(self.mesh, P())
+                specs = tuple(jax.ShapeDtypeStruct((n_outer,) + s.shape, s.dtype, sharding=rep) for s in shapes)
+        with ThreadPoolExecutor(1) as pool:
+            # XLA releases the GIL: the step compiles while the outer part compiles and runs.
+            step = pool.submit(compile_lowered, self._step.lower(np.int32(0), specs), platform, self.fast_compile)
+            if self._hoisted is not None:
+                self._tables = self._outer_tables(compile_lowered(outer, platform, cheap=True), rep)
+            self._compiled = step.result()
+        return time.perf_counter() - t
+
+
+def _slo_value(setting, workload_slo):
+    if setting is None:
+        return jnp.float32(jnp.inf)
+    if setting == "workload":
+        return workload_slo
+    return jnp.float32(setting)

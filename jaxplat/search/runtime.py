@@ -1,0 +1,70 @@
+"""Device and compiler setup of a sweep: XLA options per platform, host CPU
+devices, the persistent compilation cache. Applied by the command line
+(or a caller), never on import.
+"""
+
+import os
+
+import jax
+
+from jaxplat.specs import SpecError
+
+
+def compile_lowered(lowered, platform: str, fast_compile=False, cheap=False):
+    """XLA-compile a lowered sweep program with the options that make it fast.
+
+    On CPU: no YNNPACK fusions (in profiles of jax 0.10.2 they ran the
+    engine's elementwise tails slower than XLA's own loops); with
+    `fast_compile`, XLA's older loop emitters; `cheap` (a program run once:
+    the hoisted outer part) adds no LLVM optimization. Falls back to the
+    defaults on an XLA without these options.
+    """
+    opts = {}
+    if platform == "cpu":
+        opts["xla_cpu_experimental_ynn_fusion_type"] = ""
+        if fast_compile or cheap:
+            opts["xla_cpu_use_fusion_emitters"] = False
+        if cheap:
+            opts["xla_backend_optimization_level"] = 0
+    try:
+        return lowered.compile(compiler_options=opts)
+    except jax.errors.JaxRuntimeError:
+        return lowered.compile()
+
+
+def split_cpu_devices(n=None) -> int | None:
+    """On the CPU backend, run the sweep as `n` host devices (default: one
+    per core), each a `shard_map` shard in its own thread.
+
+    XLA:CPU keeps about 1.6 of 2 cores busy on one device's fused loops;
+    two devices keep both busy (+33% configs/s on this 2-core machine,
+    `experiments/bench_sweep.py`). Must run before JAX starts its backends;
+    an explicit --xla_force_host_platform_device_count in XLA_FLAGS wins.
+    Returns the count set, or None if left alone.
+    """
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return None
+    n = (os.cpu_count() or 1) if n is None else n
+    if n < 1:
+        raise SpecError(f"host devices must be at least 1, got {n}")
+    jax.config.update("jax_num_cpu_devices", int(n))
+    return int(n)
+
+
+def enable_compilation_cache(path=None) -> str | None:
+    """Keep compiled sweep steps on disk, so that rerunning or resuming a
+    study skips the XLA compile (JAX's persistent compilation cache).
+
+    `path`: the cache directory (default: $JAXPLAT_CACHE_DIR, else
+    ~/.cache/jaxplat/xla). Returns the directory used, or None when it
+    cannot be created (the sweep then compiles every time).
+    """
+    path = path or os.environ.get("JAXPLAT_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "jaxplat", "xla")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    return path

@@ -1,0 +1,454 @@
+"""Study specs: YAML -> a validated `Study` (the design space of a sweep).
+
+A study names models, workloads, a hardware base and axes over any traced
+number of the cost model, plus constraints and an objective. Its size is the
+product of the axes' lengths. Example (see specs/studies/):
+
+    name: what-if
+    models: [llama-3.1-70b]
+    workloads: [chatbot]
+    hardware: h200-sxm
+    axes:
+      tp: [1, 2, 4, 8]
+      batch: {pow2: [1, 256]}
+      hbm_bandwidth: {log: [1e12, 1.6e13], count: 64}
+    constraints: {max_chips: 64, ttft: workload, tpot: workload}
+    objective: {maximize: throughput_per_chip}
+    pareto: [tpot, throughput_per_chip]
+
+Numbers are SI (FLOP/s, bytes, bytes/s, seconds). Everything here runs on the
+host; `jaxplat.search` turns a `Study` into device code.
+"""
+
+import dataclasses
+import hashlib
+import json
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.model import (
+    PROFILES,
+    Options,
+    hardware_from_dict,
+    load_hardware,
+    load_model,
+    load_workload,
+    replace,
+    workload_from_dict,
+)
+from jaxplat.specs import SpecError, check_keys, read_yaml, units
+
+# ------------------------------------------------------------------ axes
+#
+# Each axis sets one number (or a few tied numbers) of one pytree. `group`
+# says which: 'hardware' axes vary fastest in the flat index (they never
+# change the operator table, so the search vmaps them innermost and the table
+# is built once per outer point).
+
+
+def _set_at(field, i):
+    def setter(tree, v):
+        return replace(tree, **{field: getattr(tree, field).at[i].set(v)})
+    return setter
+
+
+def _set(field):
+    return lambda tree, v: replace(tree, **{field: v})
+
+
+def _set_flops(hw, v):
+    # v is the bf16 peak; every other dtype keeps the base chip's ratio to it.
+    base = hw.flops
+    return replace(hw, flops=base * (v / base[units.DTYPES.index("bf16")]))
+
+
+_BYTES = np.array([units.BYTES_PER_ELEMENT[d] for d in units.DTYPES], np.float32)
+
+
+def _set_dtype(fields):
+    def setter(wl, v):  # v: index into units.DTYPES (a float)
+        b = jnp.asarray(_BYTES)[v.astype(jnp.int32)]
+        changes = {f: b for f in fields if f != "compute_dtype"}
+        if "compute_dtype" in fields:
+            changes["compute_dtype"] = v
+        return replace(wl, **changes)
+    return setter
+
+
+@dataclasses.dataclass(frozen=True)
+class AxisKind:
+    """One kind of axis: the pytree it changes, how, and its unit for reports."""
+
+    group: str          # 'model', 'workload', 'parallel' or 'hardware'
+    setter: object      # (tree, traced value) -> tree; None for model/workload choice
+    unit: str
+    doc: str
+    categorical: bool = False
+
+
+AXIS_KINDS = {
+    # choices among the study's models / workloads (values are indices)
+    "model": AxisKind("model", None, "", "which of `models`", categorical=True),
+    "workload": AxisKind("workload", None, "", "which of `workloads`", categorical=True),
+    # the chips a deployment must use exactly (tp*pp*ep*dp*sp == chips): a
+    # parallelism search that fills the machine it is given
+    "chips": AxisKind("chips", None, "chips", "chips used, exactly"),
+    # parallel degrees (jaxplat.parallel.Parallel)
+    **{k: AxisKind("parallel", _set(k), "", f"{k} degree") for k in ("tp", "pp", "ep", "dp", "sp", "microbatches")},
+    "overlap": AxisKind("parallel", _set("overlap"), "", "fraction of communication hidden"),
+    # workload numbers (jaxplat.workload.Workload)
+    "batch": AxisKind("workload", _set("batch"), "seq", "sequences per replica"),
+    "prompt": AxisKind("workload", _set("prompt"), "tok", "prompt tokens"),
+    "output": AxisKind("workload", _set("output"), "tok", "output tokens"),
+    "beams": AxisKind("workload", _set("beams"), "", "beams per sequence"),
+    "dtype": AxisKind("workload", _set_dtype(("bytes_weight", "bytes_act", "bytes_kv", "compute_dtype")), "",
+                      "one dtype for weights, activations (compute) and KV", categorical=True),
+    "weight_dtype": AxisKind("workload", _set_dtype(("bytes_weight",)), "", "weight dtype", categorical=True),
+    "kv_dtype": AxisKind("workload", _set_dtype(("bytes_kv",)), "", "KV-cache dtype", categorical=True),
+    # hardware numbers (jaxplat.hardware.Hardware), SI
+    "flops": AxisKind("hardware", _set_flops, "FLOP/s", "dense bf16 peak (other dtypes keep the chip's ratio)"),
+    "hbm_bandwidth": AxisKind("hardware", _set_at("mem_bw", 0), "B/s", "main-memory bandwidth"),
+    "hbm_size": AxisKind("hardware", _set_at("mem_size", 0), "B", "main-memory capacity"),
+    "sram_size": AxisKind("hardware", _set("sram_size"), "B", "on-chip SRAM capacity"),
+    "sram_bandwidth": AxisKind("hardware", _set("sram_bw"), "B/s", "on-chip SRAM bandwidth"),
+    "link_bandwidth": AxisKind("hardware", _set_at("net_bw", 0), "B/s", "scale-up link, per chip per direction"),
+    "link_latency": AxisKind("hardware", _set_at("net_latency", 0), "s", "scale-up link latency"),
+    "domain": AxisKind("hardware", _set_at("net_domain", 0), "chips", "scale-up domain size"),
+    "scaleout_bandwidth": AxisKind("hardware", _set_at("net_bw", 1), "B/s", "scale-out link, per chip"),
+    "scaleout_latency": AxisKind("hardware", _set_at("net_latency", 1), "s", "scale-out latency"),
+    "eff_compute": AxisKind("hardware", _set("eff_compute"), "", "achievable fraction of peak FLOP/s"),
+    "eff_memory": AxisKind("hardware", _set("eff_memory"), "", "achievable fraction of memory bandwidth"),
+    "eff_network": AxisKind("hardware", _set("eff_network"), "", "achievable fraction of link bandwidth"),
+    "price": AxisKind("hardware", _set("price"), "USD", "price per chip"),
+    "tdp": AxisKind("hardware", _set("tdp"), "W", "board power"),
+}
+
+# ---------------------------------------------------------------- metrics
+#
+# name -> (Metrics field or derived, better direction, unit). Derived ones are
+# computed in jaxplat.search from Metrics fields only.
+METRICS = {
+    "throughput_per_chip": ("derived", "max", "tok/s/chip"),
+    "throughput": ("throughput", "max", "tok/s"),
+    "ttft": ("ttft", "min", "s"),
+    "tpot": ("tpot", "min", "s"),
+    "e2e": ("e2e", "min", "s"),
+    "chips": ("chips", "min", "chips"),
+    "memory_bytes": ("memory_bytes", "min", "B"),
+    "memory_fraction": ("derived", "min", ""),
+    "cost_per_mtok_usd": ("cost_per_mtok_usd", "min", "USD/Mtok"),
+    "energy_per_token_j": ("energy_per_token_j", "min", "J/tok"),
+}
+
+_STUDY_KEYS = ("name", "description", "models", "workloads", "hardware", "options", "axes", "constraints",
+               "objective", "pareto", "top_k", "group_by", "engine")
+_CONSTRAINT_KEYS = ("max_chips", "ttft", "tpot", "max_memory_fraction")
+_ENGINE_KEYS = ("block", "blocks_per_step", "pareto_points", "histogram_bins", "histogram_range", "fast_compile")
+_RANGE_KEYS = ("linear", "log", "pow2", "count")
+
+
+@dataclasses.dataclass(frozen=True)
+class Axis:
+    """One axis: its name, values (float64, SI) and labels for categorical ones."""
+
+    name: str
+    values: np.ndarray
+    labels: tuple = ()
+
+    @property
+    def kind(self) -> AxisKind:
+        return AXIS_KINDS[self.name]
+
+    def __len__(self):
+        return len(self.values)
+
+    def label(self, i: int):
+        return self.labels[i] if self.labels else float(self.values[i])
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """A validated study. `outer` axes change the operator table (model,
+    workload, parallel); `inner` axes are hardware-only. The flat index is
+    row-major over outer + inner, in this order (inner vary fastest)."""
+
+    name: str
+    models: tuple          # Model pytrees (one attention kind)
+    model_names: tuple
+    workloads: tuple       # Workload pytrees
+    workload_names: tuple
+    hardware: object       # Hardware pytree (the base every hardware axis edits)
+    hardware_name: str
+    options: Options
+    outer: tuple           # Axis, ...
+    inner: tuple
+    max_chips: float       # inf when unbounded
+    ttft: object           # 'workload', None or seconds
+    tpot: object
+    max_memory_fraction: float
+    objective: str
+    maximize: bool
+    pareto: tuple          # two metric names
+    top_k: int
+    block: int
+    blocks_per_step: int
+    pareto_points: int
+    histogram_bins: int
+    histogram_range: tuple  # (lo, hi) of the objective, log-spaced bins
+    fingerprint: str
+    group_by: int = -1     # index into `outer` of the axis per-axis summaries are split by (-1: none)
+    fast_compile: bool | None = None  # CPU: XLA's older loop emitters; None: automatic (search.Engine)
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.outer[self.group_by]) if self.group_by >= 0 else 1
+
+    @property
+    def axes(self) -> tuple:
+        return self.outer + self.inner
+
+    @property
+    def n_outer(self) -> int:
+        return math.prod(len(a) for a in self.outer)
+
+    @property
+    def n_inner(self) -> int:
+        return math.prod(len(a) for a in self.inner)
+
+    @property
+    def size(self) -> int:
+        return self.n_outer * self.n_inner
+
+    def decode(self, flat) -> dict:
+        """Axis values of flat indices (host, numpy int64 array) -> {name: array}."""
+        flat = np.asarray(flat, np.int64)
+        out = {}
+        rest = flat.copy()
+        for a in reversed(self.axes):
+            d = rest % len(a)
+            rest //= len(a)
+            out[a.name] = (np.array(a.labels, object)[d] if a.labels else a.values[d])
+        return {a.name: out[a.name] for a in self.axes}
+
+
+def _values(src, name, spec) -> tuple[np.ndarray, tuple]:
+    """An axis spec (list or range) -> float64 values and labels."""
+    kind = AXIS_KINDS[name]
+    where = f"{src}: axes.{name}"
+    if kind.categorical and name in ("dtype", "weight_dtype", "kv_dtype"):
+        if not isinstance(spec, list) or not spec:
+            raise SpecError(f"{where} must be a non-empty list of dtypes ({', '.join(units.DTYPES)})")
+        for v in spec:
+            if v not in units.DTYPES:
+                raise SpecError(f"{where} has unknown dtype {v!r}; allowed: {', '.join(units.DTYPES)}")
+        return np.array([units.DTYPES.index(v) for v in spec], np.float64), tuple(spec)
+    if isinstance(spec, list):
+        if not spec:
+            raise SpecError(f"{where} is an empty list")
+        vals = []
+        for v in spec:
+            try:
+                vals.append(float(v))
+            except (TypeError, ValueError):
+                raise SpecError(f"{where} must hold numbers, got {v!r}") from None
+        vals = np.array(vals, np.float64)
+    elif isinstance(spec, dict):
+        check_keys(src, f"axes.{name}.", spec, _RANGE_KEYS)
+        modes = [k for k in ("linear", "log", "pow2") if k in spec]
+        if len(modes) != 1:
+            raise SpecError(f"{where} needs exactly one of linear, log, pow2 (a [lo, hi] pair)")
+        mode = modes[0]
+        lohi = spec[mode]
+        try:
+            lo, hi = (float(x) for x in lohi)
+        except (TypeError, ValueError):
+            raise SpecError(f"{where}.{mode} must be a [lo, hi] pair of numbers, got {lohi!r}") from None
+        if mode == "pow2":
+            if "count" in spec:
+                raise SpecError(f"{where}: pow2 takes no count (it lists every power of 2 in [lo, hi])")
+            if lo <= 0 or hi < lo:
+                raise SpecError(f"{where}.pow2 needs 0 < lo <= hi, got [{lo:g}, {hi:g}]")
+            vals = 2.0 ** np.arange(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)
+        else:
+            n = spec.get("count")
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise SpecError(f"{where}: {mode} needs a positive integer count, got {n!r}")
+            if mode == "log" and (lo <= 0 or hi <= 0):
+                raise SpecError(f"{where}.log needs positive bounds, got [{lo:g}, {hi:g}]")
+            vals = np.geomspace(lo, hi, n) if mode == "log" else np.linspace(lo, hi, n)
+    else:
+        raise SpecError(f"{where} must be a list or a range mapping (linear/log with count, or pow2)")
+    if not np.all(np.isfinite(vals)):
+        raise SpecError(f"{where} has non-finite values")
+    if name != "overlap" and np.any(vals < 0):
+        raise SpecError(f"{where} must be non-negative")
+    if kind.group == "parallel" and name != "overlap" and np.any(vals < 1):
+        raise SpecError(f"{where}: parallel degrees are at least 1")
+    return vals, ()
+
+
+def _named_list(src, key, d, loader, from_dict):
+    raw = d.get(key)
+    if raw is None:
+        raise SpecError(f"{src}: missing key {key!r}")
+    if not isinstance(raw, list):
+        raw = [raw]
+    if not raw:
+        raise SpecError(f"{src}: {key} is an empty list")
+    trees, names = [], []
+    for i, item in enumerate(raw):
+        if isinstance(item, dict):
+            trees.append(from_dict(item, src=f"{src}: {key}[{i}]"))
+            names.append(str(item.get("name", f"{key}[{i}]")))
+        else:
+            trees.append(loader(item))
+            names.append(str(item))
+    return tuple(trees), tuple(names)
+
+
+def _slo(src, key, v):
+    if v is None or v == "none":
+        return None
+    if v == "workload":
+        return "workload"
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise SpecError(f"{src}: constraints.{key} must be seconds, 'workload' or 'none', got {v!r}") from None
+    if x <= 0:
+        raise SpecError(f"{src}: constraints.{key} must be positive seconds, got {x}")
+    return x
+
+
+def _metric(src, key, name):
+    if name not in METRICS:
+        raise SpecError(f"{src}: {key} has unknown metric {name!r}; allowed: {', '.join(METRICS)}")
+    return name
+
+
+def study_from_dict(d: dict, src="study") -> Study:
+    """Validate a study dict and build a `Study` (one-line SpecError otherwise)."""
+    if "params" in d and "technology" in d:  # a codesign study (jaxplat.codesign), not a sweep
+        raise SpecError(f"{src}: this is a co-design study; run it with `jaxplat codesign {src}`")
+    check_keys(src, "", d, _STUDY_KEYS, required=("models", "workloads", "hardware", "objective"))
+    models, model_names = _named_list(src, "models", d, load_model, _model_from_dict)
+    kinds = {m.attention for m in models}
+    if len(kinds) > 1:
+        raise SpecError(f"{src}: models mix attention kinds ({', '.join(sorted(kinds))}); "
+                        "one study holds one kind, split it into two studies")
+    workloads, workload_names = _named_list(src, "workloads", d, load_workload, workload_from_dict)
+    hw_raw = d["hardware"]
+    if isinstance(hw_raw, dict):
+        hardware, hw_name = hardware_from_dict(hw_raw, src=f"{src}: hardware"), str(hw_raw.get("name", "hardware"))
+    elif isinstance(hw_raw, str):
+        hardware, hw_name = load_hardware(hw_raw), hw_raw
+    else:
+        raise SpecError(f"{src}: hardware must be a built-in chip name, a path or a mapping")
+
+    opts = d.get("options", {}) or {}
+    check_keys(src, "options.", opts, ("profile", "fused_attention"))
+    if opts.get("profile", "default") not in PROFILES:
+        raise SpecError(f"{src}: options.profile {opts['profile']!r} unknown; allowed: {', '.join(PROFILES)}")
+    options = Options(profile=opts.get("profile", "default"), fused_attention=bool(opts.get("fused_attention", True)))
+
+    axes_raw = d.get("axes", {}) or {}
+    if not isinstance(axes_raw, dict):
+        raise SpecError(f"{src}: axes must be a mapping of axis name to a list or range")
+    check_keys(src, "axes.", axes_raw, tuple(k for k in AXIS_KINDS if k not in ("model", "workload")))
+    outer, inner = [], []
+    if len(models) > 1:
+        outer.append(Axis("model", np.arange(len(models), dtype=np.float64), model_names))
+    if len(workloads) > 1:
+        outer.append(Axis("workload", np.arange(len(workloads), dtype=np.float64), workload_names))
+    for name, spec in axes_raw.items():
+        vals, labels = _values(src, name, spec)
+        if name == "domain" and np.any(vals >= float(hardware.net_domain[1])):
+            raise SpecError(f"{src}: axes.domain must stay below the next network level's domain "
+                            f"({float(hardware.net_domain[1]):g} chips)")
+        (inner if AXIS_KINDS[name].group == "hardware" else outer).append(Axis(name, vals, labels))
+
+    c = d.get("constraints", {}) or {}
+    check_keys(src, "constraints.", c, _CONSTRAINT_KEYS)
+    max_chips = float(c["max_chips"]) if c.get("max_chips") is not None else math.inf
+    if max_chips <= 0:
+        raise SpecError(f"{src}: constraints.max_chips must be positive")
+    frac = float(c.get("max_memory_fraction", 1.0))
+    if not 0 < frac <= 1:
+        raise SpecError(f"{src}: constraints.max_memory_fraction must be in (0, 1], got {frac}")
+
+    obj = d["objective"]
+    if not isinstance(obj, dict) or len(obj) != 1 or next(iter(obj)) not in ("maximize", "minimize"):
+        raise SpecError(f"{src}: objective must be {{maximize: METRIC}} or {{minimize: METRIC}}; "
+                        f"metrics: {', '.join(METRICS)}")
+    (sense, objective), = obj.items()
+    _metric(src, "objective", objective)
+    pareto = d.get("pareto", ["tpot", "throughput_per_chip"])
+    if not isinstance(pareto, list) or len(pareto) != 2:
+        raise SpecError(f"{src}: pareto must be a list of two metrics, e.g. [tpot, throughput_per_chip]")
+    for p in pareto:
+        _metric(src, "pareto", p)
+
+    eng = d.get("engine", {}) or {}
+    check_keys(src, "engine.", eng, _ENGINE_KEYS)
+    ints = {}
+    for k, default in (("block", 32768), ("blocks_per_step", 4), ("pareto_points", 256), ("histogram_bins", 60)):
+        v = eng.get(k, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise SpecError(f"{src}: engine.{k} must be a positive integer, got {v!r}")
+        ints[k] = v
+    hr = eng.get("histogram_range", [1e-6, 1e9])
+    try:
+        hlo, hhi = (float(x) for x in hr)
+    except (TypeError, ValueError):
+        raise SpecError(f"{src}: engine.histogram_range must be [lo, hi], got {hr!r}") from None
+    if not 0 < hlo < hhi:
+        raise SpecError(f"{src}: engine.histogram_range needs 0 < lo < hi")
+    fast_compile = eng.get("fast_compile")
+    if fast_compile is not None and not isinstance(fast_compile, bool):
+        raise SpecError(f"{src}: engine.fast_compile must be true or false, got {fast_compile!r}")
+    top_k = d.get("top_k", 20)
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise SpecError(f"{src}: top_k must be a positive integer, got {top_k!r}")
+
+    group_by = d.get("group_by")
+    if group_by is not None:
+        names = [a.name for a in outer]
+        if group_by not in names:
+            raise SpecError(f"{src}: group_by {group_by!r} must name an axis that is not a hardware axis; "
+                            f"here: {', '.join(names) or 'none'}")
+        group_by = names.index(group_by)
+    else:
+        group_by = -1
+    study = Study(
+        name=str(d.get("name", "study")), models=models, model_names=model_names, workloads=workloads,
+        workload_names=workload_names, hardware=hardware, hardware_name=hw_name, options=options,
+        outer=tuple(outer), inner=tuple(inner), max_chips=max_chips, ttft=_slo(src, "ttft", c.get("ttft", "workload")),
+        tpot=_slo(src, "tpot", c.get("tpot", "workload")), max_memory_fraction=frac, objective=objective,
+        maximize=(sense == "maximize"), pareto=tuple(pareto), top_k=top_k, block=ints["block"],
+        blocks_per_step=ints["blocks_per_step"], pareto_points=ints["pareto_points"],
+        histogram_bins=ints["histogram_bins"], histogram_range=(hlo, hhi), fingerprint="", group_by=group_by,
+        fast_compile=fast_compile)
+    if study.n_outer >= 2**31 or study.n_inner >= 2**31:
+        raise SpecError(f"{src}: too many points on one side of the grid (outer {study.n_outer}, "
+                        f"hardware {study.n_inner}); at most 2^31 - 1 each")
+    return dataclasses.replace(study, fingerprint=_fingerprint(d))
+
+
+def _model_from_dict(item, src):
+    from jaxplat.model import model_from_config
+    return model_from_config(item, src=src)
+
+
+def _fingerprint(d: dict) -> str:
+    """Hash of the study spec (resume refuses a state from another study)."""
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_study(path) -> Study:
+    """Load and validate a study YAML file."""
+    return study_from_dict(read_yaml(path), src=str(path))
+
+
+__all__ = ["AXIS_KINDS", "METRICS", "Axis", "Study", "study_from_dict", "load_study"]

@@ -1,0 +1,40 @@
+"""Serving dynamics on top of the one cost model: capacity, continuous
+batching with chunked prefill (one engine iteration is one merged operator
+table), queueing under Poisson load, goodput, disaggregated pools,
+speculative decoding, and a request-level simulator that checks the
+queueing approximation. Imports `jaxplat.cost` and below.
+
+Units: SI (seconds, bytes, requests/s, tokens/s).
+"""
+
+import jax
+
+from jaxplat.serving.disaggregation import disaggregated, kv_transfer_time
+from jaxplat.serving.iteration import capacity, decode_time, iteration_table, iteration_time, max_load, merge_tables
+from jaxplat.serving.queueing import goodput, queueing, slo_met
+from jaxplat.serving.settings import (
+                                      DEFAULT_MEM_FRACTION,
+                                      DEFAULT_TOKEN_BUDGET,
+                                      SATURATED,
+                                      Serving,
+                                      ServingMetrics,
+                                      lognormal_params,
+                                      lognormal_quantile,
+                                      normal_score,
+                                      serving,
+)
+from jaxplat.serving.simulator import Requests, sample_requests, simulate, simulate_sampled, summarize
+from jaxplat.serving.speculative import expected_tokens, speculative_tpot
+
+# Jitted entry points for callers that run one configuration (the options static).
+queueing_jit = jax.jit(queueing, static_argnames=("opts", "fixed_point_steps"))
+goodput_jit = jax.jit(goodput, static_argnames=("opts", "steps"))
+max_load_jit = jax.jit(max_load, static_argnames=("opts",))
+capacity_jit = jax.jit(capacity, static_argnames=("opts",))
+iteration_time_jit = jax.jit(iteration_time, static_argnames=("opts",))
+
+__all__ = ["DEFAULT_MEM_FRACTION", "DEFAULT_TOKEN_BUDGET", "SATURATED", "Requests", "Serving", "ServingMetrics",
+           "capacity", "capacity_jit", "decode_time", "disaggregated", "expected_tokens", "goodput", "goodput_jit", "iteration_table",
+           "iteration_time", "iteration_time_jit", "kv_transfer_time", "lognormal_params", "lognormal_quantile", "max_load", "max_load_jit",
+           "merge_tables", "normal_score", "queueing", "queueing_jit", "sample_requests", "serving", "simulate", "simulate_sampled",
+           "slo_met", "speculative_tpot", "summarize"]

@@ -1,0 +1,180 @@
+"""One engine iteration and the capacity of a deployment.
+
+Every time here comes from the operator table (`operators.build_table`) and
+its roofline (`inference.row_components`): an engine iteration that decodes
+`n_dec` sequences and prefills some prompt chunks is one *merged* table
+(`merge_tables`): the decode step's rows and the chunk's prefill rows, with
+weights read once (fused GEMMs over all tokens of the iteration, as vLLM,
+TensorRT-LLM and SGLang run them) and attention costed per sequence.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost import OpTable, build_table, evaluate, row_components, safe_div
+from jaxplat.cost.inference import pipeline_round
+from jaxplat.cost.memory import kv_read_mask
+from jaxplat.cost.operators import NUMERIC, microbatching
+from jaxplat.cost.roofline import combine
+from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
+from jaxplat.serving.settings import DEFAULT_TOKEN_BUDGET, Serving
+
+
+def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Serving,
+             opts: Options = Options(), token_budget=DEFAULT_TOKEN_BUDGET):
+    """Largest batch whose weights, activations and KV cache fit per chip.
+
+    KV pool = mem_fraction x (capacity - weights - activations), activations
+    of one iteration at `token_budget` tokens (TensorRT-LLM reserves them
+    before sizing its KV pool). Each sequence holds prompt + output tokens of
+    KV (beams share the prompt). Capped by srv.max_batch when that is > 0.
+    Returns (max_batch, kv_bytes_per_sequence, kv_pool_bytes), floats.
+    """
+    one = evaluate(model, hw, par, replace(wl, batch=1.0), opts)
+    act = evaluate(model, hw, par, replace(wl, batch=1.0, prompt=token_budget, output=1.0), opts).activation_bytes
+    pool = jnp.maximum(srv.mem_fraction * (one.capacity_bytes - one.weights_bytes - act), 0.0)
+    b = jnp.floor(safe_div(pool, one.kv_bytes))
+    if opts.smooth:  # straight-through floor: exact forward, gradient of the ratio
+        raw = safe_div(pool, one.kv_bytes)
+        b = raw + jax.lax.stop_gradient(b - raw)
+    b = jnp.where(srv.max_batch > 0, jnp.minimum(b, srv.max_batch), b)
+    return b, one.kv_bytes, pool
+
+
+def max_load(model, hw, par, wl, srv, opts: Options = Options(), token_budget=DEFAULT_TOKEN_BUDGET):
+    """Offline (max-load) throughput: every slot busy at the capacity batch.
+
+    Continuous batching keeps `max_batch` sequences in flight; in steady
+    state a slot spends one prefill and output - 1 decode steps per request,
+    so output tokens/s equal the static batch's at that size
+    (`evaluate(...).throughput`, whose decode sum runs over the staggered
+    contexts). Returns (max_batch, throughput tok/s of all dp replicas).
+    """
+    b, _, _ = capacity(model, hw, par, wl, srv, opts, token_budget)
+    m = evaluate(model, hw, par, replace(wl, batch=jnp.maximum(b, 1.0)), opts)
+    return b, jnp.where(b >= 1.0, m.throughput, 0.0)
+
+
+
+
+# Columns that describe a row rather than its work: kept by `merge_tables`.
+_KEPT = ("count", "stage", "on_a", "on_w", "on_o", "comm_n", "comm_s", "k", "n")
+
+
+def merge_tables(dec: OpTable, pre: OpTable) -> OpTable:
+    """One engine iteration: the decode table's rows fused with the prefill's.
+
+    Rows with the same name (GEMMs, norms, collectives...) run once over
+    all tokens: FLOPs, activation bytes, GEMM m and collective payloads add,
+    weight bytes are read once (max). Structural columns that say how often
+    and where a row runs (count, stage, on-chip flags, the collective's group
+    size comm_n and rank stride comm_s, GEMM k and n) are the same in both
+    tables and are kept (max), never added. Rows only in one table are kept.
+    Names are static, so the row matching happens at trace time.
+    """
+    index = {n: i for i, n in enumerate(dec.names)}
+    extra = [i for i, n in enumerate(pre.names) if n not in index]
+    where = np.full(len(dec.names), -1)
+    for i, n in enumerate(pre.names):
+        if n in index:
+            where[index[n]] = i
+    has = jnp.asarray(where >= 0, jnp.float32)
+    take = np.maximum(where, 0)
+    cols = {}
+    for key in NUMERIC:
+        d, p = getattr(dec, key), getattr(pre, key)
+        pm = p[take] * has
+        if key in ("w0", "w1", "stored"):
+            merged = jnp.maximum(d, pm)
+        elif key in _KEPT:
+            merged = jnp.where(has > 0, jnp.maximum(d, pm), d)
+        else:
+            merged = d + pm
+        cols[key] = jnp.concatenate([merged, p[np.array(extra, int)]]) if extra else merged
+    names = tuple(dec.names) + tuple(pre.names[i] for i in extra)
+    groups = tuple(dec.groups) + tuple(pre.groups[i] for i in extra)
+    kinds = tuple(dec.comm_kinds) + tuple(pre.comm_kinds[i] for i in extra)
+    return OpTable(**cols, names=names, groups=groups, comm_kinds=kinds)
+
+
+def _prefill_attention(model, par, wl, opts, chunk, ctx0, copies):
+    """KV-row columns of prompt chunks: [chunks] tokens after ctx0 cached ones.
+
+    FLOPs and activation bytes of causal attention over a chunk are the
+    difference of the whole-prefix totals (pairs(c0 + C) - pairs(c0)); the
+    chunk reads the KV of all c0 + C tokens once (FlashAttention streams it
+    per query block). `copies` [chunks]: identical sequences per entry.
+    Returns a dict of [rows] columns summed over chunks.
+    """
+    def cols(p):
+        t = build_table(model, par, replace(wl, batch=1.0, prompt=p, beams=1.0), "prefill", opts)
+        return {k: getattr(t, k) for k in ("f0", "a0", "w0", "o0")}
+    both = jax.vmap(cols)(jnp.concatenate([ctx0 + chunk, ctx0]))
+    k = chunk.shape[0]
+    hi = {key: v[:k] for key, v in both.items()}
+    lo = {key: v[k:] for key, v in both.items()}
+    busy = (chunk > 0)[:, None]
+    n = copies[:, None]
+    out = {k: jnp.sum(jnp.where(busy, n * (hi[k] - lo[k]), 0.0), axis=0) for k in ("f0", "a0", "o0")}
+    out["w0"] = jnp.sum(jnp.where(busy, n * hi["w0"], 0.0), axis=0)
+    return out
+
+
+def iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies=None, logits=1.0) -> OpTable:
+    """Merged table of one iteration (see `iteration_time`)."""
+    copies = jnp.ones_like(chunk) if copies is None else copies
+    dec = build_table(model, par, replace(wl, batch=n_dec, prompt=ctx_dec, beams=1.0), "decode", opts)
+    tokens = jnp.sum(copies * chunk)
+    seqs = jnp.sum(copies * (chunk > 0)) * logits
+    pre = build_table(model, par, replace(wl, batch=1.0, prompt=tokens, beams=1.0), "prefill", opts)
+    attn = _prefill_attention(model, par, wl, opts, chunk, ctx0, copies)
+    kv = jnp.asarray(kv_read_mask(pre) + np.array([n.startswith("softmax") for n in pre.names], np.float32))
+    # LM head: one logit row per finished prompt, not per token (the table at
+    # batch 1 has one); scale it by the prompts in the iteration.
+    head = jnp.asarray(np.array([n.startswith("lm_head") for n in pre.names], np.float32))
+    scale = 1.0 + head * (seqs - 1.0)
+    changes = {k: jnp.where(kv > 0, attn[k], getattr(pre, k) * (1.0 if k == "w0" else scale))
+               for k in ("f0", "a0", "w0", "o0")}
+    changes["m"] = pre.m * scale
+    changes["comm_b"] = pre.comm_b * scale
+    pre = replace(pre, **changes)
+    return merge_tables(dec, pre)
+
+
+def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts: Options,
+                   n_dec, ctx_dec, chunk, ctx0, copies=None, logits=1.0):
+    """Seconds of one engine iteration on one replica.
+
+    Args:
+      n_dec: sequences decoding one token (float scalar).
+      ctx_dec: their mean KV length including the new token (attention is
+        linear in it, so the mean gives the sum of their reads).
+      chunk: [k] prompt tokens prefilled this iteration per sequence (0 =
+        none). ctx0: [k] tokens of those prompts already in the KV cache.
+      copies: [k] identical sequences per entry (default 1).
+      logits: LM-head rows per prefilling sequence (1; k + 1 to verify
+        speculative drafts).
+    Returns:
+      float scalar seconds (exact or smooth roofline per row, as `evaluate`).
+    With n_dec = 0 and one chunk (P, 0) this is `evaluate`'s TTFT at batch 1;
+    with no chunk it is its decode step at context ctx_dec, pipeline included.
+
+    Pipeline parallelism: the engine keeps par.microbatches micro-batches in
+    flight (vLLM's pp virtual engines), each with 1/nmb of the decodes and
+    of the prompt work, and every sequence advances once per round of all
+    of them: max(one pass, nmb x the busiest stage), `evaluate`'s decode rule.
+    """
+    nmb, _ = microbatching(par, replace(wl, batch=jnp.maximum(n_dec, 1.0)), opts)
+    copies = (jnp.ones_like(chunk) if copies is None else copies) / nmb
+    table = iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies, logits)
+    c0, _, m0, _, comm = row_components(table, hw, replace(wl, output=0.0), opts)
+    p = None if not opts.smooth else 20.0
+    t = combine(c0, m0, comm, p)
+    return pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
+
+
+def decode_time(model, hw, par, wl, opts, n_dec, ctx):
+    """One decode-only iteration of n_dec sequences at mean context ctx, s."""
+    z = jnp.zeros((1,), jnp.float32)
+    return iteration_time(model, hw, par, wl, opts, n_dec, ctx, z, z)

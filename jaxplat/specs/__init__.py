@@ -1,0 +1,20 @@
+"""Spec files -> validated plain values: YAML reading, one-line errors, units.
+
+The lowest layer: imports nothing else of jaxplat.
+"""
+
+from jaxplat.specs import units
+from jaxplat.specs.core import (
+                                SPEC_ROOT,
+                                UNBOUNDED_SLO,
+                                SpecError,
+                                builtin_names,
+                                check_keys,
+                                dtype_name,
+                                number,
+                                read_yaml,
+                                resolve,
+)
+
+__all__ = ["SPEC_ROOT", "UNBOUNDED_SLO", "SpecError", "builtin_names", "check_keys", "dtype_name", "number",
+           "read_yaml", "resolve", "units"]

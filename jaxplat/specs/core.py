@@ -1,0 +1,102 @@
+"""Spec files on the host: reading YAML/JSON, validating numbers and keys
+with one-line errors, finding built-in specs by name.
+
+Model specs use Hugging Face `config.json` keys (extra keys are ignored: a
+real config.json has dozens we do not use). Hardware and workload specs are
+ours, so an unknown key there is a typo and an error that names it. The
+pytrees built from specs live in `jaxplat.model` (`*_spec` modules).
+"""
+
+import difflib
+import math
+import os
+import re
+from pathlib import Path
+
+import yaml
+
+from jaxplat.specs.units import DTYPES
+
+SPEC_ROOT = Path(os.environ.get("JAXPLAT_SPECS", Path(__file__).resolve().parents[2] / "specs"))
+UNBOUNDED_SLO = 1e9  # s: an SLO that is never violated
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; the message is one line for the user."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads 80e9, 1e-6 and 3.35e12 as floats.
+
+    PyYAML follows YAML 1.1, whose float needs a dot and a signed exponent.
+    """
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d[\d_]*)?(?:\.\d*)?[eE][-+]?\d+$|^[-+]?(?:\d[\d_]*)\.\d*$|^[-+]?\.\d+$"
+               r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+    list("-+0123456789."))
+
+
+def read_yaml(path: Path) -> dict:
+    """Parse a YAML (or JSON) file into a dict, or raise SpecError."""
+    try:
+        data = yaml.load(Path(path).read_text(), Loader=_Loader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping of keys at the top level")
+    return data
+
+
+def builtin_names(kind: str) -> list[str]:
+    """Names of the built-in specs of a kind ('models', 'hardware', 'workloads')."""
+    return sorted(p.stem for p in (SPEC_ROOT / kind).glob("*.yaml"))
+
+
+def resolve(kind: str, name_or_path) -> Path:
+    p = Path(str(name_or_path))
+    if p.suffix in (".yaml", ".yml", ".json") or p.exists():
+        if not p.is_file():
+            raise SpecError(f"{kind} spec file not found: {p}")
+        return p
+    builtin = SPEC_ROOT / kind / f"{name_or_path}.yaml"
+    if builtin.is_file():
+        return builtin
+    names = builtin_names(kind)
+    close = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; built-in: {', '.join(names)}"
+    raise SpecError(f"unknown {kind[:-1] if kind != 'hardware' else kind} {name_or_path!r}{hint}")
+
+
+def number(src, key, value, *, positive=True, allow_zero=False) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise SpecError(f"{src}: {key} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise SpecError(f"{src}: {key} must be a number, got {value!r}")
+    if positive and (value < 0 or (value == 0 and not allow_zero)):
+        raise SpecError(f"{src}: {key} must be {'non-negative' if allow_zero else 'positive'}, got {value}")
+    return float(value)
+
+
+def check_keys(src, where, data: dict, allowed, required=()):
+    for k in data:
+        if k not in allowed:
+            close = difflib.get_close_matches(k, allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SpecError(f"{src}: unknown key {where}{k!r}{hint}; allowed: {', '.join(allowed)}")
+    for k in required:
+        if k not in data:
+            raise SpecError(f"{src}: missing key {where}{k!r}")
+
+
+def dtype_name(src, key, value) -> str:
+    if value not in DTYPES:
+        raise SpecError(f"{src}: {key} has unknown dtype {value!r}; allowed: {', '.join(DTYPES)}")
+    return value
+
+

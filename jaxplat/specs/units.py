@@ -1,0 +1,43 @@
+"""Units and dtypes: the one place that converts between SI and human units.
+
+Inside jaxplat every quantity is SI: bytes, seconds, FLOP/s (a multiply-add is
+2 FLOPs), bytes/s. Human units only appear when loading specs and printing.
+"""
+
+KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
+KiB, MiB, GiB = 2.0**10, 2.0**20, 2.0**30
+US, MS = 1e-6, 1e-3
+TFLOPS = 1e12
+SECONDS_PER_YEAR = 365.25 * 86400.0
+J_PER_KWH = 3.6e6
+
+# Dtypes that a workload may use, narrowest last. The order is the index used
+# by `Hardware.flops` and `Workload.compute_dtype`.
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
+BYTES_PER_ELEMENT = {
+    "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0,
+    "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5,
+}
+# Where a chip has no native peak for a dtype, it runs it on the next wider
+# unit (e.g. fp4 weights on H100 are dequantized and run at fp8 or bf16).
+DTYPE_FALLBACK = {
+    "fp32": None, "tf32": "fp32", "bf16": "fp32", "fp16": "bf16",
+    "fp8": "bf16", "int8": "fp8", "fp4": "fp8", "int4": "int8",
+}
+
+
+def fmt_bytes(x: float) -> str:
+    """Human-readable decimal bytes, e.g. '13.5 GB'."""
+    for unit, scale in (("TB", TB), ("GB", GB), ("MB", MB), ("kB", KB)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} B"
+
+
+def fmt_time(x: float) -> str:
+    """Human-readable seconds, e.g. '12.3 ms'."""
+    if abs(x) >= 1.0:
+        return f"{x:.4g} s"
+    if abs(x) >= MS:
+        return f"{x / MS:.4g} ms"
+    return f"{x / US:.4g} µs"
