@@ -44,7 +44,7 @@ import numpy as np
 
 import jaxplat as jp
 from jaxplat.model import replace
-from jaxplat.search import engine as search
+from jaxplat import search
 from jaxplat.search import study_from_dict, vmap_last
 
 STUDY = dict(
@@ -127,7 +127,7 @@ def main():
     engine = search.Engine(study)
     g = engine.grid
     print(f"study: {study.size:,} configurations ({g.n_outer} outer x {g.n_inner:,} hardware); "
-          f"blocks of {g.co} x {g.ci}, {engine.g} per device per step, {engine.n_dev} device(s) "
+          f"blocks of {g.co} x {g.ci}, {engine.blocks_per_step} per device per step, {engine.n_dev} device(s) "
           f"({jax.devices()[0].platform})")
     compile_s = engine.compile()
     mem = engine._compiled.memory_analysis()

@@ -1,4 +1,6 @@
-"""`batching.vmap_last` and `batching.grid_map` equal `jax.vmap` (batch axes moved last)."""
+"""`search.vmap_last` and `search.grid_map` (the engine's own batching, kept for
+the speed `experiments/bench_sweep.py --compare-vmap` prints) equal `jax.vmap`
+on random inputs (batch axes moved last)."""
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +27,7 @@ def _mixed(shared, x):
 
 
 def test_rules_equal_vmap():
-    x = jnp.linspace(-2.0, 3.0, 7)
+    x = jnp.asarray(np.random.default_rng(1).uniform(-2.0, 3.0, 7), jnp.float32)
     shared = jnp.float32(0.5)
     want = jax.vmap(_mixed, in_axes=(None, 0))(shared, x)
     got = jax.jit(vmap_last(_mixed, in_axes=(None, -1)))(shared, x)
@@ -36,9 +38,10 @@ def test_rules_equal_vmap():
 def test_evaluate_over_hardware_equals_vmap():
     model, hw, wl = jp.load_model("llama-3.1-70b"), jp.load_hardware("h200-sxm"), jp.load_workload("chatbot")
     par = jp.Parallel(tp=4, pp=2)
-    bw = jnp.geomspace(1e12, 2e13, 9, dtype=jnp.float32)
-    link = jnp.geomspace(5e10, 2e12, 9, dtype=jnp.float32)[::-1]
-    sram = jnp.geomspace(1e7, 1e9, 9, dtype=jnp.float32)
+    # Random hardware points, log-uniform over the ranges sweeps cover.
+    rng = np.random.default_rng(0)
+    logu = lambda lo, hi: jnp.asarray(np.exp(rng.uniform(np.log(lo), np.log(hi), 9)), jnp.float32)  # noqa: E731
+    bw, link, sram = logu(1e12, 2e13), logu(5e10, 2e12), logu(1e7, 1e9)
 
     def point(model, b, l, s):
         h = replace(hw, mem_bw=hw.mem_bw.at[0].set(b), net_bw=hw.net_bw.at[0].set(l), sram_size=s)

@@ -152,7 +152,7 @@ def test_smooth_minimum_is_an_upper_bound_that_tends_to_the_min():
         prev = err
     assert prev < 0.01
     hw = net(NV, IB)
-    g = jax.grad(lambda bw: collective_time("allreduce", replace(hw, net_bw=bw), 16.0, 1e8, smooth=20.0))(hw.net_bw)
+    g = jax.grad(lambda bw: collective_time("allreduce", replace(hw, net_bw=bw), 16.0, 1e8, p=20.0))(hw.net_bw)
     assert bool(jnp.all(jnp.isfinite(g))) and float(g[0]) < 0 and float(g[1]) < 0
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import jaxplat as jp
 from jaxplat.model import replace
-from jaxplat.search import engine as search
+from jaxplat import search
 from jaxplat.search import study_from_dict
 from jaxplat.specs import SpecError
 
@@ -142,7 +142,7 @@ def test_state_from_another_study_is_refused(engine, tmp_path, study):
     search.run(engine, path, progress=False, max_steps=1)
     other = search.Result(engine)
     fake = lambda study, fast: type("E", (), {"study": study, "grid": engine.grid, "metrics": engine.metrics,  # noqa: E731
-                                              "k": engine.k, "fast_compile": fast})()
+                                              "top_k": engine.top_k, "fast_compile": fast})()
     other.e = fake(type("S", (), {"fingerprint": "x"})(), False)
     with pytest.raises(SpecError, match="different study"):
         other.load(path)
@@ -208,14 +208,14 @@ def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
 
 
 def test_variadic_reduce_matches_numpy():
-    """search._reduce (several reductions as one, for XLA:CPU's compile time)
+    """search.reduce.variadic_reduce (several reductions as one, for XLA:CPU's compile time)
     against numpy, over every axis, some axes, and axes longer than 32."""
     rng = np.random.default_rng(0)
     i = rng.integers(-5, 5, (3, 70, 40)).astype(np.int32)
     f = rng.normal(size=(3, 70, 40)).astype(np.float32)
     m = f > 0.5
     for axis in (None, 1, (0, 2), -1):
-        got = search._reduce([("sum", i), ("max", f), ("min", f), ("any", m), ("sum", m), ("min", m)], axis)
+        got = search.reduce.variadic_reduce([("sum", i), ("max", f), ("min", f), ("any", m), ("sum", m), ("min", m)], axis)
         want = [i.sum(axis), f.max(axis), f.min(axis), m.any(axis), m.sum(axis), m.all(axis)]
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g), w)
@@ -228,7 +228,7 @@ def test_hoisted_outer_part_gives_the_same_result(study, engine, result, monkeyp
     evaluates everything per block: the same configurations, numbers to
     float32 rounding."""
     assert engine._hoisted is not None and len(engine._tables) <= 3  # packed: one table per dtype
-    monkeypatch.setattr(search, "HOIST_BYTES", 0)
+    monkeypatch.setattr(search.engine, "HOIST_BYTES", 0)
     whole = search.Engine(study)
     res = search.run(whole, progress=False)
     assert whole._hoisted is None and whole._tables == ()

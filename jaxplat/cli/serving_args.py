@@ -60,7 +60,7 @@ def serving_json(args, model, hw, par: Parallel, wl) -> dict:
     if not 0 < args.mem_fraction <= 1:
         raise SpecError(f"--mem-fraction must be in (0, 1], got {args.mem_fraction}")
     opts = Options(profile=args.profile)
-    if opts.genz:
+    if opts.profile != "default":
         raise SpecError("serving flags need --profile default (GenZ has no serving model)")
     wl = replace(wl, beams=1.0)
     rate = float(args.rate or 0.0)
@@ -72,8 +72,8 @@ def serving_json(args, model, hw, par: Parallel, wl) -> dict:
         out["throughput_tok_s"] = float(thr)
     if args.disagg:
         n_p, n_d, tp_p, tp_d = _disagg(args.disagg, int(par.tp))
-        pp, pd = replace(par, tp=float(tp_p)), replace(par, tp=float(tp_d))
-        sm = jax.device_get(serving.disaggregated(model, hw, pp, pd, wl, srv, jnp.float32(n_p), jnp.float32(n_d), opts))
+        par_prefill, par_decode = replace(par, tp=float(tp_p)), replace(par, tp=float(tp_d))
+        sm = jax.device_get(serving.disaggregated(model, hw, par_prefill, par_decode, wl, srv, jnp.float32(n_p), jnp.float32(n_d), opts))
     elif rate > 0:
         sm = jax.device_get(serving.queueing_jit(model, hw, par, wl, srv, opts, mb))
     else:

@@ -85,7 +85,7 @@ def _resolve_study(name: str) -> Path:
 
 
 def run(args) -> int:
-    from jaxplat.search import engine as search
+    from jaxplat import search
 
     distributed = bool(args.coordinator or args.distributed)
     if args.devices is not None and args.devices < 1:

@@ -23,14 +23,14 @@ def _arrays(model, hardware, parallel, workload, phase, options):
     if phase == "prefill":
         s = 0.0
         steps = 1.0
-    elif options.genz:
+    elif options.conv.decode == "final_step":
         s = workload.output  # GenZ's decode step: KV at prompt + output
         steps = 1.0
     else:
         steps = jnp.maximum(workload.output - 1.0, 1.0)
         s = (1.0 + steps) / 2.0  # mean context over steps 1..O-1 (times are affine in s)
     compute, mem = c0 + c1 * s, m0 + m1 * s
-    if phase == "decode" and not options.genz:
+    if phase == "decode" and options.conv.decode == "exact_sum":
         time = row_decode_sums(t, hardware, workload, options, 1.0, steps) / steps
     else:
         time = combine(compute, mem, comm)
@@ -93,7 +93,7 @@ def comm_breakdown(model: Model, hardware: Hardware, parallel: Parallel, workloa
             if not kind or float(t.comm_n[i]) <= 1.0 or float(t.count[i]) == 0.0:
                 continue
             n, nbytes, calls = float(t.comm_n[i]), float(t.comm_b[i]), float(t.count[i])
-            if options.genz:
+            if options.conv.collectives == "genz":
                 sec = float(collectives.genz_collective_time(kind, hardware, n, nbytes))
                 levels = [sec] + [0.0] * (len(hardware.net_bw) - 1)
                 info = {"form": "genz", "levels": levels, "algorithms": ["genz"] + [""] * (len(levels) - 1),

@@ -98,12 +98,10 @@ def smooth_min(times, p=SMOOTH_MIN_P):
     return jnp.where(ok, jnp.sum(u * ts, axis=0) / jnp.sum(u, axis=0), 0.0)
 
 
-def _pick(times, smooth):
-    """Minimum over algorithms: exact, or `smooth_min` (smooth = True or p)."""
+def _pick(times, p):
+    """Minimum over algorithms: exact (p None), or `smooth_min` of sharpness p."""
     times = jnp.stack(times)
-    if smooth is False or smooth is None:
-        return jnp.min(times, axis=0)
-    return smooth_min(times, SMOOTH_MIN_P if smooth is True else smooth)
+    return jnp.min(times, axis=0) if p is None else smooth_min(times, p)
 
 
 # The one set of collective formulas (`_algorithm_coefficients`, combined
@@ -211,10 +209,10 @@ def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
     return coefs, F, lvl
 
 
-def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, smooth) -> jax.Array:
+def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, p) -> jax.Array:
     """[R] seconds of R collectives (kinds static, none "sendrecv"): the
     faster of hierarchical (per-level minima summed) and flat, each level's
-    algorithm chosen exactly or by `smooth_min`. n, bytes_, stride: [R].
+    algorithm chosen exactly (p None) or by `smooth_min`. n, bytes_, stride: [R].
     Rows are costed in groups of one kind, so each pays only for the
     algorithms its kind has."""
     groups = {k: [i for i, kk in enumerate(kinds) if kk == k] for k in dict.fromkeys(kinds)}
@@ -223,9 +221,9 @@ def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, smooth) -> jax.A
         idx = np.array(rows)
         times, F, _, _ = _algorithm_times((k,) * len(rows), hw, n[idx], bytes_[idx], stride[idx])
         L = F.shape[1] - 1
-        best = jnp.where(F > 1.0, _pick(times, smooth), 0.0)
+        best = jnp.where(F > 1.0, _pick(times, p), 0.0)
         hier, flat = jnp.sum(best[:, :L], axis=-1), best[:, L]
-        parts.append(_pick([hier, flat], smooth))
+        parts.append(_pick([hier, flat], p))
     order = np.concatenate([np.array(rows) for rows in groups.values()])
     return jnp.concatenate(parts)[np.argsort(order)]
 
@@ -263,7 +261,7 @@ def first_holding(hw: Hardware, n):
     return jnp.where(jnp.any(holds, axis=-1), jnp.argmax(holds, axis=-1), MAX_NET_LEVELS - 1)
 
 
-def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False, stride=1.0) -> jax.Array:
+def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, p=None, stride=1.0) -> jax.Array:
     """Default profile: time of one collective, seconds.
 
     Args:
@@ -276,7 +274,7 @@ def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, sm
         for all-reduce, the gathered result for all-gather, the input for
         reduce-scatter, what one chip sends in all for all-to-all, the
         message for send/recv.
-      smooth: False for the exact minimum over algorithms; True or a p > 0
+      p: None for the exact minimum over algorithms; a sharpness p > 0
         (traced allowed) for the smooth minimum `smooth_min` (gradients).
       stride: ranks between the group's members (1 for tensor parallel;
         tp for context parallel; tp·sp for expert parallel), so that a group
@@ -290,12 +288,12 @@ def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, sm
         raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
     n, bytes_, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, bytes_, stride)))
     flat = lambda x: x.reshape(-1)  # noqa: E731
-    t = _fused_times((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride), smooth)
+    t = _fused_times((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride), p)
     return t.reshape(n.shape)
 
 
 def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware, genz: bool = False,
-                     smooth=False, stride=None) -> jax.Array:
+                     p=None, stride=None) -> jax.Array:
     """[rows] seconds of the collective of each row of an operator table.
 
     One vectorized call per collective kind (not per row), so a table costs a
@@ -317,10 +315,10 @@ def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware
     parts, order = [], coll + send
     if coll:
         idx = np.array(coll)
-        parts.append(_fused_times(tuple(kinds[i] for i in coll), hw, n[idx], bytes_[idx], stride[idx], smooth))
+        parts.append(_fused_times(tuple(kinds[i] for i in coll), hw, n[idx], bytes_[idx], stride[idx], p))
     if send:
         idx = np.array(send)
-        parts.append(collective_time("sendrecv", hw, n[idx], bytes_[idx], smooth, stride[idx]))
+        parts.append(collective_time("sendrecv", hw, n[idx], bytes_[idx], p, stride[idx]))
     if not parts:
         return jnp.zeros_like(bytes_)
     pos = np.full(len(kinds), len(order))  # rows without a collective read the trailing 0
@@ -329,7 +327,12 @@ def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware
 
 
 def _genz_rows(kinds: tuple, hw: Hardware, n, bytes_) -> jax.Array:
-    """`genz_collective_time` of every row at once (0 for rows without one)."""
+    """GenZ's flat formulas over its one link (CONVENTIONS.md), every row at
+    once (0 for rows without a collective):
+
+    AR = 5µs + 2(n-1)α + 2(n-1)·bytes/(n·β); AG = A2A = 5µs + (n-1)α +
+    (n-1)·bytes/(n·β); message pass = α + bytes/β. Never derated.
+    """
     kinds_a = np.array(kinds)
     alpha, beta = hw.net_latency[0], hw.net_bw[0]
     steps = n - 1.0
@@ -339,22 +342,10 @@ def _genz_rows(kinds: tuple, hw: Hardware, n, bytes_) -> jax.Array:
     return jnp.where((kinds_a != "") & (n > 1), t, 0.0)
 
 
-def genz_collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, smooth=False) -> jax.Array:
-    """GenZ profile: GenZ's flat formulas over its one link (CONVENTIONS.md).
-
-    AR = 5µs + 2(n-1)α + 2(n-1)·bytes/(n·β); AG = A2A = 5µs + (n-1)α +
-    (n-1)·bytes/(n·β); message pass = α + bytes/β. Never derated.
-    `smooth` is accepted for a common signature and unused (no choice here).
-    """
-    del smooth
-    alpha, beta = hw.net_latency[0], hw.net_bw[0]
-    steps = n - 1.0
-    if kind == "sendrecv":
-        t = alpha + safe_div(bytes_, beta)
-    else:
-        mult = 2.0 if kind == "allreduce" else 1.0
-        t = GENZ_COLLECTIVE_OVERHEAD + mult * (steps * alpha + safe_div(steps * bytes_, n * beta))
-    return jnp.where(n > 1, t, 0.0)
+def genz_collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array) -> jax.Array:
+    """GenZ profile: the seconds of one `kind` collective of n chips (`_genz_rows`)."""
+    n, bytes_ = jnp.broadcast_arrays(jnp.asarray(n, jnp.float32), jnp.asarray(bytes_, jnp.float32))
+    return _genz_rows((kind,), hw, n.reshape(1), bytes_.reshape(1))[0]
 
 
 def describe(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:

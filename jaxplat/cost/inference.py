@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost import energy, memory, money
-from jaxplat.cost.collectives import chips_available, table_comm_times
+from jaxplat.cost.collectives import SMOOTH_MIN_P, chips_available, table_comm_times
 from jaxplat.cost.operators import OpTable, build_table, microbatching, stage_counts
 from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, chips, pytree_dataclass, replace
@@ -73,7 +73,7 @@ def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Arr
     GenZ has one peak (bf16) and scales it by 2 bytes / bytes per element
     (int8/fp8 run at twice the bf16 rate; CONVENTIONS.md "Units and system").
     """
-    if opts.genz:
+    if opts.conv.peak == "bf16_scaled":
         return hw.flops[DTYPES.index("bf16")] * 2.0 / wl.bytes_act * hw.eff_compute
     return hw.flops[wl.compute_dtype.astype(jnp.int32)] * hw.eff_compute
 
@@ -95,12 +95,12 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=
     main_bw = hw.mem_bw[0] * hw.eff_memory
     sram_bw = hw.sram_bw * hw.eff_memory
 
-    def mem(a, w, o):
+    def flat_mem(a, w, o):
         off = (1.0 - table.on_a) * a + (1.0 - table.on_w) * w + (1.0 - table.on_o) * o
         on = table.on_a * a + table.on_w * w + table.on_o * o
         return off / main_bw + safe_div(on, sram_bw)
-    if opts.memory_hierarchy and not opts.genz:  # placement over levels + tiling reuse (memory.py)
-        mem = memory.hierarchy_memory_fn(table, hw, wl, wl.output)
+    # Placement over levels + tiling reuse (memory.py), or the plain roofline.
+    mem = memory.hierarchy_memory_fn(table, hw, wl, wl.output) if opts.hierarchy else flat_mem
 
     if comm is None:
         (comm,) = tables_comm_times((table,), hw, opts, p)
@@ -112,10 +112,11 @@ def tables_comm_times(tables, hw: Hardware, opts: Options, p=None) -> tuple:
     """[rows] communication seconds of each table's rows, all tables' rows in
     one `table_comm_times` call (so prefill and decode share one traced copy
     of the collective model). `p` as in `row_components`."""
-    smooth = (True if p is None else p) if opts.smooth else False
+    p_min = (SMOOTH_MIN_P if p is None else p) if opts.smooth else None
     cat = lambda key: jnp.concatenate([getattr(t, key) for t in tables])  # noqa: E731
     kinds = sum((tuple(t.comm_kinds) for t in tables), ())
-    comm = table_comm_times(kinds, cat("comm_n"), cat("comm_b"), hw, opts.genz, smooth, cat("comm_s"))
+    comm = table_comm_times(kinds, cat("comm_n"), cat("comm_b"), hw, opts.conv.collectives == "genz", p_min,
+                            cat("comm_s"))
     ends = np.cumsum([len(t.comm_kinds) for t in tables])[:-1]
     return tuple(jnp.split(comm, ends))
 
@@ -134,13 +135,13 @@ def row_decode_sums(table, hw, wl, opts, lo, hi, p=None):
 
 def _feasible(model: Model, par: Parallel, opts: Options = Options()) -> jax.Array:
     """Degrees are whole numbers >= 1 and divide what they split: heads by
-    the attention split (tp; tp·ep in the genz profile), KV heads and tp one
+    the attention split (tp; tp·ep with Conventions.heads_over_ep), KV heads and tp one
     another (replication), experts by ep; at most one stage per layer; the
     load-imbalance factor is at least 1. Uneven layer splits are allowed."""
     divides = lambda x, d: jnp.mod(x, d) == 0  # noqa: E731
     degrees = jnp.stack([par.tp, par.pp, par.ep, par.dp, par.sp, par.microbatches])
     whole = jnp.all((degrees >= 1.0) & (degrees == jnp.round(degrees)))
-    tp_attn = par.tp * par.ep if opts.genz else par.tp
+    tp_attn = par.tp * par.ep if opts.conv.heads_over_ep else par.tp
     kv_ok = divides(model.kv_heads, tp_attn) | divides(tp_attn, model.kv_heads)
     experts_ok = (model.experts == 0) | divides(model.experts, par.ep)
     return (whole & divides(model.heads, tp_attn) & kv_ok & experts_ok & (par.pp <= model.layers)
@@ -178,6 +179,58 @@ def pipeline_round(one_pass, stages, p=None):
     return jnp.maximum(one_pass, stages) if p is None else _soft_larger(one_pass, stages, p)
 
 
+def _decode(dec, c, comm, nmb, par, wl, conv, p):
+    """Decode phase -> (tpot, decode_time, exposed communication seconds,
+    throughput or None when it follows from e2e).
+
+    "exact_sum": a micro-batch's next token needs its previous one, so a
+    round of every micro-batch takes max(one pass, nmb x busiest stage)
+    (Megatron / vLLM pipelined decode), summed exactly per operator over the
+    steps. The max of the two sums equals the sum of the max when nmb = 1 or
+    nmb >= pp (one side dominates at every step), else it is a lower bound.
+    "final_step" (GenZ 0.0.16): TPOT is one step with the KV cache at prompt
+    + output; Ltot = (nmb - 1)·TPOT/pp + TPOT when pp > 1, and throughput is
+    decode tokens/s with beams not counted (CONVENTIONS.md, "Whole model").
+    """
+    c0, c1, m0, m1 = c
+    steps = jnp.maximum(wl.output - 1.0, 0.0)
+    if conv.decode == "final_step":
+        tpot = _total(dec.count, combine(c0 + c1 * wl.output, m0 + m1 * wl.output, 0.0, p), comm)
+        ltot = jnp.where(par.pp > 1.0, (nmb - 1.0) * tpot / par.pp + tpot, tpot)
+        return tpot, steps * tpot, steps * jnp.sum(dec.count * comm), safe_div(wl.batch, ltot)
+    core = sum_over_steps(c0, c1, m0, m1, 0.0, 1.0, steps, p)
+    comm = steps * comm  # the same every step
+    pass_dec, stage_dec = _total(dec.count, core, comm), nmb * _total(dec.stage, core, comm)
+    decode_time = pipeline_round(pass_dec, stage_dec, p)
+    comm_time = jnp.where(pass_dec >= stage_dec, jnp.sum(dec.count * comm), nmb * jnp.sum(dec.stage * comm))
+    return safe_div(decode_time, steps), decode_time, comm_time, None
+
+
+def _footprint(model, hw, par, wl, pre, ub, options):
+    """(weights, KV, activations) bytes per chip and whether they fit.
+
+    "busiest_stage": the busiest stage of one chip, with the KV cache of
+    every micro-batch in flight (ceil(batch/ep) sequences on an
+    attention-data-parallel rank, 1/sp of each with context parallelism).
+    "summed_stages" (GenZ): weights and KV summed over the stages, KV of one
+    micro-batch, and "fits" against pp chips' off-chip memory
+    (CONVENTIONS.md, "Summary numbers").
+    """
+    conv = options.conv
+    tp_kv = par.tp * (par.ep if conv.heads_over_ep else 1.0)
+    heads_kv = jnp.maximum(jnp.ceil(model.kv_heads / tp_kv), 1.0)  # replicated when tp > kv heads
+    act = memory.activation_bytes(pre)
+    if conv.footprint == "summed_stages":
+        w = memory.weights_bytes(pre)
+        kv = memory.kv_bytes(model, replace(wl, batch=ub), heads_kv)
+        return w, kv, act, w + kv <= jnp.sum(hw.mem_size) * par.pp
+    w = memory.weights_bytes(dataclasses.replace(pre, count=pre.stage))
+    resident = replace(wl, batch=jnp.ceil(wl.batch / par.ep))
+    layers_stage = stage_counts(model, par, options.smooth)["layer"][1]
+    kv = memory.kv_bytes(model, resident, heads_kv) * safe_div(layers_stage, model.layers) / par.sp
+    return w, kv, act, w + kv + act <= memory.capacity_bytes(hw)
+
+
 @functools.partial(jax.jit, static_argnames=("options",))
 def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
              options: Options = Options(), sharpness=DEFAULT_SHARPNESS) -> Metrics:
@@ -186,8 +239,9 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
     Pure and jitted; vmap or grad it over any float leaf. `options` is static.
     `sharpness` is the traced p of the smooth max (used when options.smooth).
     """
-    if options.genz and model.attention == "mla":
-        raise ValueError("the genz profile has no MLA (GenZ does not model it); use profile 'default'")
+    conv = options.conv
+    if model.attention == "mla" and not conv.mla:
+        raise ValueError(f"the {options.profile} profile has no MLA (GenZ does not model it); use profile 'default'")
     p = sharpness if options.smooth else None
     wl, par = workload, parallel
     pre = build_table(model, par, wl, "prefill", options)
@@ -201,76 +255,40 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
     # Huang et al. 2019; bubble (pp - 1) / (nmb + pp - 1)). GenZ reports the
     # latency of one micro-batch (CONVENTIONS.md, "PP").
     comm_pre, comm_dec = tables_comm_times((pre, dec), hardware, options, p)
-    c0, c1, m0, m1, comm_pre = row_components(pre, hardware, wl, options, p, comm_pre)
+    c0, _, m0, _, comm_pre = row_components(pre, hardware, wl, options, p, comm_pre)
     core_pre, comm_pre = combine(c0, m0, 0.0, p), hidden * comm_pre
     pass_pre, stage_pre = _total(pre.count, core_pre, comm_pre), _total(pre.stage, core_pre, comm_pre)
-    ttft = pass_pre if options.genz else pass_pre + (nmb - 1.0) * stage_pre
+    fill = 1.0 if conv.ttft == "last_microbatch" else 0.0
+    ttft = pass_pre + fill * (nmb - 1.0) * stage_pre
+    comm_time = jnp.sum(pre.count * comm_pre) + fill * (nmb - 1.0) * jnp.sum(pre.stage * comm_pre)
 
-    # Decode. A micro-batch's next token needs its previous one, so a round
-    # of every micro-batch takes max(one pass, nmb x busiest stage) (Megatron
-    # / vLLM pipelined decode); summed exactly per operator over the steps.
-    # The max of the two sums equals the sum of the max when nmb = 1 or
-    # nmb >= pp (one side dominates at every step), else it is a lower bound.
-    steps = jnp.maximum(wl.output - 1.0, 0.0)
     c0, c1, m0, m1, comm_dec = row_components(dec, hardware, wl, options, p, comm_dec)
-    if options.genz:
-        tpot = _total(dec.count, combine(c0 + c1 * wl.output, m0 + m1 * wl.output, 0.0, p), hidden * comm_dec)
-        decode_time = steps * tpot
-        # GenZ 0.0.16: Ltot = (nmb - 1)·Latency/pp + Latency when pp > 1;
-        # decode tokens/s, beams not counted.
-        ltot = jnp.where(par.pp > 1.0, (nmb - 1.0) * tpot / par.pp + tpot, tpot)
-        throughput = safe_div(wl.batch, ltot)
-        comm_time = jnp.sum(pre.count * comm_pre) + steps * jnp.sum(dec.count * hidden * comm_dec)
-    else:
-        core_dec = sum_over_steps(c0, c1, m0, m1, 0.0, 1.0, steps, p)
-        comm_dec = steps * hidden * comm_dec  # the same every step
-        pass_dec, stage_dec = _total(dec.count, core_dec, comm_dec), nmb * _total(dec.stage, core_dec, comm_dec)
-        decode_time = pipeline_round(pass_dec, stage_dec, p)
-        tpot = safe_div(decode_time, steps)
-        comm_dec_pass = jnp.sum(dec.count * comm_dec)
-        comm_dec_stage = nmb * jnp.sum(dec.stage * comm_dec)
-        comm_time = (jnp.sum(pre.count * comm_pre) + (nmb - 1.0) * jnp.sum(pre.stage * comm_pre)
-                     + jnp.where(pass_dec >= stage_dec, comm_dec_pass, comm_dec_stage))
+    tpot, decode_time, comm_dec_time, throughput = _decode(dec, (c0, c1, m0, m1), hidden * comm_dec, nmb, par,
+                                                           wl, conv, p)
     e2e = ttft + decode_time
-    if not options.genz:
+    if throughput is None:
         throughput = par.dp * safe_div(wl.batch * wl.output, e2e)
 
-    # Memory per chip. Default: the busiest stage of one chip, with the KV
-    # cache of every micro-batch in flight (ceil(batch/ep) sequences on an
-    # attention-data-parallel rank, 1/sp of each with context parallelism).
-    # GenZ: weights and KV summed over the stages, KV of one micro-batch, and
-    # "fits" against pp chips' memory (CONVENTIONS.md, "Summary numbers").
-    tp_kv = par.tp * (par.ep if options.genz else 1.0)
-    heads_kv = jnp.maximum(jnp.ceil(model.kv_heads / tp_kv), 1.0)  # replicated when tp > kv heads
-    cap = memory.capacity_bytes(hardware)
-    act = memory.activation_bytes(pre)
-    if options.genz:
-        w = memory.weights_bytes(pre)
-        kv = memory.kv_bytes(model, replace(wl, batch=ub), heads_kv)
-        fits = w + kv <= jnp.sum(hardware.mem_size) * par.pp  # GenZ: off-chip memory of pp chips
-    else:
-        w = memory.weights_bytes(dataclasses.replace(pre, count=pre.stage))
-        resident = replace(wl, batch=jnp.ceil(wl.batch / par.ep))
-        layers_stage = stage_counts(model, par, options.smooth)["layer"][1]
-        kv = memory.kv_bytes(model, resident, heads_kv) * safe_div(layers_stage, model.layers) / par.sp
-        fits = w + kv + act <= cap
-    total = w + kv + act
+    w, kv, act, fits = _footprint(model, hardware, par, wl, pre, ub, options)
     divisible = _feasible(model, par, options)
     chips_ok = chips(par) <= chips_available(hardware)
-    bubble = jnp.where(options.genz, 0.0, safe_div(par.pp - 1.0, nmb + par.pp - 1.0))
+    bubble = fill * safe_div(par.pp - 1.0, nmb + par.pp - 1.0)
 
     # Energy of one request batch on one replica: the tables hold one
     # micro-batch on one path through all pp stages (`count`), and there are
     # tp·ep·sp paths and nmb micro-batches; then average power and cost per
-    # token (jaxplat.energy, jaxplat.cost).
+    # token (cost.energy, cost.money).
     paths = parallel.tp * parallel.ep * parallel.sp
-    steps_sum = steps * wl.output if options.genz else steps * (steps + 1.0) / 2.0
+    steps = jnp.maximum(wl.output - 1.0, 0.0)
+    # Sum of KV lengths past the prompt over the decode steps: 1 + ... + steps,
+    # or every step at prompt + output (GenZ's final step).
+    steps_sum = steps * wl.output if conv.decode == "final_step" else steps * (steps + 1.0) / 2.0
     e_req = energy.request_energy(pre, dec, hardware, wl, options, steps, steps_sum, e2e, paths * nmb,
                                   paths * parallel.pp)
     power = energy.average_power(e_req, e2e, parallel.dp)
     return Metrics(ttft=ttft, tpot=tpot, e2e=e2e, throughput=throughput, prefill_time=ttft,
-                   decode_time=decode_time, comm_time=comm_time, weights_bytes=w, kv_bytes=kv,
-                   activation_bytes=act, memory_bytes=total, capacity_bytes=cap,
+                   decode_time=decode_time, comm_time=comm_time + comm_dec_time, weights_bytes=w, kv_bytes=kv,
+                   activation_bytes=act, memory_bytes=w + kv + act, capacity_bytes=memory.capacity_bytes(hardware),
                    chips=chips(parallel), fits=fits, feasible=fits & divisible & chips_ok,
                    divisible=divisible, chips_ok=chips_ok, bubble=bubble,
                    energy_per_token_j=energy.per_token(e_req, wl), power_w=power,

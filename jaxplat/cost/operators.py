@@ -153,7 +153,7 @@ class _Ctx:
     bw: jax.Array   # bytes per weight element
     bk: jax.Array   # bytes per KV element
     tp: jax.Array   # chips the attention heads and FFN width are split over
-    tp_attn: jax.Array  # genz splits heads over tp*ep
+    tp_attn: jax.Array  # chips the heads are split over: tp, or tp*ep (Conventions.heads_over_ep)
     ep: jax.Array
     sp: jax.Array   # chips the sequence (prefill) or the KV cache (decode) is split over
     imbalance: jax.Array  # busiest expert-parallel rank's tokens over the mean
@@ -190,7 +190,7 @@ def microbatching(par: Parallel, wl: Workload, opts: Options):
     ceil(batch / micro-batches) sequences. GenZ (CONVENTIONS.md, "PP"):
     ub = max(batch // pp, 1) and nmb = batch // ub, whatever is asked.
     """
-    if opts.genz:
+    if opts.conv.microbatching == "batch_over_pp":
         ub = jnp.maximum(_floor(wl.batch / par.pp, opts.smooth), 1.0)
         return _floor(wl.batch / ub, opts.smooth), ub
     nmb = jnp.clip(_floor(par.microbatches, opts.smooth), 1.0, jnp.maximum(wl.batch, 1.0))
@@ -216,11 +216,12 @@ def stage_counts(model: Model, par: Parallel, smooth: bool = False) -> dict:
 
 
 def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
-    tp_attn = par.tp * par.ep if opts.genz else par.tp
+    over_ep = opts.conv.heads_over_ep
+    tp_attn = par.tp * par.ep if over_ep else par.tp
     _, ub = microbatching(par, wl, opts)
     # Default: the ep ranks run attention data parallel, each on a share of
     # the micro-batch (the busiest one on ceil(ub / ep) sequences).
-    b = ub if opts.genz else _ceil(ub / par.ep, opts.smooth)
+    b = ub if over_ep else _ceil(ub / par.ep, opts.smooth)
     ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bw=wl.bytes_weight,
                bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, sp=par.sp, imbalance=par.imbalance,
                h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt)
@@ -249,7 +250,7 @@ def _attn_pair(r: _Rows, ctx: _Ctx, suffix: str, count, *, bf, bq, bkv, t, n, pa
     r.add("logit" + suffix, "attention", count, f=aff(2.0 * bf * h * dqk, pairs),
           a=(bq * t * h * dqk * ba, 0.0), w=aff(bkv * k_width * bk, n), o=aff(bf * h * ba, pairs),
           on=(on_q, 0.0, score_on), mkn=(bf * t, dqk, n[0]))
-    if not ctx.opts.genz:
+    if ctx.opts.conv.elementwise:
         r.add("softmax" + suffix, "attention", count, f=aff(SOFTMAX_FLOPS * bf * h, pairs),
               a=aff(bf * h * ba, pairs), o=aff(bf * h * ba, pairs), on=(score_on, 0.0, score_on))
     r.add("attend" + suffix, "attention", count, f=aff(2.0 * bf * h * dv, pairs),
@@ -265,22 +266,22 @@ def _attention(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv):
     load-balanced causal split, as ring attention's zig-zag order: 1/sp of
     the query-key pairs) and 1/sp of the KV cache in decode.
     """
-    genz, sp = ctx.opts.genz, ctx.sp
+    conv, sp = ctx.opts.conv, ctx.sp
     dqk, dv, k_width, v_width = kv
-    score_on = 1.0 if (genz or ctx.opts.fused_attention) else 0.0
+    score_on = 1.0 if (conv.scores_on_chip or ctx.opts.fused_attention) else 0.0
     if phase == "prefill":
         # Query-key pairs per sequence and head: causal T(T+1)/2; GenZ counts
         # the full T^2 (CONVENTIONS.md, item 2).
-        pairs = T * T if genz else T * (T + 1.0) / 2.0
+        pairs = T * (T + 1.0) / 2.0 if conv.causal_pairs else T * T
         _attn_pair(r, ctx, "", "layer", bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
                    pairs=(pairs / sp, 0.0), dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=0.0,
                    score_on=score_on)
         return
     b, B, P = ctx.b, ctx.b * ctx.beams, ctx.prompt
-    on_q = 1.0 if genz else 0.0
+    on_q = 1.0 if conv.decode_io_on_chip else 0.0
     # The prompt's KV is shared by the beams of a sequence and read once per
     # sequence; GenZ also computes it once per sequence (a GenZ quirk).
-    bf = b if genz else B
+    bf = b if conv.prefix_once_per_sequence else B
     _attn_pair(r, ctx, "_prefix", "layer", bf=bf, bq=bf, bkv=b, t=1.0, n=(P / sp, 0.0), pairs=(P / sp, 0.0),
                dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=on_q, score_on=score_on)
     _attn_pair(r, ctx, "_suffix", "layer", bf=B, bq=B, bkv=B, t=1.0, n=(0.0, 1.0 / sp), pairs=(0.0, 1.0 / sp),
@@ -309,7 +310,7 @@ def _gqa_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T, on_gemm):
     m = ctx.model
     D, Dq, h, hk = m.hidden, m.head_dim, ctx.h, ctx.hk
     r.gemm("qkv", "attention", "layer", tok, D, (h + 2.0 * hk) * Dq, ctx, on=on_gemm)
-    if not ctx.opts.genz:
+    if ctx.opts.conv.elementwise:
         r.eltwise("rope", "attention", "layer", tok * (h + hk) * Dq, tok * (h + hk) * Dq, ROPE_FLOPS, ctx)
         if phase == "decode":
             r.add("kv_write", "attention", "layer", o=(tok * 2.0 * hk * Dq * ctx.bk, 0.0))
@@ -360,7 +361,7 @@ def _ffn(r: _Rows, ctx: _Ctx, prefix: str, group: str, count, tok, width, on_gem
     D, fi = ctx.model.hidden, ffn_factor(ctx.model)
     r.gemm(prefix + "up_gate", group, count, tok, D, fi * width, ctx, on=on_gemm,
            stored=stored_scale * D * fi * width * ctx.bw)
-    if not ctx.opts.genz:
+    if ctx.opts.conv.elementwise:
         r.eltwise(prefix + "act", group, count, fi * tok * width, tok * width, ACT_FLOPS, ctx)
     r.gemm(prefix + "down", group, count, tok, width, D, ctx, on=on_gemm,
            stored=stored_scale * D * width * ctx.bw)
@@ -376,24 +377,24 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     over ep of those token copies' hidden states (GShard, Lepikhin et al.
     2020; DeepSeek-V3 report, Sec. 3.2). Each expert's width is split over tp.
     """
-    m, genz = ctx.model, ctx.opts.genz
+    m, genz_moe = ctx.model, ctx.opts.conv.moe_accounting == "genz"
     D, E, k = m.hidden, jnp.maximum(m.experts, 1.0), m.top_k  # E = 1 keeps dense models finite
     width = ctx.ceil(m.expert_intermediate / ctx.tp)
     fi = ffn_factor(m)
     local = m.experts / ctx.ep  # experts resident per chip
-    imb = 1.0 if genz else ctx.imbalance
+    imb = 1.0 if genz_moe else ctx.imbalance
     # GenZ splits the router's K dim over tp and all-reduces its output.
-    r.gemm("router", "moe", "moe", tok, D / ctx.tp if genz else D, E, ctx)
-    if genz:
+    r.gemm("router", "moe", "moe", tok, D / ctx.tp if genz_moe else D, E, ctx)
+    if genz_moe:
         gate_elems = tok * (E if phase == "prefill" else D)
         r.collective("router_allreduce", "moe", "moe", "allreduce", ctx.tp, gate_elems * ctx.ba)
     r.collective("dispatch", "moe", "moe", "alltoall", ctx.ep, imb * tok * k * D * ctx.ba, stride=ctx.tp * ctx.sp)
-    if genz and phase == "prefill":
+    if genz_moe and phase == "prefill":
         # GenZ: every local expert runs floor(T*k/E) tokens of each sequence.
         m_tok = ctx.b * ctx.floor(T * k / E)
         r.gemm("experts_up_gate", "moe", "moe", m_tok, D, local * width * fi, ctx)
         r.gemm("experts_down", "moe", "moe", m_tok, local * width, D, ctx)
-    elif genz:
+    elif genz_moe:
         # GenZ decode: max(1, ceil(k/ep)) experts run all tokens; the other
         # ceil(E/ep) - a local experts cost nothing but are resident.
         act = jnp.maximum(1.0, ctx.ceil(k / ctx.ep))
@@ -436,34 +437,35 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     if phase not in ("prefill", "decode"):
         raise ValueError(f"unknown phase {phase!r}")
     ctx = _context(model, par, wl, opts)
-    m, genz, r = model, opts.genz, _Rows(counts=stage_counts(model, par, opts.smooth))
+    m, conv, r = model, opts.conv, _Rows(counts=stage_counts(model, par, opts.smooth))
     D = m.hidden
     T = wl.prompt if phase == "prefill" else jnp.float32(1.0)
     T_loc = ctx.ceil(T / par.sp) if phase == "prefill" else T  # tokens per chip (context parallel)
     seqs = ctx.b if phase == "prefill" else ctx.b * ctx.beams
     tok = seqs * T_loc
     act = tok * D  # elements of one hidden-state tensor
-    on_gemm = (1.0, 0.0, 1.0) if genz and phase == "decode" else (0.0, 0.0, 0.0)
-    vocab = ctx.floor(m.vocab / ctx.tp_attn) if genz else ctx.ceil(m.vocab / ctx.tp)
+    on_gemm = (1.0, 0.0, 1.0) if conv.decode_io_on_chip and phase == "decode" else (0.0, 0.0, 0.0)
+    # GenZ floors the vocabulary share of a head split over tp·ep.
+    vocab = ctx.floor(m.vocab / ctx.tp_attn) if conv.heads_over_ep else ctx.ceil(m.vocab / ctx.tp)
     emb_stored = vocab * D * ctx.bw
 
     # Embedding. GenZ: a one-hot GEMM in prefill, absent in decode.
-    if genz and phase == "prefill":
+    if conv.embedding_gemm and phase == "prefill":
         r.gemm("embedding", "embedding", "once", tok, vocab, D, ctx)
         r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp_attn, act * ctx.ba)
-    elif not genz:
+    elif not conv.embedding_gemm:
         r.add("embedding", "embedding", "once", w=(act * ctx.bw, 0.0), o=(act * ctx.ba, 0.0), stored=emb_stored)
         r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp, act * ctx.ba)
 
     # Attention block, every layer.
-    if not genz:
+    if conv.elementwise:
         r.eltwise("attn_norm", "attention", "layer", act, act, NORM_FLOPS, ctx)
     if m.attention == "mla":
         _mla_layer(r, ctx, phase, seqs, tok, T)
     else:
         _gqa_layer(r, ctx, phase, seqs, tok, T, on_gemm)
     r.collective("attn_allreduce", "attention", "layer", "allreduce", ctx.tp_attn, act * ctx.ba)
-    if not genz:
+    if conv.elementwise:
         r.eltwise("attn_residual", "attention", "layer", 2.0 * act, act, ADD_FLOPS, ctx)
         r.eltwise("ffn_norm", "ffn", "layer", act, act, NORM_FLOPS, ctx)
 
@@ -471,7 +473,7 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     _ffn(r, ctx, "", "ffn", "dense", tok, ctx.ceil(m.intermediate / ctx.tp), on_gemm)
     _moe(r, ctx, phase, tok, T, on_gemm)
     r.collective("ffn_allreduce", "ffn", "layer", "allreduce", ctx.tp, act * ctx.ba)
-    if not genz:
+    if conv.elementwise:
         r.eltwise("ffn_residual", "ffn", "layer", 2.0 * act, act, ADD_FLOPS, ctx)
 
     # Pipeline: the hidden states of the micro-batch go to the next stage,
@@ -480,11 +482,11 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     # GenZ: pp - 1 message passes of B·T·D elements (CONVENTIONS.md, "PP").
     r.collective("stage_send", "pipeline", "send", "sendrecv", 2.0 * stage_chips(par), act * ctx.ba)
 
-    if not genz:
+    if conv.elementwise:
         r.eltwise("final_norm", "lm_head", "once", act, act, NORM_FLOPS, ctx)
     # LM head. Only the last prompt token needs logits; GenZ computes all T.
-    head_tok = tok if genz else seqs
-    head_stored = emb_stored * (1.0 if genz else 1.0 - m.tied)
+    head_tok = tok if conv.lm_head_all_tokens else seqs
+    head_stored = emb_stored * (1.0 - m.tied if conv.tied_head_stored else 1.0)
     r.gemm("lm_head", "lm_head", "once", head_tok, D, vocab, ctx, stored=head_stored)
     r.collective("lm_head_allgather", "lm_head", "once", "allgather", ctx.tp_attn, head_tok * m.vocab * ctx.ba)
     return r.table(m.hidden.dtype)

@@ -297,7 +297,7 @@ class Result:
 
 def _safe_chunk(chunk: int, prob: Problem) -> int:
     """Chips per vmapped call, so that chips x candidates <= search.MAX_BLOCK."""
-    from jaxplat.search.engine import MAX_BLOCK  # noqa: PLC0415 (search imports heavy modules)
+    from jaxplat.search import MAX_BLOCK  # noqa: PLC0415 (search imports heavy modules)
 
     return max(1, min(chunk, MAX_BLOCK // max(1, len(prob.valid))))
 

@@ -15,14 +15,14 @@ from jaxplat.model.genz import GENZ_GB, genz_h100, genz_system
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.hardware_spec import hardware_from_dict, load_hardware, network_level_names
 from jaxplat.model.model_spec import load_model, model_from_config
-from jaxplat.model.options import PROFILES, Options
+from jaxplat.model.options import CONVENTIONS, PROFILES, Conventions, Options
 from jaxplat.model.parallel import Parallel, chips, stage_chips
 from jaxplat.model.pytree import as_f32, pytree_dataclass, replace, static
 from jaxplat.model.technology import Technology, load_technology, technology_from_dict
 from jaxplat.model.workload import Workload
 from jaxplat.model.workload_spec import load_workload, workload_from_dict
 
-__all__ = ["ATTENTION_KINDS", "GENZ_GB", "MAX_MEM_LEVELS", "MAX_NET_LEVELS", "PROFILES", "TOPOLOGIES", "Hardware",
+__all__ = ["ATTENTION_KINDS", "CONVENTIONS", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS", "MAX_NET_LEVELS", "PROFILES", "TOPOLOGIES", "Hardware",
            "Model", "Options", "Parallel", "Technology", "Workload", "as_f32", "chips", "ffn_factor", "genz_h100",
            "genz_system", "hardware_from_dict", "kv_elements_per_token", "load_hardware", "load_model",
            "load_technology", "load_workload", "model_from_config", "moe_layers", "network_level_names",

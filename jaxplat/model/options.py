@@ -1,12 +1,83 @@
-"""`Options`: the few static choices of the one cost model.
+"""`Options`: the few static choices of the one cost model, and the
+accounting `Conventions` a profile stands for.
 
 Each field changes how the operator table is built or which formula is used,
 so each new value compiles a new program. Everything numeric is traced.
+A profile is data: a named `Conventions` value (`CONVENTIONS`), read by the
+cost model field by field, never an `if profile == ...` inside it.
 """
 
 import dataclasses
 
-PROFILES = ("default", "genz")
+
+@dataclasses.dataclass(frozen=True)
+class Conventions:
+    """What the cost model counts and how: the choices on which GenZ's
+    accounting (tests/data/genz/CONVENTIONS.md) differs from ours.
+
+    Attributes:
+      elementwise: cost element-wise operators (norms, RoPE, softmax,
+        activations, residual adds, the KV write). GenZ: no.
+      causal_pairs: prefill attention over T(T+1)/2 query-key pairs (causal
+        mask). False: the full T² (GenZ).
+      heads_over_ep: attention heads (and the vocabulary) split over tp·ep;
+        False: over tp, with the ep ranks running attention data parallel.
+      scores_on_chip: attention scores stay on chip whatever
+        `Options.fused_attention` says (GenZ).
+      decode_io_on_chip: decode GEMM inputs/outputs and the query stay on chip (GenZ).
+      prefix_once_per_sequence: decode attention over the prompt's KV is
+        computed once per sequence, not per beam (a GenZ quirk).
+      embedding_gemm: the embedding is a one-hot GEMM in prefill and absent in
+        decode (GenZ); False: a table lookup in both.
+      lm_head_all_tokens: logits for every prompt token (GenZ); False: the last only.
+      tied_head_stored: a tied LM head's weights are stored once (False: twice, GenZ).
+      moe_accounting: "routed" (tokens routed over all experts, touched
+        experts read, load imbalance) or "genz" (GenZ's per-phase formulas).
+      microbatching: "asked" (Parallel.microbatches) or "batch_over_pp"
+        (GenZ: ub = max(batch // pp, 1)).
+      collectives: "hierarchical" (levels, algorithms) or "genz" (flat formulas).
+      memory_hierarchy: placement over memory levels and tiling re-reads may
+        apply (when `Options.memory_hierarchy`). GenZ: never.
+      peak: "per_dtype" (the chip's peak in the compute dtype) or
+        "bf16_scaled" (GenZ: the bf16 peak × 2 bytes / bytes per element).
+      decode: "exact_sum" (TPOT = the mean step, summed in closed form) or
+        "final_step" (GenZ: one step with the KV at prompt + output).
+      ttft: "last_microbatch" (pipeline fill included) or "one_microbatch" (GenZ).
+      footprint: "busiest_stage" (per chip, KV of every micro-batch in
+        flight) or "summed_stages" (GenZ: weights and one micro-batch's KV
+        summed over stages, held against pp chips' off-chip memory).
+      mla: multi-head latent attention is modelled (GenZ does not).
+    """
+
+    elementwise: bool = True
+    causal_pairs: bool = True
+    heads_over_ep: bool = False
+    scores_on_chip: bool = False
+    decode_io_on_chip: bool = False
+    prefix_once_per_sequence: bool = False
+    embedding_gemm: bool = False
+    lm_head_all_tokens: bool = False
+    tied_head_stored: bool = True
+    moe_accounting: str = "routed"
+    microbatching: str = "asked"
+    collectives: str = "hierarchical"
+    memory_hierarchy: bool = True
+    peak: str = "per_dtype"
+    decode: str = "exact_sum"
+    ttft: str = "last_microbatch"
+    footprint: str = "busiest_stage"
+    mla: bool = True
+
+
+# GenZ 0.0.16's accounting (tests/data/genz/CONVENTIONS.md; GenZ-LLM-Analyzer).
+GENZ = Conventions(elementwise=False, causal_pairs=False, heads_over_ep=True, scores_on_chip=True,
+                   decode_io_on_chip=True, prefix_once_per_sequence=True, embedding_gemm=True,
+                   lm_head_all_tokens=True, tied_head_stored=False, moe_accounting="genz",
+                   microbatching="batch_over_pp", collectives="genz", memory_hierarchy=False,
+                   peak="bf16_scaled", decode="final_step", ttft="one_microbatch", footprint="summed_stages",
+                   mla=False)
+CONVENTIONS = {"default": Conventions(), "genz": GENZ}
+PROFILES = tuple(CONVENTIONS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,17 +86,17 @@ class Options:
 
     Attributes:
       profile: "default" (our model) or "genz" (GenZ's accounting conventions,
-        `shared/data/genz/CONVENTIONS.md`, to reproduce a GenZ user's numbers).
+        to reproduce a GenZ user's numbers); names a `Conventions` value.
       smooth: use the smooth twins of max/ceil (p-norm max, straight-through
         ceil) so that gradients reach every input. Exact mode reports.
       fused_attention: FlashAttention-style fusion (Dao et al. 2022): scores
         stay on chip. Off: scores go to main memory and back (a naive kernel).
-      memory_hierarchy: default profile only: place weights, KV cache and
-        activations over the memory levels (fastest first, spilling down) and
-        charge GEMM operands their tiling re-reads for the on-chip buffer
-        (memory.hierarchy_memory_fn). Off: the plain roofline (every
-        off-chip byte once at main-memory bandwidth). The genz profile
-        ignores it.
+      memory_hierarchy: place weights, KV cache and activations over the
+        memory levels (fastest first, spilling down) and charge GEMM operands
+        their tiling re-reads for the on-chip buffer
+        (memory.hierarchy_memory_fn). Off: the plain roofline (every off-chip
+        byte once at main-memory bandwidth). Profiles whose conventions have
+        no memory hierarchy (genz) ignore it.
     """
 
     profile: str = "default"
@@ -34,9 +105,15 @@ class Options:
     memory_hierarchy: bool = True
 
     def __post_init__(self):
-        if self.profile not in PROFILES:
+        if self.profile not in CONVENTIONS:
             raise ValueError(f"unknown profile {self.profile!r}; allowed: {', '.join(PROFILES)}")
 
     @property
-    def genz(self) -> bool:
-        return self.profile == "genz"
+    def conv(self) -> Conventions:
+        """The accounting conventions of this profile."""
+        return CONVENTIONS[self.profile]
+
+    @property
+    def hierarchy(self) -> bool:
+        """Whether memory placement and tiling re-reads apply."""
+        return self.memory_hierarchy and self.conv.memory_hierarchy

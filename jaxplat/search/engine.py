@@ -114,7 +114,7 @@ class Engine:
             fast = not study.inner and study.size <= FAST_COMPILE_UP_TO
         self.fast_compile = bool(fast)
         self.grid = Grid.of(study, block)
-        self.g = blocks_per_step or study.blocks_per_step
+        self.blocks_per_step = blocks_per_step or study.blocks_per_step
         self.mesh = mesh or jax.make_mesh((jax.device_count(),), ("d",),
                                           axis_types=(jax.sharding.AxisType.Explicit,))
         self.n_dev = self.mesh.shape["d"]
@@ -128,8 +128,8 @@ class Engine:
         self.par_sign = tuple(1.0 if METRICS[p][1] == "min" else -1.0 for p in study.pareto)
         self.axis_sizes = tuple(len(a) for a in study.axes)
         self.axis_offsets = tuple(int(x) for x in np.cumsum((0,) + self.axis_sizes)[:-1])
-        self.k = study.top_k
-        self.pp = study.pareto_points
+        self.top_k = study.top_k
+        self.n_pareto = study.pareto_points
         self.bins = study.histogram_bins
         local = jax.shard_map(self._local_step, mesh=self.mesh, in_specs=(P(), P()), out_specs=P("d"))
         self._step = jax.jit(local)
@@ -319,10 +319,10 @@ class Engine:
         z = lambda *s, dt=jnp.float32, v=0: jnp.full(s, v, dt)  # noqa: E731
         return dict(
             counts=z(len(COUNTERS), dt=jnp.int32),
-            top=(z(self.k, v=-jnp.inf), z(self.k, dt=jnp.int32), z(self.k, dt=jnp.int32), z(self.k, m),
-                 z(self.k, dt=jnp.bool_)),
-            front=(z(self.pp, v=jnp.inf), z(self.pp, v=jnp.inf), z(self.pp, dt=jnp.int32),
-                   z(self.pp, dt=jnp.int32), z(self.pp, m), z(self.pp, dt=jnp.bool_)),
+            top=(z(self.top_k, v=-jnp.inf), z(self.top_k, dt=jnp.int32), z(self.top_k, dt=jnp.int32), z(self.top_k, m),
+                 z(self.top_k, dt=jnp.bool_)),
+            front=(z(self.n_pareto, v=jnp.inf), z(self.n_pareto, v=jnp.inf), z(self.n_pareto, dt=jnp.int32),
+                   z(self.n_pareto, dt=jnp.int32), z(self.n_pareto, m), z(self.n_pareto, dt=jnp.bool_)),
             front_overflow=z(dt=jnp.int32),
             ax_feas=z(ng, na, dt=jnp.int32), ax_ok=z(ng, na, dt=jnp.int32), ax_best=z(ng, na, v=-jnp.inf),
             hist=z(self.bins + 2, dt=jnp.int32))
@@ -354,9 +354,9 @@ class Engine:
         """Running top-k + the block's own top-k -> top-k. lax.top_k keeps the
         lower position on ties, and the running entries (earlier flat indices)
         come first, so ties go to the lower index."""
-        _, pos = lax.top_k(score, min(self.k, score.shape[0]))
+        _, pos = lax.top_k(score, min(self.top_k, score.shape[0]))
         cat = [jnp.concatenate([x, y]) for x, y in zip(top, (score[pos], o[pos], i[pos], vals[:, pos].T, ok[pos]))]
-        _, pos = lax.top_k(cat[0], self.k)
+        _, pos = lax.top_k(cat[0], self.top_k)
         return tuple(x[pos] for x in cat)
 
     def _merge_front(self, front, over, a, b, o, i, vals, ok):
@@ -424,26 +424,26 @@ class Engine:
         flat index: one integer key instead of comparing (o, i)."""
         union = tuple(jnp.concatenate([f, p]) for f, p in zip(front, pts))
         ua, ub, uok = union[0], union[1], union[5]
-        key = jnp.concatenate([jnp.full((self.pp,), -1, jnp.int32), pos.astype(jnp.int32)])
+        key = jnp.concatenate([jnp.full((self.n_pareto,), -1, jnp.int32), pos.astype(jnp.int32)])
         ja, jb, jk = ua[:, None], ub[:, None], key[:, None]  # [j, k]: does j precede k?
         before = (ja < ua) | ((ja == ua) & ((jb < ub) | ((jb == ub) & (jk < key))))
         on = uok & ~jnp.any(before & (jb <= ub) & uok[:, None], axis=0)
-        slot = jnp.where(on, jnp.sum(before & on[:, None], axis=0), self.pp)
+        slot = jnp.where(on, jnp.sum(before & on[:, None], axis=0), self.n_pareto)
         fills = (jnp.inf, jnp.inf, 0, 0, 0.0, False)
         merged = tuple(jnp.full_like(f, v).at[slot].set(u, mode="drop") for f, u, v in zip(front, union, fills))
-        return merged, over + jnp.maximum(jnp.sum(on, dtype=jnp.int32) - self.pp, 0)
+        return merged, over + jnp.maximum(jnp.sum(on, dtype=jnp.int32) - self.n_pareto, 0)
 
     def _local_step(self, first, tables):
         """Per device: blocks first + d*G ... + G - 1, reduced into one summary."""
         d = lax.axis_index("d")
-        start = first + d * self.g
+        start = first + d * self.blocks_per_step
 
         def body(run, gidx):
             return self._merge(run, self._block_summary(start + gidx, tables)), None
 
         # The carry varies over devices (each runs its own blocks).
         init = jax.tree.map(lambda x: lax.pcast(x, ("d",), to="varying"), self.empty())
-        run, _ = lax.scan(body, init, jnp.arange(self.g, dtype=jnp.int32))
+        run, _ = lax.scan(body, init, jnp.arange(self.blocks_per_step, dtype=jnp.int32))
         return jax.tree.map(lambda x: x[None], run)
 
     def step(self, first_block: int):
@@ -464,7 +464,7 @@ class Engine:
 
     @property
     def blocks_per_call(self) -> int:
-        return self.n_dev * self.g
+        return self.n_dev * self.blocks_per_step
 
     def compile(self):
         """Compile the step now (once; `step` runs this executable); returns seconds spent.

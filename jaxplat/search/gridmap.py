@@ -261,9 +261,15 @@ def _match_vma(ins):
 
 
 def varying_axes(x):
-    """Mesh axes a value varies over inside shard_map (empty outside)."""
-    mat = getattr(jax.typeof(x), "manual_axis_type", None)
-    return frozenset(getattr(mat, "varying", ()) or ())
+    """Mesh axes a value varies over inside shard_map (empty outside).
+
+    JAX 0.10 keeps them in the aval's `manual_axis_type.varying` (earlier
+    releases: `vma`); an aval with neither fails here rather than silently
+    reading no axes."""
+    aval = jax.typeof(x)
+    if hasattr(aval, "manual_axis_type"):
+        return frozenset(aval.manual_axis_type.varying)
+    return frozenset(aval.vma)
 
 
 def vary_over(x, axes):

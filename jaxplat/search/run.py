@@ -59,7 +59,7 @@ class Result:
         score = np.concatenate([self.top["score"], score[okf]])
         idx = np.concatenate([self.top["index"], idx[okf]])
         vals = np.concatenate([self.top["vals"], vals[okf]])
-        order = np.lexsort((idx, -score.astype(np.float64)))[: self.e.k]
+        order = np.lexsort((idx, -score.astype(np.float64)))[: self.e.top_k]
         self.top = dict(score=score[order], index=idx[order], vals=vals[order])
 
         a, b, o, i, vals, okf = (x.reshape((-1,) + x.shape[2:]) for x in s["front"])
@@ -89,7 +89,7 @@ class Result:
                                                    front_overflow=self.front_overflow,
                                                    fingerprint=self.e.study.fingerprint,
                                                    grid=dataclasses.asdict(self.e.grid),
-                                                   metrics=list(self.e.metrics), top_k=self.e.k,
+                                                   metrics=list(self.e.metrics), top_k=self.e.top_k,
                                                    fast_compile=bool(self.e.fast_compile)))))
             f.flush()
             os.fsync(f.fileno())
@@ -104,7 +104,7 @@ class Result:
             meta = json.loads(str(z["meta"]))
             # fast_compile: the two code generators may differ in a value's last bit
             mine = dict(fingerprint=self.e.study.fingerprint, grid=dataclasses.asdict(self.e.grid),
-                        metrics=list(self.e.metrics), top_k=self.e.k, fast_compile=bool(self.e.fast_compile))
+                        metrics=list(self.e.metrics), top_k=self.e.top_k, fast_compile=bool(self.e.fast_compile))
             meta.setdefault("fast_compile", False)  # states written before the option
             for key, v in mine.items():
                 if meta.get(key) != v:
