@@ -43,8 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxplat as jp
-from jaxplat.model import replace
 from jaxplat import search
+from jaxplat.model import replace
 from jaxplat.search import study_from_dict, vmap_last
 
 STUDY = dict(

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import jaxplat as jp
-from jaxplat.model import replace
 from jaxplat import search
+from jaxplat.model import replace
 from jaxplat.search import study_from_dict
 from jaxplat.specs import SpecError
 

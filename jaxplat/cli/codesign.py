@@ -11,10 +11,10 @@ import numpy as np
 import yaml
 
 from jaxplat.cost import evaluate
-from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
 from jaxplat.design import codesign as cd
 from jaxplat.report import table
 from jaxplat.specs import read_yaml, resolve, units
+from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
 
 METRIC_ROWS = (  # Metrics field, label, formatter
     ("ttft", "TTFT", units.fmt_time), ("tpot", "TPOT", units.fmt_time),

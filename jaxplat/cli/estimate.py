@@ -5,7 +5,7 @@ import json
 import jax
 
 from jaxplat.cli import serving_args
-from jaxplat.cost import breakdown, comm_breakdown, evaluate
+from jaxplat.cost import attention_split, breakdown, comm_breakdown, divisibility, evaluate
 from jaxplat.model import (
     PROFILES,
     Options,
@@ -77,21 +77,22 @@ def _overrides(wl, args):
     return replace(wl, **changes) if changes else wl
 
 
-def infeasible_reasons(model, par, metrics) -> list[str]:
-    """Host-side explanation of `feasible = False` (the model only flags it)."""
+def infeasible_reasons(model, par, metrics, opts) -> list[str]:
+    """Why `feasible` is False, one phrase per failed check of the cost
+    model itself (`cost.divisibility`, chips, memory)."""
+    checks = jax.device_get(jax.jit(divisibility, static_argnums=2)(model, par, opts))
+    split = float(attention_split(par, opts))
+    split_name = f"tp·ep={split:g}" if opts.conv.heads_over_ep else f"tp={split:g}"
     heads, kv, experts = float(model.heads), float(model.kv_heads), float(model.experts)
-    tp, ep, pp = float(par.tp), float(par.ep), float(par.pp)
-    reasons = []
+    say = {"whole": "parallel degrees must be whole numbers >= 1",
+           "heads": f"{split_name} does not divide the {heads:g} attention heads",
+           "kv_heads": f"{split_name} and the {kv:g} KV heads do not divide one another",
+           "experts": f"ep={float(par.ep):g} does not divide the {experts:g} experts",
+           "layers": f"pp={float(par.pp):g} exceeds the {float(model.layers):g} layers",
+           "imbalance": "--imbalance must be >= 1"}
+    reasons = [say[name] for name, ok in checks.items() if not bool(ok)]
     if not bool(metrics.chips_ok):
         reasons.append(f"uses {float(metrics.chips):g} chips, more than the system's network holds")
-    if pp > float(model.layers):
-        reasons.append(f"pp={pp:g} exceeds the {float(model.layers):g} layers")
-    if heads % tp:
-        reasons.append(f"tp={tp:g} does not divide the {heads:g} attention heads")
-    if kv % tp and tp % kv:
-        reasons.append(f"tp={tp:g} and the {kv:g} KV heads do not divide one another")
-    if experts and experts % ep:
-        reasons.append(f"ep={ep:g} does not divide the {experts:g} experts")
     if not bool(metrics.fits):
         reasons.append(f"needs {units.fmt_bytes(float(metrics.memory_bytes))} per chip, "
                        f"has {units.fmt_bytes(float(metrics.capacity_bytes))}")
@@ -154,7 +155,7 @@ def run(args) -> int:
         print(table(["metric", "value"], [[k, "unbounded (arrivals exceed capacity)"
                                            if unstable and k.endswith("_s") and not k.endswith("req_s")
                                            else _human(k, v)] for k, v in served.items()], "lr"))
-    for reason in infeasible_reasons(model, par, m):
+    for reason in infeasible_reasons(model, par, m, opts):
         print(f"  infeasible: {reason}")
     print()
     print(format_comm_breakdown(comm_breakdown(model, hw, par, wl, opts), network_level_names(args.hardware)))

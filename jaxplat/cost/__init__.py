@@ -5,9 +5,17 @@ arrays `evaluate` reduces). Imports `jaxplat.model` and below.
 """
 
 from jaxplat.cost.breakdown import breakdown, comm_breakdown
-from jaxplat.cost.inference import DEFAULT_SHARPNESS, Metrics, evaluate, peak_flops, row_components
+from jaxplat.cost.inference import (
+                                    DEFAULT_SHARPNESS,
+                                    Metrics,
+                                    attention_split,
+                                    divisibility,
+                                    evaluate,
+                                    peak_flops,
+                                    row_components,
+)
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import safe_div
 
-__all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "breakdown", "build_table", "comm_breakdown", "evaluate",
+__all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "attention_split", "breakdown", "build_table", "comm_breakdown", "divisibility", "evaluate",
            "peak_flops", "row_components", "safe_div"]

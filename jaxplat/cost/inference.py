@@ -133,19 +133,28 @@ def row_decode_sums(table, hw, wl, opts, lo, hi, p=None):
     return sum_over_steps(c0, c1, m0, m1, comm, lo, hi, p)
 
 
-def _feasible(model: Model, par: Parallel, opts: Options = Options()) -> jax.Array:
-    """Degrees are whole numbers >= 1 and divide what they split: heads by
-    the attention split (tp; tp·ep with Conventions.heads_over_ep), KV heads and tp one
-    another (replication), experts by ep; at most one stage per layer; the
-    load-imbalance factor is at least 1. Uneven layer splits are allowed."""
+def divisibility(model: Model, par: Parallel, opts: Options = Options()) -> dict:
+    """The named checks (bool arrays) behind `Metrics.divisible`: degrees are
+    whole numbers >= 1 ("whole"); the attention split (tp; tp·ep with
+    Conventions.heads_over_ep) divides the heads ("heads"); KV heads and that
+    split divide one another, replicating KV heads ("kv_heads"); ep divides
+    the experts ("experts"); at most one stage per layer ("layers"); the
+    load-imbalance factor is at least 1 ("imbalance"). Uneven layer splits
+    are allowed. Reports explain `feasible = False` from these same checks."""
     divides = lambda x, d: jnp.mod(x, d) == 0  # noqa: E731
     degrees = jnp.stack([par.tp, par.pp, par.ep, par.dp, par.sp, par.microbatches])
-    whole = jnp.all((degrees >= 1.0) & (degrees == jnp.round(degrees)))
-    tp_attn = par.tp * par.ep if opts.conv.heads_over_ep else par.tp
-    kv_ok = divides(model.kv_heads, tp_attn) | divides(tp_attn, model.kv_heads)
-    experts_ok = (model.experts == 0) | divides(model.experts, par.ep)
-    return (whole & divides(model.heads, tp_attn) & kv_ok & experts_ok & (par.pp <= model.layers)
-            & (par.imbalance >= 1.0))
+    tp_attn = attention_split(par, opts)
+    return {"whole": jnp.all((degrees >= 1.0) & (degrees == jnp.round(degrees))),
+            "heads": divides(model.heads, tp_attn),
+            "kv_heads": divides(model.kv_heads, tp_attn) | divides(tp_attn, model.kv_heads),
+            "experts": (model.experts == 0) | divides(model.experts, par.ep),
+            "layers": par.pp <= model.layers,
+            "imbalance": par.imbalance >= 1.0}
+
+
+def attention_split(par: Parallel, opts: Options = Options()) -> jax.Array:
+    """Chips the attention heads are split over: tp, or tp·ep (Conventions.heads_over_ep)."""
+    return par.tp * par.ep if opts.conv.heads_over_ep else par.tp
 
 
 def _total(weights, core, comm):
@@ -270,7 +279,7 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
         throughput = par.dp * safe_div(wl.batch * wl.output, e2e)
 
     w, kv, act, fits = _footprint(model, hardware, par, wl, pre, ub, options)
-    divisible = _feasible(model, par, options)
+    divisible = functools.reduce(jnp.logical_and, divisibility(model, par, options).values())
     chips_ok = chips(par) <= chips_available(hardware)
     bubble = fill * safe_div(par.pp - 1.0, nmb + par.pp - 1.0)
 

@@ -35,10 +35,20 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxplat.cost import evaluate
-from jaxplat.cost import money
-from jaxplat.model import (PROFILES, Hardware, Model, Options, Parallel, Technology, Workload, load_technology,
-                           pytree_dataclass, replace, static)
+from jaxplat.cost import evaluate, money
+from jaxplat.model import (
+    PROFILES,
+    Hardware,
+    Model,
+    Options,
+    Parallel,
+    Technology,
+    Workload,
+    load_technology,
+    pytree_dataclass,
+    replace,
+    static,
+)
 from jaxplat.specs.units import DTYPES
 
 PARAMS = ("flops", "sram", "hbm_stacks", "link_bw")

@@ -4,12 +4,12 @@ loaders from spec files. Imports only `jaxplat.specs`.
 """
 
 from jaxplat.model.architecture import (
-           ATTENTION_KINDS,
-           Model,
-           ffn_factor,
-           kv_elements_per_token,
-           moe_layers,
-           param_count,
+                                        ATTENTION_KINDS,
+                                        Model,
+                                        ffn_factor,
+                                        kv_elements_per_token,
+                                        moe_layers,
+                                        param_count,
 )
 from jaxplat.model.genz import GENZ_GB, genz_h100, genz_system
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
