@@ -28,7 +28,7 @@ COLUMNS = {
     # metrics, as the sweep's tables name them (SI suffix in the key)
     "ttft_s": ("TTFT", "ms", 1e-3),
     "tpot_s": ("TPOT", "ms", 1e-3),
-    "e2e_s": ("end-to-end latency", "s", 1.0),
+    "e2e_s": ("end-to-end", "s", 1.0),
     "throughput_tok_s": ("throughput", "tok/s", 1.0),
     "throughput_per_chip_tok_s": ("throughput per chip", "tok/s/chip", 1.0),
     "chips": ("chips used", "", 1.0),
@@ -142,9 +142,14 @@ def column_info(col: str) -> tuple[str, str, float]:
     """(readable name, unit, SI per unit) of a table column; unknown ones as they are."""
     if col in COLUMNS:
         return COLUMNS[col]
-    if col.startswith("best_"):
-        name, unit, scale = column_info(col[5:])
+    if col.startswith("best_"):  # axes.csv: best_<metric name>, the metric without its unit suffix
+        metric = col[5:]
+        key = next((metric + suf for suf in _METRIC_SUFFIXES if metric + suf in COLUMNS), metric)
+        name, unit, scale = column_info(key)
         return f"best {name}", unit, scale
+    for suf in _METRIC_SUFFIXES[1:]:  # a metric by its name (summary.json's objective and pareto)
+        if col + suf in COLUMNS:
+            return COLUMNS[col + suf]
     return col.replace("_", " "), "", 1.0
 
 
@@ -274,7 +279,7 @@ def load(out_dir) -> dict:
 CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif; margin: 0;
        color: #222; background: #fafafa; }
-main { max-width: 1320px; margin: 0 auto; padding: 16px 28px 40px; background: #fff; }
+main { max-width: 1500px; margin: 0 auto; padding: 16px 24px 40px; background: #fff; }
 h1 { font-size: 1.6em; margin: 0.4em 0 0.1em; }
 h2 { font-size: 1.25em; margin: 1.6em 0 0.4em; border-bottom: 1px solid #ddd; padding-bottom: 3px; }
 p.sub { color: #555; margin: 0 0 1em; }
@@ -288,8 +293,8 @@ th.obj, td.obj { background: #fff6d9; }
 tr:nth-child(even) td { background: #fafbfc; }
 tr:nth-child(even) td.obj { background: #fbf0cc; }
 .wide { overflow-x: auto; }
-table.compact { font-size: 0.8em; }
-table.compact th, table.compact td { padding: 3px 5px; }
+table.compact { font-size: 0.76em; }
+table.compact th, table.compact td { padding: 2px 5px; }
 .swatch { display: inline-block; width: 0.8em; height: 0.8em; border-radius: 50%; margin-right: 5px;
           vertical-align: -1px; }
 .warn { background: #fff3f3; border-left: 4px solid #d62728; padding: 6px 10px; }
@@ -373,6 +378,23 @@ def _group_axis(data) -> str | None:
     return None
 
 
+def _group_label(data, g) -> str:
+    """A group as shown: a number in its unit (8 chips, not 8.0), a name as it is."""
+    gcol = _group_axis(data)
+    if not g:
+        return "all"
+    return fmt_col(gcol, float(g)) if gcol and _is_numeric([g]) else str(g)
+
+
+def _metric_col(data, metric: str) -> str:
+    for frame in (data["pareto"], data["top_k"]):
+        try:
+            return metric_column(frame, metric)
+        except SpecError:
+            pass
+    return metric
+
+
 def _groups(data) -> list[str]:
     g = data["axes"]["group"].fillna("").astype(str)
     return [x for x in dict.fromkeys(g) if x]
@@ -405,7 +427,7 @@ def _pareto_figure(data, colors, obj_col):
     obj = column_info(obj_col)[0]
     for g in groups:
         color = colors.get(g, COLORS[0])
-        name = g if g is not None else "Pareto front"
+        name = _group_label(data, g) if g is not None else "Pareto front"
         fsel = front[front[gcol].astype(str) == g] if g is not None else front
         tsel = top[top[gcol].astype(str) == g] if g is not None else top
         if len(fsel):
@@ -434,9 +456,9 @@ def _pareto_figure(data, colors, obj_col):
     return fig
 
 
-def _axes_figure(data, colors, axes_to_plot):
-    """Per axis: share of its configurations meeting every constraint, and
-    the best objective, per value (one line per group)."""
+def _axis_figure(data, colors, a):
+    """One axis: the share of its configurations meeting every constraint,
+    and the best objective, per value (one line per group)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -444,56 +466,47 @@ def _axes_figure(data, colors, axes_to_plot):
     obj_col = [c for c in ax.columns if c.startswith("best_")][0]
     on, ou, osc = column_info(obj_col)
     groups = _groups(data) or [""]
-    n_groups = len(groups)
-    titles = []
-    for a in axes_to_plot:
-        titles += [f"{header(a)}: meeting every constraint", f"{header(a)}: {on}"]
-    fig = make_subplots(rows=len(axes_to_plot), cols=2, subplot_titles=titles, horizontal_spacing=0.09,
-                        vertical_spacing=0.32 / max(len(axes_to_plot), 1))
-    for i, a in enumerate(axes_to_plot, start=1):
-        sub = ax[ax["axis"] == a]
-        n_values = sub["value"].nunique()
-        per_value = s["configurations"] / (n_groups * n_values)  # configurations with a given group and value
-        _, _, scale = column_info(a)
-        categorical = a in CATEGORICAL_AXES or not _is_numeric(sub["value"])
-        best_all = []
-        for g in groups:
-            rows = sub[sub["group"].fillna("").astype(str) == g]
-            if categorical:
-                xv = [fmt_col(a, _num_or_str(v)) for v in rows["value"]]
-            else:
-                xv = [float(v) / scale for v in rows["value"]]
-            share = 100.0 * rows["n_ok"].to_numpy(np.float64) / per_value
-            best = rows[obj_col].to_numpy(np.float64) / osc
-            best_all += list(best)
-            name = g or "all"
-            color = colors.get(g, COLORS[0])
-            hov = [f"{_esc(name)}<br>{_esc(header(a))}: {x if isinstance(x, str) else fmt(x)}<br>"
-                   f"meet every constraint: {fmt(ok)} of {fmt(per_value)} ({fmt(sh)} %)<br>feasible: {fmt(fe)}<br>"
-                   f"{_esc(on)}: {fmt(b)} {_esc(ou)}"
-                   for x, ok, sh, fe, b in zip(xv, rows["n_ok"], share, rows["n_feasible"], best)]
-            common = dict(x=xv, mode="lines+markers", name=name, legendgroup=name, line=dict(color=color, width=1.6),
-                          marker=dict(size=5, color=color), text=hov, hovertemplate="%{text}<extra></extra>")
-            fig.add_trace(go.Scatter(y=share, showlegend=(i == 1), **common), row=i, col=1)
-            fig.add_trace(go.Scatter(y=best, showlegend=False, **common), row=i, col=2)
-        xtitle = header(a)
-        for col in (1, 2):
-            if categorical:
-                fig.update_xaxes(type="category", row=i, col=col, title_text=xtitle, title_standoff=4)
-            else:
-                xs_ = list(sub["value"].astype(float) / scale)
-                fig.update_xaxes(row=i, col=col, title_text=xtitle, title_standoff=4,
-                                 **(log_axis(xs_) if _log_if_wide(xs_) else {}))
-        fig.update_yaxes(title_text="% of configurations", row=i, col=1, rangemode="tozero")
-        fig.update_yaxes(title_text=f"{on} [{ou}]" if ou else on, row=i, col=2,
-                         **(log_axis(best_all) if _log_if_wide(best_all) else {}))
+    sub = ax[ax["axis"] == a]
+    per_value = s["configurations"] / (len(groups) * sub["value"].nunique())  # with a given group and value
+    _, _, scale = column_info(a)
+    categorical = a in CATEGORICAL_AXES or not _is_numeric(sub["value"])
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.09,
+                        subplot_titles=["share of its configurations meeting every constraint",
+                                        f"{on} among them"])
+    best_all = []
+    for g in groups:
+        rows = sub[sub["group"].fillna("").astype(str) == g]
+        xv = ([fmt_col(a, _num_or_str(v)) for v in rows["value"]] if categorical
+              else [float(v) / scale for v in rows["value"]])
+        share = 100.0 * rows["n_ok"].to_numpy(np.float64) / per_value
+        best = rows[obj_col].to_numpy(np.float64) / osc
+        best_all += list(best)
+        name = _group_label(data, g)
+        color = colors.get(g, COLORS[0])
+        hov = [f"{_esc(name)}<br>{_esc(header(a))}: {x if isinstance(x, str) else fmt(x)}<br>"
+               f"meet every constraint: {fmt(ok)} of {fmt(per_value)} ({fmt(sh)} %)<br>feasible: {fmt(fe)}<br>"
+               f"{_esc(on)}: {fmt(b)} {_esc(ou)}"
+               for x, ok, sh, fe, b in zip(xv, rows["n_ok"], share, rows["n_feasible"], best)]
+        common = dict(x=xv, mode="lines+markers", name=name, legendgroup=name, line=dict(color=color, width=1.6),
+                      marker=dict(size=5, color=color), text=hov, hovertemplate="%{text}<extra></extra>")
+        fig.add_trace(go.Scatter(y=share, showlegend=True, **common), row=1, col=1)
+        fig.add_trace(go.Scatter(y=best, showlegend=False, **common), row=1, col=2)
+    xs_ = [] if categorical else list(sub["value"].astype(float) / scale)
+    for col in (1, 2):
+        fig.update_xaxes(row=1, col=col, title_text=header(a), title_standoff=4,
+                         **({"type": "category"} if categorical else log_axis(xs_) if _log_if_wide(xs_) else {}))
+    fig.update_yaxes(title_text="% of configurations", row=1, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text=f"{on} [{ou}]" if ou else on, row=1, col=2,
+                     **(log_axis(best_all) if _log_if_wide(best_all) else {}))
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    fig.update_annotations(font_size=13)
-    fig.update_layout(height=300 * len(axes_to_plot) + 60, template="plotly_white",
-                      margin=dict(l=70, r=20, t=60, b=40), hoverlabel=dict(align="left"),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0 + 30 / (300 * len(axes_to_plot)),
-                                  x=0, title_text=(header(_group_axis(data)) + ":") if _group_axis(data) else ""))
+    fig.update_annotations(font_size=12)
+    gcol = _group_axis(data)
+    fig.update_layout(height=360, template="plotly_white", margin=dict(l=70, r=20, t=80, b=45),
+                      title=dict(text=f"<b>{_esc(header(a))}</b>", x=0, xanchor="left", y=0.98, font_size=15),
+                      hoverlabel=dict(align="left"), showlegend=bool(gcol),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.13, xanchor="right", x=1.0,
+                                  title_text=header(gcol) + ":" if gcol else ""))
     return fig
 
 
@@ -561,7 +574,7 @@ def _requirements(data, group_axis) -> tuple[list, list, list] | None:
     rows, keys = [], []
     for g in groups:
         rs = ax[ax["group"].fillna("").astype(str) == g]
-        row = [g or "all"]
+        row = [_group_label(data, g)]
         for k, _ in slo_cols:
             v = cons[k]
             row.append(fmt((v.get(g) if isinstance(v, dict) else v) / 1e-3) if (v.get(g) if isinstance(v, dict) else v) is not None else "none")
@@ -641,17 +654,24 @@ def sweep_page(data) -> str:
 
     # Pareto front
     xm, ym = s["pareto"]
-    parts.append(f"<h2>Pareto front: {_esc(column_info(metric_column(data['pareto'], xm) if len(data['pareto']) else xm)[0])} "
-                 f"against {_esc(column_info(metric_column(data['pareto'], ym) if len(data['pareto']) else ym)[0])}</h2>")
+    parts.append(f"<h2>Pareto front: {_esc(column_info(_metric_col(data, xm))[0])} against "
+                 f"{_esc(column_info(_metric_col(data, ym))[0])}</h2>")
     if len(data["pareto"]) or len(data["top_k"]):
         parts.append(figs(_pareto_figure(data, colors, obj_col)))
-        absent = [g for g in groups if gcol and g not in set(data["pareto"].get(gcol, []).astype(str))]
+        ax = data["axes"]
+        first_axis = ax[ax["axis"] == ax["axis"].iloc[0]] if len(ax) else ax
+        n_ok = {g: int(first_axis.loc[first_axis["group"].fillna("").astype(str) == g, "n_ok"].sum()) for g in groups}
+        on_front = set(data["pareto"][gcol].astype(str)) if gcol and gcol in data["pareto"] else set()
+        none_ok = [_group_label(data, g) for g in groups if gcol and n_ok[g] == 0]
+        dominated = [_group_label(data, g) for g in groups if gcol and n_ok[g] > 0 and g not in on_front]
+        what = _esc(header(gcol) if gcol else "group")
         parts.append(
             f'<p class="note">Filled circles: the Pareto front of all the configurations that meet every constraint, '
-            f"whatever their {_esc(header(gcol) if gcol else 'group')}; no other configuration is better on both axes. "
+            f"whatever their {what}; no other configuration is better on both axes. "
             f"Open diamonds: the top {len(data['top_k'])} by {_esc(header(obj_col))}. Hover for each point's "
-            f"configuration." + (f" Not on the front (dominated by the others): {_esc(', '.join(absent))}."
-                                 if absent else "") + "</p>")
+            "configuration."
+            + (f" Not on the front, dominated by the others: {_esc(', '.join(dominated))}." if dominated else "")
+            + (f" No configuration meets every constraint: {_esc(', '.join(none_ok))}." if none_ok else "") + "</p>")
     else:
         parts.append('<p class="warn">No configuration meets every constraint: no front, no top-k.</p>')
 
@@ -673,9 +693,11 @@ def sweep_page(data) -> str:
     plot_axes = [a for a in names if a != gcol and ax.loc[ax["axis"] == a, "value"].nunique() > 1]
     if plot_axes:
         parts.append("<h2>Per axis: feasibility and best objective</h2>")
-        parts.append(figs(_axes_figure(data, colors, plot_axes)))
-        parts.append('<p class="note">Left: the share of the configurations with that value (in that group) that meet '
-                     "every constraint. Right: the best objective among them; a gap means none meets.</p>")
+        parts.append('<p class="note">For each value of each axis: left, the share of the configurations with that '
+                     f"value (and that {_esc(header(gcol) if gcol else 'group')}) that meet every constraint; right, "
+                     "the best objective among them (a gap: none meets).</p>")
+        for a in plot_axes:
+            parts.append(figs(_axis_figure(data, colors, a)))
 
     # top-k table
     top = data["top_k"]
@@ -709,11 +731,21 @@ def _metric_order(df, names, obj_col, s) -> list[str]:
     return list(dict.fromkeys([c for c in first if c in metrics] + metrics))
 
 
-def _frame_table(df, cols, table_id, highlight=None) -> str:
+def _frame_table(df, cols, table_id, highlight=None, keep=()) -> str:
+    """A DataFrame as a table; a column with one value in every row (and at
+    least two rows) is said once above the table instead."""
+    same = [c for c in cols if len(df) > 1 and c not in keep and c != highlight and c != "rank"
+            and df[c].nunique(dropna=False) == 1]
+    cols = [c for c in cols if c not in same]
     rows = [[fmt_col(c, r[c]) for c in cols] for _, r in df.iterrows()]
     numeric = [df[c].dtype.kind in "fiu" for c in cols]
-    return table_html([header_html(c) for c in cols], rows, numeric=numeric, table_id=table_id,
-                      highlight=cols.index(highlight) if highlight in cols else None)
+    note = ""
+    if same:
+        said = "; ".join(f"{column_info(c)[0]} {fmt_col(c, df[c].iloc[0])}"
+                         + (f" {column_info(c)[1]}" if column_info(c)[1] else "") for c in same)
+        note = f'<p class="note" id="{_esc(table_id)}-same">The same in every row: {_esc(said)}.</p>'
+    return note + table_html([header_html(c) for c in cols], rows, numeric=numeric, table_id=table_id,
+                             highlight=cols.index(highlight) if highlight in cols else None)
 
 
 # ------------------------------------------------------------- co-design page
