@@ -230,7 +230,7 @@ def _read_json(path: Path) -> dict:
     return d
 
 
-def _read_csv(out: Path, name: str, required: bool = True):
+def _read_csv(out: Path, name: str, required: bool = True, columns=()):
     import pandas as pd
 
     path = out / name
@@ -239,9 +239,13 @@ def _read_csv(out: Path, name: str, required: bool = True):
             raise SpecError(f"{out}: has summary.json but no {name} (rerun the command that wrote this folder)")
         return None
     try:
-        return pd.read_csv(path)
+        df = pd.read_csv(path)
     except (OSError, ValueError) as e:  # pandas' parser errors are ValueErrors
         raise SpecError(f"{path}: not a readable table ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    missing = [c for c in columns if not any(k == c or (c.endswith("*") and k.startswith(c[:-1])) for k in df.columns)]
+    if missing:
+        raise SpecError(f"{path}: no column for {', '.join(c.rstrip('*') for c in missing)}")
+    return df
 
 
 def load(out_dir) -> dict:
@@ -260,15 +264,23 @@ def load(out_dir) -> dict:
         missing = [k for k in ("configurations", "feasible", "ok", "objective", "pareto") if k not in summary]
         if missing:
             raise SpecError(f"{out / 'summary.json'}: a sweep summary without {', '.join(missing)}")
-        data = dict(kind=kind, out=out, summary=summary, top_k=_read_csv(out, "top_k.csv"),
-                    pareto=_read_csv(out, "pareto.csv"), axes=_read_csv(out, "axes.csv"),
-                    histogram=_read_csv(out, "histogram.csv", required=False))
+        if not (isinstance(summary["pareto"], list) and len(summary["pareto"]) == 2):
+            raise SpecError(f"{out / 'summary.json'}: pareto must name two metrics")
+        metrics = [summary["objective"].split(" ")[-1]] + list(summary["pareto"])
+        need = [m + "*" for m in metrics]
+        data = dict(kind=kind, out=out, summary=summary, top_k=_read_csv(out, "top_k.csv", columns=["rank"] + need),
+                    pareto=_read_csv(out, "pareto.csv", columns=need),
+                    axes=_read_csv(out, "axes.csv", columns=("group", "axis", "value", "n_feasible", "n_ok",
+                                                             "best_*")),
+                    histogram=_read_csv(out, "histogram.csv", required=False, columns=("bin_lo", "bin_hi", "count")))
     elif kind == "codesign":
         missing = [k for k in ("objective", "chip", "metrics", "parallel") if k not in summary]
         if missing:
             raise SpecError(f"{out / 'summary.json'}: a co-design summary without {', '.join(missing)}")
-        data = dict(kind=kind, out=out, summary=summary, trajectory=_read_csv(out, "trajectory.csv"),
-                    sensitivities=_read_csv(out, "sensitivities.csv", required=False))
+        data = dict(kind=kind, out=out, summary=summary,
+                    trajectory=_read_csv(out, "trajectory.csv", columns=("step", "start", "loss")),
+                    sensitivities=_read_csv(out, "sensitivities.csv", required=False,
+                                            columns=("number", "metric", "autodiff", "finite_difference")))
     else:
         raise SpecError(f"{out / 'summary.json'}: neither a sweep's nor a co-design's summary")
     return data
@@ -942,7 +954,11 @@ def _signed(v) -> str:
 def render(out_dir) -> str:
     """The HTML page of an output folder."""
     data = load(out_dir)
-    return sweep_page(data) if data["kind"] == "sweep" else codesign_page(data)
+    try:
+        return sweep_page(data) if data["kind"] == "sweep" else codesign_page(data)
+    except (KeyError, IndexError, TypeError, AttributeError) as e:  # a hand-edited or truncated folder
+        raise SpecError(f"{data['out']}: unexpected contents ({type(e).__name__}: {e}); "
+                        "rerun the command that wrote this folder") from None
 
 
 def write_report(out_dir, output=None) -> Path:
