@@ -385,7 +385,8 @@ def _group_axis(data) -> str | None:
     if not groups:
         return None
     for a in _axis_names(data):  # older summaries: the axis whose labels are the groups
-        if a in data["top_k"].columns and set(data["axes"].loc[data["axes"]["axis"] == a, "value"].astype(str)) == groups:
+        values = set(data["axes"].loc[data["axes"]["axis"] == a, "value"].astype(str))
+        if a in data["top_k"].columns and values == groups:
             return a
     return None
 
@@ -454,7 +455,8 @@ def _pareto_figure(data, colors, obj_col):
                                      text=[_hover(r, ["rank"] + hover_cols) for _, r in tsel.iterrows()],
                                      hovertemplate=f"<b>top-{len(top)} by {_esc(obj)}</b><br>%{{text}}<extra></extra>"))
     if len(top):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"top {len(top)} by {column_info(obj_col)[0]}",
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
+                                 name=f"top {len(top)} by {column_info(obj_col)[0]}",
                                  marker=dict(color="#555", size=9, symbol="diamond-open")))
     xv, yv = list(front[xc] / xs) + list(top[xc] / xs), list(front[yc] / ys) + list(top[yc] / ys)
     fig.update_xaxes(title_text=f"{xn} [{xu}]" if xu else xn, showgrid=True, gridcolor="#eee", zeroline=False,
@@ -555,8 +557,8 @@ def _histogram_figure(data, obj_col):
         return None
     first, last = np.argmax(keep), len(keep) - 1 - np.argmax(keep[::-1])
     sl = slice(first, last + 1)
-    label = [f"{'below ' + fmt(b) if a0 == 0 else 'above ' + fmt(a) if not np.isfinite(b0) else fmt(a) + ' – ' + fmt(b)}"
-             f" {ou}: {fmt(c)} configurations"
+    label = [("below " + fmt(b) if a0 == 0 else "above " + fmt(a) if not np.isfinite(b0) else f"{fmt(a)} – {fmt(b)}")
+             + f" {ou}: {fmt(c)} configurations"
              for a, b, a0, b0, c in zip(lo[sl], hi[sl], h["bin_lo"][sl], h["bin_hi"][sl], h["count"][sl])]
     fig = go.Figure(go.Scatter(x=np.sqrt(lo[sl] * hi[sl]), y=h["count"][sl], mode="lines+markers",
                                line=dict(shape="hvh", color="#1f77b4"), fill="tozeroy", text=label,
@@ -588,8 +590,8 @@ def _requirements(data, group_axis) -> tuple[list, list, list] | None:
         rs = ax[ax["group"].fillna("").astype(str) == g]
         row = [_group_label(data, g)]
         for k, _ in slo_cols:
-            v = cons[k]
-            row.append(fmt((v.get(g) if isinstance(v, dict) else v) / 1e-3) if (v.get(g) if isinstance(v, dict) else v) is not None else "none")
+            v = cons[k].get(g) if isinstance(cons[k], dict) else cons[k]
+            row.append("none" if v is None else fmt(v / 1e-3))
         first = rs[rs["axis"] == hw[0]]
         row.append(fmt(int(first["n_ok"].sum())))
         best = first[obj_col].min() if len(first) else float("nan")
@@ -883,7 +885,8 @@ def codesign_page(data) -> str:
                f"fixed {fmt(b[0] / scale)}" if b else
                f"≤ {fmt(lim['reticle_mm2'])} (reticle)" if k == "area_mm2" and "reticle_mm2" in lim else
                f"≤ {fmt(lim['power_limit_w'])}" if k == "tdp_w" and "power_limit_w" in lim else "")
-        rows.append([f"{name} [{unit}]" if unit else name, fmt(chip[k] / scale), fmt(gchip[k] / scale) if k in gchip else "–", rng])
+        rows.append([f"{name} [{unit}]" if unit else name, fmt(chip[k] / scale),
+                     fmt(gchip[k] / scale) if k in gchip else "–", rng])
         keys.append(k)
     parts.append("<h2>The chip</h2>")
     parts.append(table_html(["", "optimizer", "grid's best", "searched / limit"], rows,

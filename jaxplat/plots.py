@@ -98,8 +98,8 @@ def pareto_plot(front, top, x: str, y: str, xunit: str, yunit: str, path, title:
     if groups:
         from jaxplat.html_report import column_info
 
-        ax.legend(fontsize=8, title=column_info(group)[0], title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                  borderaxespad=0.0)
+        ax.legend(fontsize=8, title=column_info(group)[0], title_fontsize=8, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     elif len(top) or len(front):
         ax.legend(fontsize=8)
     fig.tight_layout()

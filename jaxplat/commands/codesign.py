@@ -35,7 +35,9 @@ def register(sub):
                                    "with the discrete parallelism/batch choice, checked against a dense grid.")
     p.add_argument("study", help="codesign study YAML (e.g. specs/studies/codesign-llama70b-chatbot.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
-    p.add_argument("--out", default="codesign-out", help="folder for the chip YAML and the plot (default: codesign-out)")
+    p.add_argument("--out", default="codesign-out",
+                   help="folder for the chip YAML, the plot, summary.json, trajectory.csv and sensitivities.csv "
+                        "(read by `jaxplat report`; default: codesign-out)")
     p.add_argument("--starts", type=int, help="random starts (overrides the study)")
     p.add_argument("--steps", type=int, help="optimizer steps (overrides the study)")
     p.add_argument("--no-grid", action="store_true", help="skip the grid oracle")
