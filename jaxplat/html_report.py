@@ -834,7 +834,7 @@ def _sensitivity_figure(sens):
     if not numbers:
         return None
     z = np.where(np.isfinite(ad), ad, fd)  # where autodiff failed, the finite difference (marked)
-    text = [[("n/a" if not np.isfinite(v) else _signed(v) + ("" if np.isfinite(a) else " (fd)"))
+    text = [[("n/a" if not np.isfinite(v) else _signed(v) + ("" if np.isfinite(a) or _signed(v) == "0" else " (fd)"))
              for v, a in zip(zr, ar)] for zr, ar in zip(z, ad)]
     lim = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
     fig = go.Figure(go.Heatmap(
