@@ -8,7 +8,7 @@ import sys
 
 from jaxplat.specs import SpecError
 
-COMMANDS = ("estimate", "sweep", "codesign")
+COMMANDS = ("estimate", "sweep", "codesign", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,7 +34,9 @@ def register(sub):
                                    "with the discrete parallelism/batch choice, checked against a dense grid.")
     p.add_argument("study", help="codesign study YAML (e.g. specs/studies/codesign-llama70b-chatbot.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
-    p.add_argument("--out", default="codesign-out", help="folder for the chip YAML and the plot (default: codesign-out)")
+    p.add_argument("--out", default="codesign-out",
+                   help="folder for the chip YAML, the plot, summary.json, trajectory.csv and sensitivities.csv "
+                        "(read by `jaxplat report`; default: codesign-out)")
     p.add_argument("--starts", type=int, help="random starts (overrides the study)")
     p.add_argument("--steps", type=int, help="optimizer steps (overrides the study)")
     p.add_argument("--no-grid", action="store_true", help="skip the grid oracle")
@@ -91,6 +93,36 @@ def plot_trajectory(traj: dict, path: Path, best_start: int):
     plt.close(fig)
 
 
+def _finite(v):
+    """v with every non-finite float as None (JSON has no NaN)."""
+    if isinstance(v, dict):
+        return {k: _finite(u) for k, u in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(u) for u in v]
+    return v if not isinstance(v, float) or math.isfinite(v) else None
+
+
+def write_outputs(out: Path, result: dict, traj: dict, best_start: int, labels, metric_names, grad, fd):
+    """summary.json (the --json object, non-finite numbers as null), trajectory.csv
+    (one row per step and start: loss, the chip numbers in SI, the schedule) and
+    sensitivities.csv (elasticities, autodiff and finite difference), for
+    `jaxplat report`."""
+    import pandas as pd
+
+    (out / "summary.json").write_text(json.dumps(_finite({**result, "best_start": best_start}), indent=2))
+    steps, starts = traj["loss"].shape
+    rows = dict(step=np.repeat(np.arange(steps), starts), start=np.tile(np.arange(starts), steps),
+                loss=traj["loss"].reshape(-1))
+    for i, p in enumerate(cd.PARAMS):
+        rows[p] = traj["x"][:, :, i].reshape(-1)
+    for k in ("tau", "hinge", "sharpness", "penalty"):
+        rows[k] = np.repeat(traj[k], starts)
+    pd.DataFrame(rows).to_csv(out / "trajectory.csv", index=False)
+    pd.DataFrame([dict(number=lab, metric=mn, autodiff=float(grad[i, j]), finite_difference=float(fd[i, j]))
+                  for i, lab in enumerate(labels) for j, mn in enumerate(metric_names)]
+                 ).to_csv(out / "sensitivities.csv", index=False)
+
+
 def run(args) -> int:
     study = Path(args.study)
     prob, cfg = cd.problem_from_dict(read_yaml(study), src=str(study))
@@ -123,21 +155,30 @@ def run(args) -> int:
     cand = {k: float(v[res.candidate]) for k, v in prob.cand.items()}
     gap = (res.objective - grid[2]) / grid[2] if grid and math.isfinite(grid[2]) else None
 
+    result = {
+        "kind": "codesign", "name": name, "model": cfg["model"], "workload": cfg["workload"],
+        "technology": cfg["technology"], "study": str(study), "objective_name": prob.objective,
+        "objective_unit": OBJECTIVE_UNITS[prob.objective], "objective": res.objective,
+        "grid_objective": grid[2] if grid else None, "gap": gap, "evaluations": res.evaluations,
+        "grid_evaluations": grid[3] if grid else None, "starts": starts, "steps": steps,
+        "optimizer_s": t_opt, "grid_s": t_grid if grid else None,
+        "chip": {"flops_bf16": float(x[0]), "sram_bytes": float(x[1]), "hbm_stacks": float(x[2]),
+                 "link_bytes_s": float(x[3]), "area_mm2": area, "tdp_w": tdp, "price_usd": price,
+                 "hbm_bytes": float(hw.mem_size[0]), "hbm_bytes_s": float(hw.mem_bw[0])},
+        "limits": {"reticle_mm2": float(prob.tech.reticle), "power_limit_w": float(prob.tech.power_limit)},
+        "bounds": {p: [float(prob.lo[i]), float(prob.hi[i])] for i, p in enumerate(cd.PARAMS)},
+        "slo": {"ttft_s": float(wl.ttft_slo), "tpot_s": float(wl.tpot_slo)},
+        "grid_chip": ({"flops_bf16": float(grid[0][0]), "sram_bytes": float(grid[0][1]),
+                       "hbm_stacks": float(grid[0][2]), "link_bytes_s": float(grid[0][3])} if grid else None),
+        "parallel": cand,
+        "metrics": {k: float(getattr(m, k)) for k, *_ in METRIC_ROWS},
+        "hardware_path": str(chip_path), "plot_path": str(plot_path),
+        "sensitivities": {lab: {mn: float(grad[i, j]) for j, mn in enumerate(metric_names)}
+                          for i, lab in enumerate(labels)},
+    }
+    write_outputs(out, result, res.trajectory, best_start, labels, metric_names, grad, fd)
     if args.json:
-        print(json.dumps({
-            "study": str(study), "objective_name": prob.objective, "objective": res.objective,
-            "grid_objective": grid[2] if grid else None, "gap": gap, "evaluations": res.evaluations,
-            "grid_evaluations": grid[3] if grid else None,
-            "chip": {"flops_bf16": float(x[0]), "sram_bytes": float(x[1]), "hbm_stacks": float(x[2]),
-                     "link_bytes_s": float(x[3]), "area_mm2": area, "tdp_w": tdp, "price_usd": price},
-            "grid_chip": ({"flops_bf16": float(grid[0][0]), "sram_bytes": float(grid[0][1]),
-                           "hbm_stacks": float(grid[0][2]), "link_bytes_s": float(grid[0][3])} if grid else None),
-            "parallel": cand,
-            "metrics": {k: float(getattr(m, k)) for k, *_ in METRIC_ROWS},
-            "hardware_path": str(chip_path), "plot_path": str(plot_path),
-            "sensitivities": {lab: {mn: float(grad[i, j]) for j, mn in enumerate(metric_names)}
-                              for i, lab in enumerate(labels)},
-        }))
+        print(json.dumps(result))
         return 0
 
     print(f"{name}: {cfg['model']} / {cfg['workload']} on {cfg['technology']} "

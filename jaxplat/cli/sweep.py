@@ -9,6 +9,7 @@ JAXPLAT_NUM_PROCESSES, JAXPLAT_PROCESS_ID); process 0 writes the files.
 """
 
 import json
+import math
 import os
 import sys
 import time
@@ -193,16 +194,38 @@ def write_outputs(engine, result, out: Path, compile_s: float) -> dict:
     frames["histogram"].to_csv(out / "histogram.csv", index=False)
     cols = dict(zip(engine.metrics, metric_columns(engine.metrics)))
     x, y = st.pareto
+    group = st.outer[st.group_by] if st.group_by >= 0 else None
     plots.pareto_plot(frames["pareto"], frames["top_k"], cols[x], cols[y], METRICS[x][2], METRICS[y][2],
-                      out / "pareto.png", title=f"{st.name}: Pareto front of {x} and {y}")
+                      out / "pareto.png", title=f"{st.name}: Pareto front and top {st.top_k}",
+                      group=group.name if group is not None else None,
+                      groups=[str(group.label(j)) for j in range(len(group))] if group is not None else None)
     summary = dict(study=st.name, configurations=st.size, **{k: int(v) for k, v in zip(COUNTERS, result.counts)},
                    objective=("maximize " if st.maximize else "minimize ") + st.objective,
                    pareto=list(st.pareto), pareto_points=len(frames["pareto"]),
                    pareto_truncated_per_block=int(result.front_overflow), devices=engine.n_dev,
                    compile_s=compile_s, sweep_s=result.elapsed,
-                   configs_per_s=(int(result.counts[0]) / result.elapsed) if result.elapsed > 0 else None)
+                   configs_per_s=(int(result.counts[0]) / result.elapsed) if result.elapsed > 0 else None,
+                   **study_info(st))
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return frames
+
+
+def study_info(st) -> dict:
+    """What a report needs to read the tables: the axes in order, the
+    per-axis summaries' grouping, and the constraints (SLOs in seconds, per
+    workload where the study takes them from its workloads)."""
+    def slo(v, field):
+        if v == "workload":
+            return {n: float(f"{float(getattr(w, field)):.7g}") for n, w in zip(st.workload_names, st.workloads)}
+        return None if v is None else float(f"{float(v):.7g}")  # float32 in the pytrees: 0.2, not 0.2000000030
+
+    return dict(kind="sweep", axes=[a.name for a in st.axes],
+                group_by=st.outer[st.group_by].name if st.group_by >= 0 else None,
+                models=list(st.model_names), workloads=list(st.workload_names), hardware=st.hardware_name,
+                constraints=dict(max_chips=float(st.max_chips) if math.isfinite(st.max_chips) else None,
+                                 ttft_s=slo(st.ttft, "ttft_slo"), tpot_s=slo(st.tpot, "tpot_slo"),
+                                 max_memory_fraction=float(st.max_memory_fraction)
+                                 if math.isfinite(st.max_memory_fraction) else None))
 
 
 def summary_text(engine, result, frames, compile_s) -> str:
