@@ -28,8 +28,9 @@ Feasibility. SCALE-Sim steps through every cycle in Python, costing about a
 microsecond per operand element of its demand matrices (lines x (rows +
 2 cols)); a 256x256 array on a 64 x 4096 x 4096 GEMM takes 100 s. So each
 (array, dataflow) keeps a fixed-seed sample of the candidates whose estimated
-work is at most MAX_WORK elements (~2 s each); the whole set runs in about ten
-minutes on one core. The work estimate uses the fold arithmetic only to choose
+work is at most MAX_WORK elements (~10 s each) within GROUP_WORK per group:
+341 runs, about ten minutes of one core (23 min wall on a shared, loaded
+2-core machine). The work estimate uses the fold arithmetic only to choose
 shapes; the recorded cycles come from SCALE-Sim alone.
 """
 
