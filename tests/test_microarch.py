@@ -1,4 +1,4 @@
-"""Systolic-array and tensor-core cycle counts (jaxplat.microarch).
+"""Systolic-array and tensor-core cycle counts (jaxplat.cost.microarch).
 
 References: SCALE-Sim 3.0.0's "Total Cycles" (tests/data/scalesim/, written by
 experiments/microarch/scalesim_reference.py), hand counts, and finite
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxplat.microarch import DATAFLOWS, fold_count, gemm_cycles, tile_cycles, wave_count
+from jaxplat.cost.microarch import DATAFLOWS, fold_count, gemm_cycles, tile_cycles, wave_count
 
 CSV = Path(__file__).parent / "data" / "scalesim" / "gemm_cycles.csv"
 DIMS = ("m", "n", "k", "rows", "cols")

@@ -1,7 +1,7 @@
 """Our systolic-array cycles beside SCALE-Sim's, with the error per dataflow.
 
 Reads tests/data/scalesim/gemm_cycles.csv (written by scalesim_reference.py,
-SCALE-Sim 3.0.0's "Total Cycles") and evaluates jaxplat.microarch.gemm_cycles
+SCALE-Sim 3.0.0's "Total Cycles") and evaluates jaxplat.cost.microarch.gemm_cycles
 in exact mode on every row, vmapped per dataflow.
 
     python experiments/microarch/compare_scalesim.py          # summary, worst rows
@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.microarch import DATAFLOWS, gemm_cycles
+from jaxplat.cost.microarch import DATAFLOWS, gemm_cycles
 
 CSV = Path(__file__).resolve().parents[2] / "tests" / "data" / "scalesim" / "gemm_cycles.csv"
 DIMS = ("m", "n", "k", "rows", "cols")

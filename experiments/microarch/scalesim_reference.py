@@ -1,6 +1,6 @@
 """Run SCALE-Sim 3.0.0 on LLM GEMM shapes; write tests/data/scalesim/gemm_cycles.csv.
 
-SCALE-Sim is the reference for `jaxplat.microarch.gemm_cycles`. It is NOT a
+SCALE-Sim is the reference for `jaxplat.cost.microarch.gemm_cycles`. It is NOT a
 dependency of jaxplat: it needs numpy<2, so it lives in its own virtualenv and
 this script runs there (it imports nothing of jaxplat):
 
