@@ -199,8 +199,8 @@ def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
     """With 2 bins and at most 2 points merged pairwise, blocks take every
     front-merge path (skip, one round, several rounds): the same front (its
     numbers to float32 rounding: another program is another XLA compile)."""
-    monkeypatch.setattr(search, "FRONT_FEW", 2)
-    monkeypatch.setattr(search, "FRONT_BINS", 2)
+    monkeypatch.setattr(search.engine, "FRONT_FEW", 2)
+    monkeypatch.setattr(search.engine, "FRONT_BINS", 2)
     small = search.run(search.Engine(study, blocks_per_step=2), progress=False)
     np.testing.assert_array_equal(small.front["index"], result.front["index"])
     np.testing.assert_allclose(small.front["vals"], result.front["vals"], rtol=1e-6)

@@ -11,8 +11,8 @@ import pytest
 import jaxplat as jp
 from jaxplat import serving as S
 from jaxplat.model import replace, workload_from_dict
-from jaxplat.serving import queueing as Q
 from jaxplat.serving import simulator as M
+from jaxplat.serving.queue_model import prompt_chain
 
 OPTS = jp.Options()
 WL = workload_from_dict({"batch": 1, "prompt": 512, "output": 64, "slo": {"ttft": 0.2, "tpot": 0.02}})
@@ -81,17 +81,17 @@ def test_prompt_chain_linear_case_closed_form():
     # With e1 = e2 = e the whole-prompt chain's moments have closed forms:
     # E[T] = t0 / (1 - lam e), E[T^2] (1 - lam^2 e^2) = t0^2 + 2 t0 e lam E[T] + e^2 lam E[T].
     t0, e, lam = 6e-3, 1.2e-2, 40.0
-    mean, sq, tail = Q.prompt_chain(jnp.float32(lam), t0, e, e)
+    mean, sq, tail = prompt_chain(jnp.float32(lam), t0, e, e)
     want = t0 / (1.0 - lam * e)
     want_sq = (t0 ** 2 + 2 * t0 * e * lam * want + e ** 2 * lam * want) / (1.0 - (lam * e) ** 2)
     np.testing.assert_allclose([mean, sq], [want, want_sq], rtol=1e-4)
     assert float(tail) < 1e-6
     # smooth in the rate (it runs under jax.grad): d E[T] / d lam = t0 e / (1 - lam e)^2
-    g = jax.grad(lambda r: Q.prompt_chain(r, t0, e, e)[0])(jnp.float32(lam))
+    g = jax.grad(lambda r: prompt_chain(r, t0, e, e)[0])(jnp.float32(lam))
     np.testing.assert_allclose(g, t0 * e / (1.0 - lam * e) ** 2, rtol=1e-3)
     # a cheaper first prompt shortens iterations, a costlier second lengthens them
-    assert float(Q.prompt_chain(jnp.float32(lam), t0, e / 2, e)[0]) < float(mean)
-    assert float(Q.prompt_chain(jnp.float32(lam), t0, e / 2, 2 * e)[0]) > float(Q.prompt_chain(
+    assert float(prompt_chain(jnp.float32(lam), t0, e / 2, e)[0]) < float(mean)
+    assert float(prompt_chain(jnp.float32(lam), t0, e / 2, 2 * e)[0]) > float(prompt_chain(
         jnp.float32(lam), t0, e / 2, e)[0])
 
 

@@ -4,7 +4,6 @@ money, `evaluate` -> `Metrics`, and the per-operator breakdown (the same
 arrays `evaluate` reduces). Imports `jaxplat.model` and below.
 """
 
-from jaxplat.cost.breakdown import breakdown, comm_breakdown
 from jaxplat.cost.inference import (
                                     DEFAULT_SHARPNESS,
                                     Metrics,
@@ -15,6 +14,7 @@ from jaxplat.cost.inference import (
                                     row_components,
 )
 from jaxplat.cost.operators import OpTable, build_table
+from jaxplat.cost.per_operator import breakdown, comm_breakdown
 from jaxplat.cost.roofline import safe_div
 
 __all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "attention_split", "breakdown", "build_table", "comm_breakdown", "divisibility", "evaluate",

@@ -11,7 +11,7 @@ import jax
 
 from jaxplat.serving.disaggregation import disaggregated, kv_transfer_time
 from jaxplat.serving.iteration import capacity, decode_time, iteration_table, iteration_time, max_load, merge_tables
-from jaxplat.serving.queueing import goodput, queueing, slo_met
+from jaxplat.serving.queue_model import goodput, queueing, slo_met
 from jaxplat.serving.settings import (
                                       DEFAULT_MEM_FRACTION,
                                       DEFAULT_TOKEN_BUDGET,
