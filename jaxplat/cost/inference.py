@@ -228,15 +228,17 @@ def _footprint(model, hw, par, wl, pre, ub, options):
     conv = options.conv
     tp_kv = par.tp * (par.ep if conv.heads_over_ep else 1.0)
     heads_kv = jnp.maximum(jnp.ceil(model.kv_heads / tp_kv), 1.0)  # replicated when tp > kv heads
+    d_inner = jnp.ceil(model.d_inner / tp_kv)  # Mamba channels per chip (split as heads)
+    conv_once = conv.mamba_accounting == "genz"
     act = memory.activation_bytes(pre)
     if conv.footprint == "summed_stages":
         w = memory.weights_bytes(pre)
-        kv = memory.kv_bytes(model, replace(wl, batch=ub), heads_kv)
+        kv = memory.kv_bytes(model, replace(wl, batch=ub), heads_kv, d_inner, conv_once)
         return w, kv, act, w + kv <= jnp.sum(hw.mem_size) * par.pp
     w = memory.weights_bytes(dataclasses.replace(pre, count=pre.stage))
     resident = replace(wl, batch=jnp.ceil(wl.batch / par.ep))
     layers_stage = stage_counts(model, par, options.smooth)["layer"][1]
-    kv = memory.kv_bytes(model, resident, heads_kv) * safe_div(layers_stage, model.layers) / par.sp
+    kv = memory.kv_bytes(model, resident, heads_kv, d_inner, conv_once) * safe_div(layers_stage, model.layers) / par.sp
     return w, kv, act, w + kv + act <= memory.capacity_bytes(hw)
 
 

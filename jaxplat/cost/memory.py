@@ -7,7 +7,7 @@ import numpy as np
 
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
-from jaxplat.model import Hardware, Model, Workload, kv_elements_per_token
+from jaxplat.model import Hardware, Model, Workload, attention_layers, kv_elements_per_token, ssm_state_elements
 
 
 def weights_bytes(table: OpTable) -> jax.Array:
@@ -15,14 +15,26 @@ def weights_bytes(table: OpTable) -> jax.Array:
     return jnp.sum(table.count * table.stored)
 
 
-def kv_bytes(model: Model, wl: Workload, kv_heads_per_chip: jax.Array) -> jax.Array:
-    """KV-cache bytes per chip at the end of generation.
+def kv_bytes(model: Model, wl: Workload, kv_heads_per_chip: jax.Array, d_inner_per_chip=0.0,
+             conv_once: bool = False) -> jax.Array:
+    """KV-cache and recurrent-state bytes per chip at the end of generation.
 
-    Beams share the prompt's KV: b·prompt + b·beams·output tokens per layer
-    (GenZ counts it the same way, CONVENTIONS.md "Summary numbers").
+    Attention layers: beams share the prompt's KV, b·prompt + b·beams·output
+    tokens per layer (GenZ counts it the same way, CONVENTIONS.md "Summary
+    numbers"). Mamba layers: a constant state per sequence and beam,
+    d_inner x (d_state + d_conv) elements (architecture.ssm_state_elements),
+    in the KV dtype. `conv_once` (GenZ's Mamba accounting): the conv part is
+    d_inner x d_conv per layer whatever the batch (GenZ counts the conv's
+    weights as its state).
     """
     tokens = wl.batch * wl.prompt + wl.batch * wl.beams * wl.output
-    return model.layers * kv_elements_per_token(model, kv_heads_per_chip) * tokens * wl.bytes_kv
+    kv = attention_layers(model) * kv_elements_per_token(model, kv_heads_per_chip) * tokens
+    seqs = wl.batch * wl.beams
+    if conv_once:
+        state = seqs * d_inner_per_chip * model.d_state + d_inner_per_chip * model.d_conv
+    else:
+        state = seqs * ssm_state_elements(model, d_inner_per_chip)
+    return (kv + model.mamba_layers * state) * wl.bytes_kv
 
 
 def activation_bytes(table: OpTable) -> jax.Array:
@@ -52,8 +64,8 @@ def capacity_bytes(hw: Hardware) -> jax.Array:
 #     every byte moves at SRAM bandwidth ("all on chip").
 
 # Rows whose W operand is the KV cache (attention), and whose output is.
-_KV_READ_PREFIXES = ("logit", "attend")
-_KV_WRITE_NAMES = ("kv_write",)
+_KV_READ_PREFIXES = ("logit", "attend", "ssm_scan")  # the scan's W: a Mamba layer's state
+_KV_WRITE_NAMES = ("kv_write", "ssm_state_write")
 N_CLASSES = 3  # weights, KV cache, activations: placed in this order
 
 

@@ -27,12 +27,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxplat.cost.ssm import mamba_block
 from jaxplat.model import (
     Model,
     Options,
     Parallel,
     Workload,
+    attention_layers,
     ffn_factor,
+    ffn_layers,
     moe_layers,
     pytree_dataclass,
     stage_chips,
@@ -84,7 +87,8 @@ class OpTable:
 class _Rows:
     """Host-side accumulator of rows while a table is built (inside jit).
 
-    A row's `count` is a tag ("layer", "dense", "moe", "once", "send"), and
+    A row's `count` is a tag ("layer", "attn", "mamba", "ffn", "no_ffn",
+    "dense", "moe", "once", "send"), and
     `counts` maps each tag to (times per pass, times in the busiest stage).
     """
 
@@ -202,16 +206,26 @@ def stage_counts(model: Model, par: Parallel, smooth: bool = False) -> dict:
 
     The busiest stage holds ceil(layers / pp) layers; with dense-first MoE
     models (DeepSeek-V3) it is taken to be as MoE-heavy as the model allows
-    (MoE layers carry more weight), an upper bound for uneven mixes. It is
-    charged the embedding and the LM head too (an upper bound when pp > 1:
-    they sit on the first and last stages). Stage-to-stage sends: pp - 1 per
-    pass, one per stage.
+    (MoE layers carry more weight), an upper bound for uneven mixes. Hybrid
+    models (Jamba) spread their Mamba layers evenly: the busiest stage holds
+    ceil(its layers x the Mamba share) of them and attention in the rest.
+    It is charged the embedding and the LM head too (an upper bound when pp
+    > 1: they sit on the first and last stages). Stage-to-stage sends:
+    pp - 1 per pass, one per stage. Tags: "layer" every layer, "attn" and
+    "mamba" the layers of each mixer, "ffn" / "no_ffn" layers with and
+    without an FFN, "dense" / "moe" those with each kind of FFN.
     """
     L, pp = model.layers, jnp.maximum(par.pp, 1.0)
     per_stage = jnp.minimum(_ceil(L / pp, smooth), L)
     moe_s = jnp.minimum(per_stage, moe_layers(model))
-    return {"layer": (L, per_stage), "dense": (model.dense_layers, per_stage - moe_s),
-            "moe": (moe_layers(model), moe_s), "once": (1.0, 1.0),
+    dense_s = jnp.minimum(per_stage - moe_s, model.dense_layers)
+    share = jnp.where(L > 0, model.mamba_layers / jnp.where(L > 0, L, 1.0), 0.0)
+    mamba_s = jnp.minimum(_ceil(per_stage * share, smooth), per_stage)
+    ffn = ffn_layers(model)
+    return {"layer": (L, per_stage), "attn": (attention_layers(model), per_stage - mamba_s),
+            "mamba": (model.mamba_layers, mamba_s), "ffn": (ffn, dense_s + moe_s),
+            "no_ffn": (L - ffn, jnp.maximum(per_stage - dense_s - moe_s, 0.0)),
+            "dense": (model.dense_layers, dense_s), "moe": (moe_layers(model), moe_s), "once": (1.0, 1.0),
             "send": (pp - 1.0, jnp.where(pp > 1.0, 1.0, 0.0))}
 
 
@@ -273,7 +287,7 @@ def _attention(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv):
         # Query-key pairs per sequence and head: causal T(T+1)/2; GenZ counts
         # the full T^2 (CONVENTIONS.md, item 2).
         pairs = T * (T + 1.0) / 2.0 if conv.causal_pairs else T * T
-        _attn_pair(r, ctx, "", "layer", bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
+        _attn_pair(r, ctx, "", "attn", bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
                    pairs=(pairs / sp, 0.0), dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=0.0,
                    score_on=score_on)
         return
@@ -282,9 +296,9 @@ def _attention(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv):
     # The prompt's KV is shared by the beams of a sequence and read once per
     # sequence; GenZ also computes it once per sequence (a GenZ quirk).
     bf = b if conv.prefix_once_per_sequence else B
-    _attn_pair(r, ctx, "_prefix", "layer", bf=bf, bq=bf, bkv=b, t=1.0, n=(P / sp, 0.0), pairs=(P / sp, 0.0),
+    _attn_pair(r, ctx, "_prefix", "attn", bf=bf, bq=bf, bkv=b, t=1.0, n=(P / sp, 0.0), pairs=(P / sp, 0.0),
                dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=on_q, score_on=score_on)
-    _attn_pair(r, ctx, "_suffix", "layer", bf=B, bq=B, bkv=B, t=1.0, n=(0.0, 1.0 / sp), pairs=(0.0, 1.0 / sp),
+    _attn_pair(r, ctx, "_suffix", "attn", bf=B, bq=B, bkv=B, t=1.0, n=(0.0, 1.0 / sp), pairs=(0.0, 1.0 / sp),
                dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=on_q, score_on=score_on)
 
 
@@ -299,24 +313,24 @@ def _context_parallel(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv_width, dv):
     Million-Token Inference", arXiv 2411.01783).
     """
     if phase == "prefill":
-        r.collective("cp_kv_allgather", "attention", "layer", "allgather", ctx.sp,
+        r.collective("cp_kv_allgather", "attention", "attn", "allgather", ctx.sp,
                      seqs * T * kv_width * ctx.bk, stride=ctx.tp)
     else:
-        r.collective("cp_merge_allreduce", "attention", "layer", "allreduce", ctx.sp,
+        r.collective("cp_merge_allreduce", "attention", "attn", "allreduce", ctx.sp,
                      seqs * ctx.h * (dv + 2.0) * ctx.ba, stride=ctx.tp)
 
 
 def _gqa_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T, on_gemm):
     m = ctx.model
     D, Dq, h, hk = m.hidden, m.head_dim, ctx.h, ctx.hk
-    r.gemm("qkv", "attention", "layer", tok, D, (h + 2.0 * hk) * Dq, ctx, on=on_gemm)
+    r.gemm("qkv", "attention", "attn", tok, D, (h + 2.0 * hk) * Dq, ctx, on=on_gemm)
     if ctx.opts.conv.elementwise:
-        r.eltwise("rope", "attention", "layer", tok * (h + hk) * Dq, tok * (h + hk) * Dq, ROPE_FLOPS, ctx)
+        r.eltwise("rope", "attention", "attn", tok * (h + hk) * Dq, tok * (h + hk) * Dq, ROPE_FLOPS, ctx)
         if phase == "decode":
-            r.add("kv_write", "attention", "layer", o=(tok * 2.0 * hk * Dq * ctx.bk, 0.0))
+            r.add("kv_write", "attention", "attn", o=(tok * 2.0 * hk * Dq * ctx.bk, 0.0))
     _attention(r, ctx, phase, seqs, T, (Dq, Dq, hk * Dq, hk * Dq))
     _context_parallel(r, ctx, phase, seqs, T, 2.0 * hk * Dq, Dq)
-    r.gemm("out_proj", "attention", "layer", tok, h * Dq, D, ctx, on=on_gemm)
+    r.gemm("out_proj", "attention", "attn", tok, h * Dq, D, ctx, on=on_gemm)
 
 
 def _mla_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T):
@@ -332,28 +346,28 @@ def _mla_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T):
     rope, nope, dv = m.rope_dim, m.nope_dim, m.v_head_dim
     qk = nope + rope
     has_qa = qr > 0
-    r.gemm("q_a", "attention", "layer", tok, D, qr, ctx)  # zero when q_lora_rank = 0
-    r.eltwise("q_norm", "attention", "layer", tok * qr, tok * qr, NORM_FLOPS, ctx)
-    r.gemm("q_b", "attention", "layer", tok, jnp.where(has_qa, qr, D), h * qk, ctx)
-    r.gemm("kv_a", "attention", "layer", tok, D, kvr + rope, ctx)  # writes the latent cache
-    r.eltwise("kv_norm", "attention", "layer", tok * kvr, tok * kvr, NORM_FLOPS, ctx)
-    r.eltwise("rope", "attention", "layer", tok * (h + 1.0) * rope, tok * (h + 1.0) * rope, ROPE_FLOPS, ctx)
+    r.gemm("q_a", "attention", "attn", tok, D, qr, ctx)  # zero when q_lora_rank = 0
+    r.eltwise("q_norm", "attention", "attn", tok * qr, tok * qr, NORM_FLOPS, ctx)
+    r.gemm("q_b", "attention", "attn", tok, jnp.where(has_qa, qr, D), h * qk, ctx)
+    r.gemm("kv_a", "attention", "attn", tok, D, kvr + rope, ctx)  # writes the latent cache
+    r.eltwise("kv_norm", "attention", "attn", tok * kvr, tok * kvr, NORM_FLOPS, ctx)
+    r.eltwise("rope", "attention", "attn", tok * (h + 1.0) * rope, tok * (h + 1.0) * rope, ROPE_FLOPS, ctx)
     w_uk = h * nope * kvr * ctx.bw
     w_uv = h * kvr * dv * ctx.bw
     if phase == "prefill":
-        r.gemm("kv_b", "attention", "layer", tok, kvr, h * (nope + dv), ctx)
+        r.gemm("kv_b", "attention", "attn", tok, kvr, h * (nope + dv), ctx)
         _attention(r, ctx, phase, seqs, T, (qk, dv, h * qk, h * dv))
     else:
-        r.add("q_absorb", "attention", "layer", f=(2.0 * tok * h * nope * kvr, 0.0),
+        r.add("q_absorb", "attention", "attn", f=(2.0 * tok * h * nope * kvr, 0.0),
               a=(tok * h * nope * ctx.ba, 0.0), w=(w_uk, 0.0), o=(tok * h * kvr * ctx.ba, 0.0),
               stored=w_uk, mkn=(tok, nope, h * kvr))
         _attention(r, ctx, phase, seqs, T, (kvr + rope, kvr, kvr + rope, 0.0))
-        r.add("v_up", "attention", "layer", f=(2.0 * tok * h * kvr * dv, 0.0),
+        r.add("v_up", "attention", "attn", f=(2.0 * tok * h * kvr * dv, 0.0),
               a=(tok * h * kvr * ctx.ba, 0.0), w=(w_uv, 0.0), o=(tok * h * dv * ctx.ba, 0.0),
               stored=w_uv, mkn=(tok, kvr, h * dv))
     # Context parallelism passes the compressed latent (decompressed locally).
     _context_parallel(r, ctx, phase, seqs, T, kvr + rope, dv)
-    r.gemm("out_proj", "attention", "layer", tok, h * dv, D, ctx)
+    r.gemm("out_proj", "attention", "attn", tok, h * dv, D, ctx)
 
 
 def _ffn(r: _Rows, ctx: _Ctx, prefix: str, group: str, count, tok, width, on_gemm, stored_scale=1.0):
@@ -459,22 +473,32 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
 
     # Attention block, every layer.
     if conv.elementwise:
-        r.eltwise("attn_norm", "attention", "layer", act, act, NORM_FLOPS, ctx)
+        r.eltwise("attn_norm", "attention", "attn", act, act, NORM_FLOPS, ctx)
     if m.attention == "mla":
         _mla_layer(r, ctx, phase, seqs, tok, T)
     else:
         _gqa_layer(r, ctx, phase, seqs, tok, T, on_gemm)
-    r.collective("attn_allreduce", "attention", "layer", "allreduce", ctx.tp_attn, act * ctx.ba)
+    r.collective("attn_allreduce", "attention", "attn", "allreduce", ctx.tp_attn, act * ctx.ba)
     if conv.elementwise:
-        r.eltwise("attn_residual", "attention", "layer", 2.0 * act, act, ADD_FLOPS, ctx)
-        r.eltwise("ffn_norm", "ffn", "layer", act, act, NORM_FLOPS, ctx)
+        r.eltwise("attn_residual", "attention", "attn", 2.0 * act, act, ADD_FLOPS, ctx)
+
+    # Mamba blocks in the other layers (state-space and hybrid models).
+    if m.ssm != "none":
+        if conv.elementwise:
+            r.eltwise("mamba_norm", "mamba", "mamba", act, act, NORM_FLOPS, ctx)
+        mamba_block(r, ctx, phase, seqs, tok, on_gemm)
+        if conv.elementwise:
+            r.eltwise("mamba_residual", "mamba", "mamba", 2.0 * act, act, ADD_FLOPS, ctx)
+
+    if conv.elementwise:
+        r.eltwise("ffn_norm", "ffn", "ffn", act, act, NORM_FLOPS, ctx)
 
     # FFN: dense layers, then MoE layers (a dense model has zero MoE layers).
     _ffn(r, ctx, "", "ffn", "dense", tok, ctx.ceil(m.intermediate / ctx.tp), on_gemm)
     _moe(r, ctx, phase, tok, T, on_gemm)
-    r.collective("ffn_allreduce", "ffn", "layer", "allreduce", ctx.tp, act * ctx.ba)
+    r.collective("ffn_allreduce", "ffn", "ffn", "allreduce", ctx.tp, act * ctx.ba)
     if conv.elementwise:
-        r.eltwise("ffn_residual", "ffn", "layer", 2.0 * act, act, ADD_FLOPS, ctx)
+        r.eltwise("ffn_residual", "ffn", "ffn", 2.0 * act, act, ADD_FLOPS, ctx)
 
     # Pipeline: the hidden states of the micro-batch go to the next stage,
     # from every chip of the stage to its peer one stage on (stage_chips

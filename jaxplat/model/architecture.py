@@ -1,9 +1,12 @@
-"""`Model`: a decoder-only transformer's dimensions as a pytree of float leaves.
+"""`Model`: a decoder-only model's dimensions as a pytree of float leaves.
 
-Only the attention kind is static (it changes which operators exist). Dense
-and MoE models share one tree structure: a dense model has zero MoE layers,
-so one compiled program serves both.
+Only the attention and state-space kinds are static (they change which
+operators exist). Dense, MoE, state-space (Mamba) and hybrid models share
+one tree structure: a dense model has zero MoE layers and zero Mamba layers,
+so one compiled program serves them all.
 """
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +14,11 @@ import jax.numpy as jnp
 from jaxplat.model.pytree import pytree_dataclass, static
 
 ATTENTION_KINDS = ("gqa", "mla")  # gqa covers MHA (kv = heads) and MQA (kv = 1)
+SSM_KINDS = ("none", "mamba1", "mamba2")  # Gu & Dao 2023 (arXiv 2312.00752); Dao & Gu 2024 (arXiv 2405.21060)
+
+
+def _zero():
+    return dataclasses.field(default_factory=lambda: jnp.float32(0.0))
 
 
 @pytree_dataclass
@@ -32,7 +40,17 @@ class Model:
         experts' width.
       q_lora_rank, kv_lora_rank, rope_dim, nope_dim, v_head_dim: MLA dims
         (zero for GQA). q_lora_rank = 0 means a direct query projection.
+      mamba_layers: layers whose mixer is a Mamba block instead of attention
+        (all of them for Mamba / Falcon-Mamba, 28 of Jamba's 32). Attention
+        layers are the others (`attention_layers`).
+      d_inner, d_state, d_conv, dt_rank: Mamba dims (expand x hidden, the
+        SSM state per channel, the causal conv's kernel width, the rank of
+        the dt projection). Zero for transformers.
+      ssm_heads, ssm_groups: Mamba-2 heads (of d_inner / heads channels each)
+        and B/C groups; zero for Mamba-1.
       attention: static, one of ATTENTION_KINDS.
+      ssm: static, one of SSM_KINDS: "none" for transformers (no Mamba rows
+        are built), else the kind of the Mamba layers.
     """
 
     layers: jax.Array
@@ -54,12 +72,58 @@ class Model:
     rope_dim: jax.Array
     nope_dim: jax.Array
     v_head_dim: jax.Array
+    mamba_layers: jax.Array = _zero()
+    d_inner: jax.Array = _zero()
+    d_state: jax.Array = _zero()
+    d_conv: jax.Array = _zero()
+    dt_rank: jax.Array = _zero()
+    ssm_heads: jax.Array = _zero()
+    ssm_groups: jax.Array = _zero()
     attention: str = static("gqa")
+    ssm: str = static("none")
 
 
 def moe_layers(m: Model) -> jax.Array:
-    """Number of MoE layers."""
-    return m.layers - m.dense_layers
+    """Number of MoE layers (layers without a dense FFN, when there are experts)."""
+    return jnp.where(m.experts > 0, m.layers - m.dense_layers, 0.0)
+
+
+def attention_layers(m: Model) -> jax.Array:
+    """Number of layers whose mixer is attention (the others are Mamba)."""
+    return m.layers - m.mamba_layers
+
+
+def ffn_layers(m: Model) -> jax.Array:
+    """Number of layers with an FFN, dense or MoE (pure Mamba models: none)."""
+    return m.dense_layers + moe_layers(m)
+
+
+def ssm_in_width(m: Model) -> jax.Array:
+    """Columns of a Mamba block's input projection (whole model, not per chip).
+
+    Mamba-1: x and the gate z (2 d_inner; Gu & Dao 2023, Sec. 3.4). Mamba-2:
+    z, x, B, C and dt in one projection (2 d_inner + 2 groups d_state + heads;
+    Dao & Gu 2024, Sec. 7.1).
+    """
+    if m.ssm == "mamba2":
+        return 2.0 * m.d_inner + 2.0 * m.ssm_groups * m.d_state + m.ssm_heads
+    return 2.0 * m.d_inner
+
+
+def ssm_conv_channels(m: Model) -> jax.Array:
+    """Channels of the depthwise causal conv: x (Mamba-1), x, B and C (Mamba-2)."""
+    if m.ssm == "mamba2":
+        return m.d_inner + 2.0 * m.ssm_groups * m.d_state
+    return m.d_inner
+
+
+def ssm_state_elements(m: Model, d_inner_per_chip: jax.Array) -> jax.Array:
+    """Recurrent state of one sequence in one Mamba layer on one chip, elements:
+    the SSM state (d_inner x d_state) and the conv window (d_conv per conv
+    channel), a constant that replaces the KV cache (Gu & Dao 2023, Sec. 3.4;
+    Hugging Face's MambaCache keeps the same two tensors)."""
+    conv = ssm_conv_channels(m) * d_inner_per_chip / jnp.maximum(m.d_inner, 1.0)
+    return d_inner_per_chip * m.d_state + conv * m.d_conv
 
 
 def ffn_factor(m: Model) -> jax.Array:
@@ -92,4 +156,15 @@ def param_count(m: Model) -> jax.Array:
     dense = f * d * m.intermediate
     moe = f * d * m.expert_intermediate * (m.experts + m.shared_experts) + d * m.experts
     emb = m.vocab * d * (2.0 - m.tied)
-    return m.layers * attn + m.dense_layers * dense + moe_layers(m) * moe + emb
+    return attention_layers(m) * attn + m.mamba_layers * ssm_params(m) + m.dense_layers * dense \
+        + moe_layers(m) * moe + emb
+
+
+def ssm_params(m: Model) -> jax.Array:
+    """Weights of one Mamba block: in-projection, conv, x-projection (dt, B, C)
+    and dt-projection (Mamba-1 only), A and D, out-projection; no biases."""
+    d, di, n = m.hidden, m.d_inner, m.d_state
+    conv = ssm_conv_channels(m) * m.d_conv
+    if m.ssm == "mamba2":
+        return d * ssm_in_width(m) + conv + 2.0 * m.ssm_heads + di * d
+    return d * 2.0 * di + conv + di * (m.dt_rank + 2.0 * n) + m.dt_rank * di + di * n + di + di * d

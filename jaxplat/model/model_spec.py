@@ -1,10 +1,13 @@
 """Hugging Face config.json keys -> `Model`."""
 
+import math
+
 from jaxplat.model.architecture import Model
 from jaxplat.model.pytree import as_f32
 from jaxplat.specs import SpecError, number, read_yaml, resolve
 
-_SSM_TYPES = ("mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "rwkv")
+_UNSUPPORTED_TYPES = ("zamba", "zamba2", "rwkv", "rwkv5", "rwkv6", "nemotron_h", "bamba", "falcon_h1")
+_MAMBA_TYPES = ("mamba", "falcon_mamba", "mamba2")
 _NON_GATED_TYPES = ("opt", "gpt2", "gpt3", "gpt_neox", "gptj", "gpt_bigcode", "bloom", "falcon", "phi")
 _ALIASES = {  # other spellings of the keys we read (GPT-2 and OPT configs)
     "n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
@@ -21,9 +24,11 @@ def model_from_config(cfg: dict, src="model") -> Model:
         if cfg.get(key) is None and cfg.get(alias) is not None:
             cfg[key] = cfg[alias]
     mtype = str(cfg.get("model_type", "")).lower()
-    if mtype in _SSM_TYPES or "layers_block_type" in cfg or "state_size" in cfg:
-        raise SpecError(f"{src}: model_type {mtype!r} has state-space (Mamba) layers, which jaxplat does "
-                        "not model yet; supported: decoder-only transformers (MHA/GQA/MQA/MLA, dense or MoE)")
+    if mtype in _UNSUPPORTED_TYPES or "layers_block_type" in cfg:
+        raise SpecError(f"{src}: model_type {mtype!r} is not modelled; supported: decoder-only transformers "
+                        "(MHA/GQA/MQA/MLA, dense or MoE), Mamba / Mamba-2 / Falcon-Mamba and Jamba hybrids")
+    if mtype in _MAMBA_TYPES or ("state_size" in cfg and "num_attention_heads" not in cfg):
+        return _mamba_from_config(cfg, mtype, src)
     for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
         if cfg.get(k) is None:
             raise SpecError(f"{src}: missing key {k!r}")
@@ -78,12 +83,67 @@ def model_from_config(cfg: dict, src="model") -> Model:
         gated = cfg["gated_ffn"]
     else:
         gated = mtype not in _NON_GATED_TYPES
+    ssm = {}
+    if mtype == "jamba" or cfg.get("attn_layer_period") is not None:
+        ssm, dense_layers = _jamba_layers(cfg, num, L, experts, src)
     tied = cfg.get("tie_word_embeddings", True)  # the transformers default
     return as_f32(
         Model, layers=L, dense_layers=dense_layers, hidden=D, heads=H, kv_heads=Hkv, head_dim=head_dim,
         intermediate=dense_width or inter, vocab=num("vocab_size"), tied=float(bool(tied)),
         gated=float(gated), experts=experts, top_k=top_k, expert_intermediate=expert_width,
-        shared_experts=shared, attention="mla" if mla else "gqa", **mla_dims)
+        shared_experts=shared, attention="mla" if mla else "gqa", **mla_dims, **ssm)
+
+
+def _jamba_layers(cfg, num, L, experts, src):
+    """Jamba (Lieber et al. 2024, arXiv 2403.19887): layer i has attention when
+    i % attn_layer_period == attn_layer_offset (else a Mamba block), and an
+    MoE FFN when i % expert_layer_period == expert_layer_offset (else dense).
+    Returns (Mamba fields, dense FFN layers)."""
+    a_per, a_off = int(num("attn_layer_period")), int(num("attn_layer_offset", 0.0, allow_zero=True))
+    attn = sum(1 for i in range(int(L)) if i % a_per == a_off)
+    dense = L
+    if experts:
+        e_per = int(num("expert_layer_period", 1.0))
+        e_off = int(num("expert_layer_offset", 0.0, allow_zero=True))
+        dense = float(sum(1 for i in range(int(L)) if i % e_per != e_off))
+    D = num("hidden_size")
+    dims = dict(ssm="mamba1", mamba_layers=L - attn, d_inner=num("mamba_expand", 2.0) * D, d_state=num("mamba_d_state", 16.0),
+                d_conv=num("mamba_d_conv", 4.0), dt_rank=_dt_rank(cfg.get("mamba_dt_rank", "auto"), D, src))
+    return dims, dense
+
+
+def _dt_rank(value, hidden, src):
+    """Mamba's dt_rank: "auto" means ceil(hidden / 16) (Gu & Dao 2023; transformers' MambaConfig)."""
+    if value in (None, "auto"):
+        return math.ceil(hidden / 16.0)
+    return number(src, "time_step_rank", value)
+
+
+def _mamba_from_config(cfg, mtype, src) -> Model:
+    """Mamba (Gu & Dao 2023, arXiv 2312.00752), Falcon-Mamba (same block) or
+    Mamba-2 (Dao & Gu 2024, arXiv 2405.21060): every layer is a Mamba block,
+    no attention and no FFN."""
+    for k in ("num_hidden_layers", "hidden_size", "vocab_size", "state_size"):
+        if cfg.get(k) is None:
+            raise SpecError(f"{src}: missing key {k!r}")
+    num = lambda k, default=None, **kw: number(src, k, cfg.get(k) if cfg.get(k) is not None else default, **kw)  # noqa: E731
+    L, D = num("num_hidden_layers"), num("hidden_size")
+    two = mtype == "mamba2"
+    if two:
+        heads = num("num_heads")
+        d_inner = heads * num("head_dim")
+        ssm = dict(ssm="mamba2", ssm_heads=heads, ssm_groups=num("n_groups", 1.0), dt_rank=0.0)
+    else:
+        # transformers' MambaConfig: intermediate_size = expand x hidden (Falcon-Mamba's
+        # config says expand 16 but intermediate_size 8192, which transformers uses).
+        d_inner = num("intermediate_size", num("expand", 2.0) * D)
+        ssm = dict(ssm="mamba1", dt_rank=_dt_rank(cfg.get("time_step_rank", "auto"), D, src))
+    return as_f32(
+        Model, layers=L, dense_layers=0.0, hidden=D, heads=0.0, kv_heads=0.0, head_dim=0.0, intermediate=0.0,
+        vocab=num("vocab_size"), tied=float(bool(cfg.get("tie_word_embeddings", True))), gated=0.0, experts=0.0,
+        top_k=0.0, expert_intermediate=0.0, shared_experts=0.0, q_lora_rank=0.0, kv_lora_rank=0.0, rope_dim=0.0,
+        nope_dim=0.0, v_head_dim=0.0, mamba_layers=L, d_inner=d_inner, d_state=num("state_size"),
+        d_conv=num("conv_kernel", 4.0), **ssm)
 
 
 def load_model(name_or_path) -> Model:

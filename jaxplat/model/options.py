@@ -33,6 +33,12 @@ class Conventions:
       tied_head_stored: a tied LM head's weights are stored once (False: twice, GenZ).
       moe_accounting: "routed" (tokens routed over all experts, touched
         experts read, load imbalance) or "genz" (GenZ's per-phase formulas).
+      mamba_accounting: "scan" (a fused selective scan: the state stays on
+        chip, only inputs, outputs and the per-sequence state cross memory;
+        Gu & Dao 2023, Sec. 3.3.2) or "genz" (GenZ's Mamba block: the scan as
+        seven einsums with their intermediates, hidden size split over tp
+        inside the block too, the conv weights counted as the conv state, and
+        its empty FFN's width-1 down projection after every Mamba layer).
       microbatching: "asked" (Parallel.microbatches) or "batch_over_pp"
         (GenZ: ub = max(batch // pp, 1)).
       collectives: "hierarchical" (levels, algorithms) or "genz" (flat formulas).
@@ -59,6 +65,7 @@ class Conventions:
     lm_head_all_tokens: bool = False
     tied_head_stored: bool = True
     moe_accounting: str = "routed"
+    mamba_accounting: str = "scan"
     microbatching: str = "asked"
     collectives: str = "hierarchical"
     memory_hierarchy: bool = True
@@ -73,7 +80,7 @@ class Conventions:
 GENZ = Conventions(elementwise=False, causal_pairs=False, heads_over_ep=True, scores_on_chip=True,
                    decode_io_on_chip=True, prefix_once_per_sequence=True, embedding_gemm=True,
                    lm_head_all_tokens=True, tied_head_stored=False, moe_accounting="genz",
-                   microbatching="batch_over_pp", collectives="genz", memory_hierarchy=False,
+                   mamba_accounting="genz", microbatching="batch_over_pp", collectives="genz", memory_hierarchy=False,
                    peak="bf16_scaled", decode="final_step", ttft="one_microbatch", footprint="summed_stages",
                    mla=False)
 CONVENTIONS = {"default": Conventions(), "genz": GENZ}
