@@ -1,4 +1,4 @@
-"""The one cost model: the operator table (attention kinds, MoE), roofline,
+"""The one cost model: the operator table (attention kinds, MoE, Mamba), roofline,
 collectives on a network hierarchy, memory placement and tiling, energy,
 money, `evaluate` -> `Metrics`, and the per-operator breakdown (the same
 arrays `evaluate` reduces). Imports `jaxplat.model` and below.
@@ -12,10 +12,12 @@ from jaxplat.cost.inference import (
                                     evaluate,
                                     peak_flops,
                                     row_components,
+                                    state_bytes,
 )
+from jaxplat.cost.memory import kv_read_mask
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.per_operator import breakdown, comm_breakdown
 from jaxplat.cost.roofline import safe_div
 
 __all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "attention_split", "breakdown", "build_table", "comm_breakdown", "divisibility", "evaluate",
-           "peak_flops", "row_components", "safe_div"]
+           "peak_flops", "row_components", "safe_div", "state_bytes", "kv_read_mask"]

@@ -226,20 +226,27 @@ def _footprint(model, hw, par, wl, pre, ub, options):
     (CONVENTIONS.md, "Summary numbers").
     """
     conv = options.conv
-    tp_kv = par.tp * (par.ep if conv.heads_over_ep else 1.0)
-    heads_kv = jnp.maximum(jnp.ceil(model.kv_heads / tp_kv), 1.0)  # replicated when tp > kv heads
-    d_inner = jnp.ceil(model.d_inner / tp_kv)  # Mamba channels per chip (split as heads)
-    conv_once = conv.mamba_accounting == "genz"
     act = memory.activation_bytes(pre)
     if conv.footprint == "summed_stages":
         w = memory.weights_bytes(pre)
-        kv = memory.kv_bytes(model, replace(wl, batch=ub), heads_kv, d_inner, conv_once)
+        kv = state_bytes(model, par, replace(wl, batch=ub), options)
         return w, kv, act, w + kv <= jnp.sum(hw.mem_size) * par.pp
     w = memory.weights_bytes(dataclasses.replace(pre, count=pre.stage))
     resident = replace(wl, batch=jnp.ceil(wl.batch / par.ep))
     layers_stage = stage_counts(model, par, options.smooth)["layer"][1]
-    kv = memory.kv_bytes(model, resident, heads_kv, d_inner, conv_once) * safe_div(layers_stage, model.layers) / par.sp
+    kv = state_bytes(model, par, resident, options) * safe_div(layers_stage, model.layers) / par.sp
     return w, kv, act, w + kv + act <= memory.capacity_bytes(hw)
+
+
+def state_bytes(model: Model, par: Parallel, wl: Workload, options: Options = Options()) -> jax.Array:
+    """KV cache and Mamba state bytes of `wl`'s sequences on one tp (tp·ep
+    with Conventions.heads_over_ep) shard, all layers (memory.kv_bytes):
+    KV heads replicated when the split exceeds them, Mamba channels split
+    like heads; GenZ's Mamba accounting counts its conv state once."""
+    tp_kv = par.tp * (par.ep if options.conv.heads_over_ep else 1.0)
+    heads_kv = jnp.maximum(jnp.ceil(model.kv_heads / tp_kv), 1.0)  # replicated when tp > kv heads
+    d_inner = jnp.ceil(model.d_inner / tp_kv)
+    return memory.kv_bytes(model, wl, heads_kv, d_inner, options.conv.mamba_accounting == "genz")
 
 
 @functools.partial(jax.jit, static_argnames=("options",))

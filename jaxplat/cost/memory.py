@@ -24,14 +24,15 @@ def kv_bytes(model: Model, wl: Workload, kv_heads_per_chip: jax.Array, d_inner_p
     numbers"). Mamba layers: a constant state per sequence and beam,
     d_inner x (d_state + d_conv) elements (architecture.ssm_state_elements),
     in the KV dtype. `conv_once` (GenZ's Mamba accounting): the conv part is
-    d_inner x d_conv per layer whatever the batch (GenZ counts the conv's
-    weights as its state).
+    d_inner/tp x d_conv per layer whatever the batch (GenZ counts the conv's
+    weights as its state) and the SSM part spans all d_inner channels (GenZ
+    does not split its scan over tp).
     """
     tokens = wl.batch * wl.prompt + wl.batch * wl.beams * wl.output
     kv = attention_layers(model) * kv_elements_per_token(model, kv_heads_per_chip) * tokens
     seqs = wl.batch * wl.beams
     if conv_once:
-        state = seqs * d_inner_per_chip * model.d_state + d_inner_per_chip * model.d_conv
+        state = seqs * model.d_inner * model.d_state + d_inner_per_chip * model.d_conv
     else:
         state = seqs * ssm_state_elements(model, d_inner_per_chip)
     return (kv + model.mamba_layers * state) * wl.bytes_kv

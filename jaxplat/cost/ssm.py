@@ -85,9 +85,11 @@ def _genz_block(r, ctx, tok, on_gemm):
 
     Inside the block GenZ splits the hidden size over tp too (Dg = D/tp, so
     the in- and out-projections hold 1/tp^2 of their weights) and uses
-    F = Dg x expand channels. The scan is seven einsums of B*T*F*S (or B*T*F)
-    multiply-adds each, whose intermediates cross memory as GenZ places them
-    (A and dA on chip; dB*u off chip; the recurrence, C*h, D and z on chip).
+    F = Dg x expand channels in the conv and the projections. The scan is
+    seven einsums over all d_inner channels (not split) of B*T*d_inner*S (or
+    B*T*d_inner) multiply-adds each, whose intermediates cross memory as
+    GenZ places them (A and dA on chip; dB*u off chip; the recurrence, C*h,
+    D and z on chip).
     All GEMMs are off chip in both phases. The conv's weights (F x d_conv)
     are what GenZ counts as the conv state (`state_elements` in memory.py),
     not as weights. After the block runs GenZ's FFN of a model without one:
@@ -106,11 +108,12 @@ def _genz_block(r, ctx, tok, on_gemm):
           o=(tok * F * ba, 0.0))
     r.gemm("ssm_x_proj", "mamba", "mamba", tok, F, R + 2.0 * S, ctx, on=off)
     r.gemm("ssm_dt_proj", "mamba", "mamba", tok, R, F, ctx, on=off)
-    el, big = tok * F, tok * F * S
+    Fs = m.d_inner  # the scan's channels: GenZ does not split them
+    el, big = tok * Fs, tok * Fs * S
 
     def einsum(name, a, w, o, on, macs):
         r.add(name, "mamba", "mamba", f=(2.0 * macs, 0.0), a=(a * ba, 0.0), w=(w * bw, 0.0), o=(o * ba, 0.0), on=on)
-    einsum("ssm_delta_a", el, F * S, big, wo_on, big)        # exp(dt A): A and dA on chip
+    einsum("ssm_delta_a", el, Fs * S, big, wo_on, big)        # exp(dt A): A and dA on chip
     einsum("ssm_delta_b", el, tok * S, big, o_on, big)       # dt B: dB on chip
     einsum("ssm_delta_bu", big, el, big, off, big)           # dB u: all off chip
     einsum("ssm_state_update", big, big, big, all_on, big)   # h = dA h + dBu

@@ -1,0 +1,70 @@
+"""`jaxplat requirements`: what a chip must offer to serve one model and use
+case within its SLOs (GenZ's platform requirements, arXiv 2406.01698 Sec. 7),
+by GenZ's closed forms and by inverting the full cost model."""
+
+import json
+
+from jaxplat.cli.estimate import _overrides
+from jaxplat.design.requirements import requirements
+from jaxplat.model import PROFILES, Options, Parallel, load_hardware, load_model, load_workload
+from jaxplat.report import table
+from jaxplat.specs import units
+
+ROWS = (("mem_bytes", "memory capacity", "bytes"), ("decode_mem_bw_bytes_s", "memory bandwidth (TPOT)", "bw"),
+        ("prefill_flops_s", "compute (TTFT)", "flops"))
+
+
+def register(sub):
+    p = sub.add_parser("requirements", help="chip FLOP/s, memory bandwidth and capacity a use case needs",
+                       description="Platform requirements of one model and use case: GenZ's closed forms "
+                                   "(weights + KV; (used weights + KV) / TPOT; prefill FLOPs / TTFT) and the "
+                                   "smallest FLOP/s, memory bandwidth and memory size of the base chip at "
+                                   "which the full cost model meets the workload's SLOs (*_model).")
+    p.add_argument("--model", required=True, help="built-in model name or a YAML / config.json path")
+    p.add_argument("--workload", default="chatbot", help="built-in workload (GenZ's use cases) or a YAML path")
+    p.add_argument("--hardware", default="h100-sxm", help="base chip for the *_model inversions (default h100-sxm)")
+    for flag, helptext in (("batch", "sequences per replica"), ("prompt", "prompt tokens"),
+                           ("output", "output tokens"), ("beams", "beams per sequence")):
+        p.add_argument(f"--{flag}", type=int, help=f"override the workload's {helptext}")
+    for flag, helptext in (("tp", "tensor"), ("pp", "pipeline"), ("ep", "expert"), ("dp", "data"),
+                           ("sp", "sequence (context)")):
+        p.add_argument(f"--{flag}", type=int, default=1, help=f"{helptext}-parallel degree (default 1)")
+    p.add_argument("--dtype", choices=units.DTYPES, help="one dtype for weights, activations and KV cache")
+    p.add_argument("--profile", choices=PROFILES, default="default",
+                   help="'genz' follows GenZ's accounting conventions (default: default)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
+    p.set_defaults(func=run, microbatches=1, overlap=0.0, imbalance=1.0)
+
+
+def _fmt(kind: str, v: float) -> str:
+    if v == float("inf"):
+        return "unreachable"
+    if kind == "bytes":
+        return units.fmt_bytes(v)
+    if kind == "bw":
+        return f"{units.fmt_bytes(v)}/s"
+    return f"{v / 1e12:.4g} TFLOP/s"
+
+
+def run(args) -> int:
+    model, hw = load_model(args.model), load_hardware(args.hardware)
+    wl = _overrides(load_workload(args.workload), args)
+    par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp)
+    req = requirements(model, hw, par, wl, Options(profile=args.profile))
+    if args.json:
+        out = {"model": args.model, "workload": args.workload, "hardware": args.hardware, "profile": args.profile}
+        out.update({k: (v if v != float("inf") else None) if isinstance(v, float) else v for k, v in req.items()})
+        print(json.dumps(out))
+        return 0
+    print(f"{args.model}, workload {args.workload} (batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, "
+          f"output {float(wl.output):g}, beams {float(wl.beams):g}; TTFT <= {float(wl.ttft_slo):g} s, "
+          f"TPOT <= {float(wl.tpot_slo):g} s), tp={args.tp} pp={args.pp} ep={args.ep}, profile {args.profile}; "
+          f"*_model: other numbers from {args.hardware}\n")
+    rows = [[label, _fmt(kind, req[key]), _fmt(kind, req[key + "_model"]), _fmt(kind, req["base_" + key]),
+             req["slo"][key + "_model"]] for key, label, kind in ROWS]
+    print(table(["requirement", "closed form", "cost model", f"{args.hardware}", "constraint"], rows, "lrrrl"))
+    label = dict((k, lab) for k, lab, _ in ROWS)[req["binding"]]
+    print(f"\nbinding on {args.hardware}: {label} (largest required / available)")
+    for key, why in req["reasons"].items():
+        print(f"  {key}: {why}")
+    return 0

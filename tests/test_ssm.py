@@ -1,0 +1,158 @@
+"""State-space (Mamba, Falcon-Mamba, Mamba-2) and hybrid (Jamba) models: configs
+load, the genz profile reproduces GenZ 0.0.16 on Falcon-Mamba-7B
+(tests/data/genz_ssm), decode cost is flat in context, and the recurrent
+state replaces the KV cache on Mamba layers."""
+
+import csv
+import glob
+import json
+from pathlib import Path
+
+import pytest
+from helpers import workload
+
+import jaxplat as jp
+from jaxplat.model import param_count, replace
+from jaxplat.specs import SpecError
+
+DATA = Path(__file__).resolve().parent / "data"
+REPO = Path(__file__).resolve().parents[1]
+GENZ = jp.Options(profile="genz")
+MIB = 2.0**20
+
+
+def _config(name):
+    return json.loads((DATA / "hf_configs" / f"{name}.json").read_text())
+
+
+def _model(name):
+    return jp.model.model_from_config(_config(name), src=name)
+
+
+@pytest.mark.parametrize("name,params,mamba,attn,moe", [
+    ("falcon-mamba-7b", 7.27e9, 64, 0, 0),   # TII model card: 7.27B parameters
+    ("mamba-2.8b", 2.8e9, 64, 0, 0),         # state-spaces/mamba-2.8b
+    ("jamba-v0.1", 51.6e9, 28, 4, 16),       # Lieber et al. 2024: 52B total (hf_configs README: 51.6B)
+])
+def test_ssm_configs_load(name, params, mamba, attn, moe):
+    m = _model(name)
+    assert float(param_count(m)) == pytest.approx(params, rel=0.015)
+    assert float(m.mamba_layers) == mamba
+    assert float(jp.model.attention_layers(m)) == attn
+    assert float(jp.model.moe_layers(m)) == moe
+
+
+def test_every_hf_config_loads():
+    files = sorted(glob.glob(str(REPO / "data" / "hf_configs" / "*.json"))) + \
+        sorted(glob.glob(str(DATA / "hf_configs" / "*.json")))
+    assert len(files) >= 3
+    for f in files:
+        assert float(param_count(jp.load_model(f))) > 1e8, f
+
+
+def test_mamba2_config():
+    # state-spaces/mamba2-2.7b config.json: 64 layers, d_model 2560, d_state 128, head_dim 64
+    # (80 heads = 2 x 2560 / 64), one group, vocab 50288 (padded); published as 2.7B parameters.
+    m = jp.model.model_from_config(dict(model_type="mamba2", num_hidden_layers=64, hidden_size=2560,
+                                        state_size=128, num_heads=80, head_dim=64, n_groups=1, expand=2,
+                                        conv_kernel=4, vocab_size=50288))
+    assert m.ssm == "mamba2" and float(m.d_inner) == 5120
+    assert float(param_count(m)) == pytest.approx(2.7e9, rel=0.02)
+
+
+def test_unsupported_ssm_is_a_one_line_error():
+    with pytest.raises(SpecError, match="zamba"):
+        jp.model.model_from_config(dict(model_type="zamba", num_hidden_layers=2, hidden_size=8, vocab_size=8))
+    with pytest.raises(SpecError, match="state_size"):
+        jp.model.model_from_config(dict(model_type="mamba", num_hidden_layers=2, hidden_size=8, vocab_size=8))
+
+
+def test_genz_falcon_mamba_matches_genz():
+    """GenZ 0.0.16's own latencies and KV (state) sizes, contexts 1k-128k,
+    batch 1 and 8 x 2 beams, tp 1 and 2 (tests/data/genz_ssm/README.md)."""
+    m = jp.load_model("falcon-mamba-7b")  # GenZ's model set values
+    hw = jp.model.genz_h100()
+    rows = list(csv.DictReader(open(DATA / "genz_ssm" / "falcon_mamba_h100.csv")))
+    assert len(rows) == 20
+    for r in rows:
+        wl = workload(batch=int(r["batch"]), beams=int(r["beams"]), prompt=int(r["prompt"]), output=int(r["output"]))
+        met = jp.evaluate(m, hw, jp.Parallel(tp=float(r["tp"])), wl, GENZ)
+        assert float(met.ttft) * 1e3 == pytest.approx(float(r["prefill_ms"]), rel=1e-5), r
+        assert float(met.tpot) * 1e3 == pytest.approx(float(r["decode_ms"]), rel=1e-5), r
+        assert float(met.kv_bytes) / MIB == pytest.approx(float(r["decode_kv_mib"]), rel=1e-6), r
+
+
+@pytest.mark.parametrize("profile", ["default", "genz"])
+def test_tpot_flat_in_context(profile, h100):
+    m, opts = _model("falcon-mamba-7b"), jp.Options(profile=profile)
+    short = jp.evaluate(m, h100, jp.Parallel(), workload(batch=4, prompt=1024, output=256), opts)
+    long = jp.evaluate(m, h100, jp.Parallel(), workload(batch=4, prompt=131072, output=256), opts)
+    assert float(long.tpot) == pytest.approx(float(short.tpot), rel=1e-6)
+    assert float(long.kv_bytes) == pytest.approx(float(short.kv_bytes), rel=1e-6)
+    # prefill is linear in the prompt (no attention): 128x the tokens, ~128x the time
+    assert float(long.ttft) / float(short.ttft) == pytest.approx(128.0, rel=0.05)
+
+
+def test_decode_step_by_hand():
+    """Falcon-Mamba decode at batch 1 on a plain chip (one memory level, no
+    SRAM) is memory-bound: a step reads every weight once (7.27e9 bf16
+    parameters, less the embedding table, which a lookup reads one row of)
+    and reads and writes the state, 64 x 8192 x (16 + 4) bf16 elements."""
+    m = _model("falcon-mamba-7b")
+    bw = 2.0e12
+    hw = jp.model.hardware_from_dict({"flops": {"bf16": 1e15}, "memory": [{"name": "hbm", "size": 1e11, "bandwidth": bw}],
+                                      "network": [{"domain": 8, "bandwidth": 1e11, "latency": 1e-6}]})
+    wl = workload(batch=1, prompt=2000, output=2)
+    met = jp.evaluate(m, hw, jp.Parallel(), wl, jp.Options(memory_hierarchy=False))
+    weights = (float(param_count(m)) - 65024 * 4096) * 2.0
+    state = 64 * 8192 * (16 + 4) * 2.0
+    assert float(met.tpot) == pytest.approx((weights + 2 * state) / bw, rel=0.01)
+    assert float(met.kv_bytes) == pytest.approx(state, rel=1e-6)
+
+
+@pytest.mark.parametrize("profile", ["default", "genz"])
+def test_jamba_kv_is_attention_kv_plus_state(profile, h100):
+    m = _model("jamba-v0.1")
+    b, beams, P, O, bpe = 2, 2, 1000, 100, 2.0
+    met = jp.evaluate(m, h100, jp.Parallel(), workload(batch=b, beams=beams, prompt=P, output=O), jp.Options(profile=profile))
+    # 4 attention layers: K and V of 8 heads x 128 for the prompt once per sequence and each beam's output
+    kv = 4 * 2 * 8 * 128 * (b * P + b * beams * O) * bpe
+    # 28 Mamba layers, d_inner 8192: SSM state (d_state 16) per sequence and beam, conv window (d_conv 4)
+    # per sequence and beam; GenZ counts the conv window once (its conv weights)
+    conv_seqs = 1 if profile == "genz" else b * beams
+    state = 28 * 8192 * (b * beams * 16 + conv_seqs * 4) * bpe
+    assert float(met.kv_bytes) == pytest.approx(kv + state, rel=1e-6)
+
+
+def test_hybrid_stage_counts():
+    m = _model("jamba-v0.1")
+    c = jp.cost.operators.stage_counts(m, jp.Parallel(pp=4))
+    assert float(c["attn"][1]) == 1 and float(c["mamba"][1]) == 7      # 8 layers a stage, 1 in 8 attention
+    assert float(c["attn"][0]) == 4 and float(c["mamba"][0]) == 28
+    assert float(c["moe"][1]) + float(c["dense"][1]) == 8
+
+
+def test_decode_flops_are_twice_the_weights():
+    """Each weight multiplies once per decoded token (2 FLOPs); the scan adds
+    8 FLOPs per channel and state element, 16 x 8 / (2 x 3 x 4096) ~ 5%."""
+    m = _model("mamba-2.8b")
+    t = jp.cost.build_table(m, jp.Parallel(), workload(batch=1, prompt=100, output=2), "decode", jp.Options())
+    flops = float((t.count * t.f0).sum())
+    weights = float(param_count(m)) - 2560 * 50280  # the tied embedding is a lookup
+    assert 2 * weights < flops < 2 * weights * 1.1
+
+
+def test_estimate_cli_on_a_config_path(capsys):
+    from jaxplat.cli.app import main
+    path = str(DATA / "hf_configs" / "falcon-mamba-7b.json")
+    assert main(["estimate", "--model", path, "--hardware", "h100-sxm", "--batch", "1", "--beams", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kv_bytes"] == pytest.approx(64 * 8192 * (16 + 4) * 2.0, rel=1e-6)
+
+
+def test_param_count_matches_stored_weights():
+    """The table's stored weights (per chip, tp = 1) equal the parameter count."""
+    m = replace(_model("jamba-v0.1"), tied=0.0)
+    t = jp.cost.build_table(m, jp.Parallel(), workload(batch=1, prompt=16, output=2), "prefill", jp.Options())
+    stored = float((t.count * t.stored).sum()) / 2.0
+    assert stored == pytest.approx(float(param_count(m)), rel=0.01)
