@@ -203,6 +203,7 @@ def write_outputs(engine, result, out: Path, compile_s: float) -> dict:
                    objective=("maximize " if st.maximize else "minimize ") + st.objective,
                    pareto=list(st.pareto), pareto_points=len(frames["pareto"]),
                    pareto_truncated_per_block=int(result.front_overflow), devices=engine.n_dev,
+                   pricing=st.pricing, technology=st.technology_name or None,
                    compile_s=compile_s, sweep_s=result.elapsed,
                    configs_per_s=(int(result.counts[0]) / result.elapsed) if result.elapsed > 0 else None,
                    **study_info(st))
@@ -241,7 +242,8 @@ def summary_text(engine, result, frames, compile_s) -> str:
              f"({rate:.3g} configs/s on {engine.n_dev} device(s); "
              f"compile {compile_s:.3g} s{', fast' if engine.fast_compile else ''})",
              f"  feasible (divides, fits memory): {c['feasible']:,}; meet every constraint: {c['ok']:,}",
-             "  rejected among feasible: " + ", ".join(f"{k} {c[k]:,}" for k in COUNTERS[3:] if c[k])]
+             "  rejected among feasible: " + ", ".join(f"{k} {c[k]:,}" for k in COUNTERS[3:] if c[k]),
+             f"  {st.pricing_text}"]
     top = frames["top_k"]
     if not len(top):
         lines.append("  no configuration meets every constraint")

@@ -15,9 +15,11 @@ from jaxplat.cost.inference import (
                                     state_bytes,
 )
 from jaxplat.cost.memory import kv_read_mask
+from jaxplat.cost.money import chip_numbers, priced_chip
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.per_operator import breakdown, comm_breakdown
 from jaxplat.cost.roofline import safe_div
 
 __all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "attention_split", "breakdown", "build_table", "comm_breakdown", "divisibility", "evaluate",
-           "peak_flops", "row_components", "safe_div", "state_bytes", "kv_read_mask"]
+           "peak_flops", "row_components", "safe_div", "state_bytes", "kv_read_mask",
+           "chip_numbers", "priced_chip"]

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxplat.cost.roofline import safe_div
-from jaxplat.model import Hardware, Technology
+from jaxplat.model import Hardware, Technology, replace
 from jaxplat.specs.units import DTYPES
 
 
@@ -76,3 +76,27 @@ def chip_tdp(tech: Technology, area, flops, stacks, link_bw) -> jax.Array:
             + flops * tech.sram_bw_per_flops * tech.energy_sram
             + stacks * tech.stack_bw * tech.energy_hbm + 2.0 * link_bw * tech.energy_link)
 
+
+
+def chip_numbers(tech: Technology, flops, sram_bytes, stacks, link_bw):
+    """(die area mm², TDP W, price USD) of a chip with these numbers (bf16
+    FLOP/s, SRAM bytes, HBM stacks, scale-up bytes/s per direction): the one
+    pricing of hypothetical chips, for co-design and sweeps alike."""
+    area = die_area(tech, flops, sram_bytes, stacks, link_bw)
+    return area, chip_tdp(tech, area, flops, stacks, link_bw), chip_price(tech, area, stacks)
+
+
+def hbm_stacks(tech: Technology, mem_bytes, mem_bw) -> jax.Array:
+    """Whole HBM stacks a chip needs for both its main-memory size and bandwidth."""
+    return jnp.maximum(jnp.ceil(safe_div(mem_bytes, tech.stack_bytes)), jnp.ceil(safe_div(mem_bw, tech.stack_bw)))
+
+
+def priced_chip(hw: Hardware, tech: Technology) -> Hardware:
+    """`hw` with its price, TDP and static power from the technology model of
+    its own numbers (bf16 peak, SRAM, HBM stacks for its level-0 size and
+    bandwidth, scale-up link), not from its spec. Energies per operation
+    stay the chip's."""
+    flops = hw.flops[DTYPES.index("bf16")]
+    stacks = hbm_stacks(tech, hw.mem_size[0], hw.mem_bw[0])
+    area, tdp, price = chip_numbers(tech, flops, hw.sram_size, stacks, hw.net_bw[0])
+    return replace(hw, price=price, tdp=tdp, static_power=tech.leakage * area)

@@ -119,9 +119,7 @@ class Problem:
 
 def chip_numbers(x, tech: Technology):
     """Area (mm²), TDP (W) and price (USD) of the chip x = [4] (PARAMS order)."""
-    flops, sram, stacks, link = x[0], x[1], x[2], x[3]
-    area = money.die_area(tech, flops, sram, stacks, link)
-    return area, money.chip_tdp(tech, area, flops, stacks, link), money.chip_price(tech, area, stacks)
+    return money.chip_numbers(tech, x[0], x[1], x[2], x[3])
 
 
 def chip_hardware(x, tech: Technology, base: Hardware) -> Hardware:

@@ -43,7 +43,7 @@ from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxplat.cost import Metrics, evaluate, safe_div
+from jaxplat.cost import Metrics, evaluate, priced_chip, safe_div
 from jaxplat.model import Parallel
 from jaxplat.search.grid import FRONT_BINS, FRONT_FEW, Grid
 from jaxplat.search.gridmap import block_grid, digits, grid_map, vary_over, varying_axes
@@ -158,6 +158,8 @@ class Engine:
                 wl = kind.setter(wl, v)
         for axis, v in zip(st.inner, iv):
             hw = axis.kind.setter(hw, v)
+        if st.pricing == "technology":  # a hypothetical chip costs what its numbers cost to make
+            hw = priced_chip(hw, st.technology)
         m = evaluate(model, hw, par, wl, st.options)
         vals = _metric_values(self.metrics, m)
         obj = vals[self.obj_col]

@@ -34,6 +34,7 @@ from jaxplat.model import (
     hardware_from_dict,
     load_hardware,
     load_model,
+    load_technology,
     load_workload,
     replace,
     workload_from_dict,
@@ -143,7 +144,13 @@ METRICS = {
 }
 
 _STUDY_KEYS = ("name", "description", "models", "workloads", "hardware", "options", "axes", "constraints",
-               "objective", "pareto", "top_k", "group_by", "engine")
+               "objective", "pareto", "top_k", "group_by", "engine", "price", "technology")
+# Hardware axes that change what a chip costs to make: with `price: technology`
+# (the default when a study varies one of them) every point's price, TDP and
+# static power come from the technology model of its own numbers
+# (cost.money.priced_chip, the pricing co-design uses), not the base chip's.
+PRICED_AXES = ("flops", "hbm_bandwidth", "hbm_size", "sram_size", "link_bandwidth")
+PRICINGS = ("fixed", "technology")
 _CONSTRAINT_KEYS = ("max_chips", "ttft", "tpot", "max_memory_fraction")
 _ENGINE_KEYS = ("block", "blocks_per_step", "pareto_points", "histogram_bins", "histogram_range", "fast_compile")
 _RANGE_KEYS = ("linear", "log", "pow2", "count")
@@ -200,6 +207,17 @@ class Study:
     fingerprint: str
     group_by: int = -1     # index into `outer` of the axis per-axis summaries are split by (-1: none)
     fast_compile: bool | None = None  # CPU: XLA's older loop emitters; None: automatic (search.Engine)
+    pricing: str = "fixed"  # "fixed": the base chip's price and TDP; "technology": priced per point
+    technology: object = None  # Technology pytree when pricing == "technology"
+    technology_name: str = ""
+
+    @property
+    def pricing_text(self) -> str:
+        """One line saying how chips were priced (for summaries)."""
+        if self.pricing == "technology":
+            return (f"chip price, TDP and static power: technology model {self.technology_name} of each point's "
+                    "FLOP/s, SRAM, HBM stacks and links (price: technology)")
+        return f"chip price and TDP: fixed, {self.hardware_name}'s (price: fixed)"
 
     @property
     def n_groups(self) -> int:
@@ -412,6 +430,7 @@ def study_from_dict(d: dict, src="study") -> Study:
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
         raise SpecError(f"{src}: top_k must be a positive integer, got {top_k!r}")
 
+    pricing, tech, tech_name = _pricing(src, d, inner)
     group_by = d.get("group_by")
     if group_by is not None:
         names = [a.name for a in outer]
@@ -429,11 +448,29 @@ def study_from_dict(d: dict, src="study") -> Study:
         maximize=(sense == "maximize"), pareto=tuple(pareto), top_k=top_k, block=ints["block"],
         blocks_per_step=ints["blocks_per_step"], pareto_points=ints["pareto_points"],
         histogram_bins=ints["histogram_bins"], histogram_range=(hlo, hhi), fingerprint="", group_by=group_by,
-        fast_compile=fast_compile)
+        fast_compile=fast_compile, pricing=pricing, technology=tech, technology_name=tech_name)
     if study.n_outer >= 2**31 or study.n_inner >= 2**31:
         raise SpecError(f"{src}: too many points on one side of the grid (outer {study.n_outer}, "
                         f"hardware {study.n_inner}); at most 2^31 - 1 each")
     return dataclasses.replace(study, fingerprint=_fingerprint(d))
+
+
+def _pricing(src, d, inner):
+    """(pricing, Technology or None, its name) from `price` and `technology`."""
+    names = {a.name for a in inner}
+    explicit = d.get("price")
+    if explicit is not None and explicit not in PRICINGS:
+        raise SpecError(f"{src}: price must be one of {', '.join(PRICINGS)}, got {explicit!r}")
+    fixed_axes = sorted(names & {"price", "tdp"})
+    if explicit == "technology" and fixed_axes:
+        raise SpecError(f"{src}: axes.{fixed_axes[0]} sets the chip's price or power itself; use price: fixed")
+    pricing = explicit or ("technology" if names & set(PRICED_AXES) and not fixed_axes else "fixed")
+    if pricing == "fixed":
+        return pricing, None, ""
+    tech_name = d.get("technology", "n5")
+    if not isinstance(tech_name, str):
+        raise SpecError(f"{src}: technology must be a built-in technology name (e.g. n5) or a path")
+    return pricing, load_technology(tech_name), tech_name
 
 
 def _model_from_dict(item, src):
@@ -451,4 +488,4 @@ def load_study(path) -> Study:
     return study_from_dict(read_yaml(path), src=str(path))
 
 
-__all__ = ["AXIS_KINDS", "METRICS", "Axis", "Study", "study_from_dict", "load_study"]
+__all__ = ["AXIS_KINDS", "METRICS", "PRICED_AXES", "PRICINGS", "Axis", "Study", "study_from_dict", "load_study"]
