@@ -1,8 +1,12 @@
 """GenZ 0.0.16 (PyPI genz-llm) reference numbers for Falcon-Mamba-7B on GenZ's
 H100_GPU preset, bf16: prefill and decode latency (ms), weights and KV (MiB)."""
-import csv, sys, warnings
+import csv
+import sys
+import warnings
+
 warnings.filterwarnings("ignore")
-from GenZ import prefill_moddeling, decode_moddeling
+from GenZ import decode_moddeling, prefill_moddeling
+
 w = csv.writer(sys.stdout)
 w.writerow(["model", "batch", "beams", "tp", "prompt", "output", "prefill_ms", "decode_ms", "decode_weights_mib", "decode_kv_mib"])
 for tp in (1, 2):
