@@ -58,6 +58,13 @@ def test_mamba2_config():
                                         conv_kernel=4, vocab_size=50288))
     assert m.ssm == "mamba2" and float(m.d_inner) == 5120
     assert float(param_count(m)) == pytest.approx(2.7e9, rel=0.02)
+    # Dao & Gu 2024, Sec. 7.1: one in-projection to z, x (2 x 5120), B, C (2 x 1 group x 128) and dt (80 heads)
+    t = jp.cost.build_table(m, jp.Parallel(), workload(batch=3, prompt=64, output=2), "decode", jp.Options())
+    row = {n: i for i, n in enumerate(t.names)}
+    assert float(t.n[row["ssm_in_proj"]]) == 2 * 5120 + 2 * 128 + 80
+    # state per sequence: 5120 x 128 SSM + (5120 + 2 x 128) conv channels x 4 taps, bf16, 3 sequences
+    assert float(t.o0[row["ssm_state_write"]]) == 3 * (5120 * 128 + 5376 * 4) * 2.0
+    assert "ssm_dt_proj" not in row  # dt comes out of the in-projection
 
 
 def test_unsupported_ssm_is_a_one_line_error():
