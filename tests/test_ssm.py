@@ -67,6 +67,13 @@ def test_mamba2_config():
     assert "ssm_dt_proj" not in row  # dt comes out of the in-projection
 
 
+def test_a_study_holds_one_kind():
+    from jaxplat.search import study_from_dict
+    with pytest.raises(SpecError, match="state-space"):
+        study_from_dict(dict(models=["llama-3.1-8b", "falcon-mamba-7b"], workloads=["qa"], hardware="h100-sxm",
+                             objective={"minimize": "tpot"}))
+
+
 def test_unsupported_ssm_is_a_one_line_error():
     with pytest.raises(SpecError, match="zamba"):
         jp.model.model_from_config(dict(model_type="zamba", num_hidden_layers=2, hidden_size=8, vocab_size=8))

@@ -352,9 +352,9 @@ def study_from_dict(d: dict, src="study") -> Study:
         raise SpecError(f"{src}: this is a co-design study; run it with `jaxplat codesign {src}`")
     check_keys(src, "", d, _STUDY_KEYS, required=("models", "workloads", "hardware", "objective"))
     models, model_names = _named_list(src, "models", d, load_model, _model_from_dict)
-    kinds = {m.attention for m in models}
+    kinds = {m.attention if m.ssm == "none" else f"{m.attention}+{m.ssm}" for m in models}
     if len(kinds) > 1:
-        raise SpecError(f"{src}: models mix attention kinds ({', '.join(sorted(kinds))}); "
+        raise SpecError(f"{src}: models mix attention or state-space kinds ({', '.join(sorted(kinds))}); "
                         "one study holds one kind, split it into two studies")
     workloads, workload_names = _named_list(src, "workloads", d, load_workload, workload_from_dict)
     hw_raw = d["hardware"]
