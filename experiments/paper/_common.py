@@ -127,6 +127,11 @@ def save(fig, path, title=None, legend_ax=None, ncol=5):
     print(f"\nfigure: {os.path.relpath(path)}")
 
 
+def tokens(x):
+    """A token count as 8k / 2M (binary k and M, as context lengths are quoted)."""
+    return f"{x // 1048576}M" if x >= 1048576 else f"{x // 1024}k"
+
+
 def ms(x):
     """Seconds as ms below 1 s, else s (3 significant digits)."""
     return f"{1e3 * x:.3g} ms" if x < 1.0 else f"{x:.3g} s"

@@ -51,13 +51,17 @@ def main(argv=None):
     for k, b in enumerate(batches):
         ax = axes[0][k]
         for name, label in MODELS:
-            ax.plot(contexts, [1e3 * res[(name, b, x)][0] for x in contexts], marker="o", ms=3, label=label)
-        ax.set_title(f"decode step, batch {b}")
+            line, = ax.plot(contexts, [1e3 * res[(name, b, x)][0] for x in contexts], marker="o", ms=3, label=label)
+            miss = [x for x in contexts if not res[(name, b, x)][2]]
+            ax.plot(miss, [1e3 * res[(name, b, x)][0] for x in miss], ls="", marker="x", ms=8, color=line.get_color())
+        ax.set_title(f"decode step, batch {b} (x: does not fit 2 x 80 GB)" if b > 1 else f"decode step, batch {b}")
         ax.set_ylabel("TPOT (ms)")
     ax = axes[0][2]
     for name, label in MODELS:
         ax.plot(contexts, [res[(name, 1, x)][1] / c.GB for x in contexts], marker="o", ms=3, label=label)
     ax.set_title("KV cache / state per chip, batch 1")
+    ax.text(0.03, 0.62, "Llama-3.1-8B and Mixtral-8x7B:\nsame KV (32 layers x 8 KV heads),\nlines overlap",
+            transform=ax.transAxes, fontsize=8)
     ax.set_ylabel("GB per chip")
     for ax in axes[0]:
         ax.set_xscale("log", base=2)
