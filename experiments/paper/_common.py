@@ -49,10 +49,11 @@ def _vmapped(options: jp.Options):
     return jax.jit(jax.vmap(lambda m, h, p, w: jp.evaluate(m, h, p, w, options)))
 
 
-def evaluate_many(configs, options: jp.Options = jp.Options()) -> dict:
+def evaluate_many(configs, options: jp.Options | None = None) -> dict:
     """`jp.evaluate` of every (model, hardware, parallel, workload) in
     `configs`, grouped by tree structure (one vmapped program per group).
     Returns {Metrics field: [len(configs)] numpy array}."""
+    options = options or jp.Options()
     groups = {}
     for i, c in enumerate(configs):
         groups.setdefault(jax.tree.structure(c), []).append(i)
@@ -106,7 +107,10 @@ def _readable_log_ticks(fig):
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             if isinstance(axis.get_major_locator(), LogLocator) and getattr(axis.get_transform(), "base", 0) == 10:
-                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                lo, hi = sorted(axis.get_view_interval())
+                decades = np.log10(hi / lo) if lo > 0 else 9.0
+                subs = (1.0, 2.0, 5.0) if decades > 2.5 else (1.0, 2.0, 3.0, 5.0) if decades > 1.0 else range(1, 10)
+                axis.set_major_locator(LogLocator(base=10, subs=subs))
                 axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
                 axis.set_minor_formatter(NullFormatter())
 

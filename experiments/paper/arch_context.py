@@ -10,6 +10,7 @@ at the given context (output = 2 tokens, so TPOT is the step at prompt + 1).
 """
 
 import _common as c
+
 import jaxplat as jp
 
 MODELS = (("llama-2-7b", "LLaMA-2-7B (dense, MHA)"), ("llama-3.1-8b", "Llama-3.1-8B (dense, GQA)"),
@@ -44,7 +45,7 @@ def main(argv=None):
         rows = [[label] + [f"{res[(name, b, x)][1] / c.GB:.3g} GB" for x in contexts] for name, label in MODELS]
         print(c.table(["KV/state per chip"] + [f"{x // 1024}k" for x in contexts], rows))
     ratio = {name: res[(name, 1, contexts[-1])][0] / res[(name, 1, contexts[0])][0] for name, _ in MODELS}
-    print("\nTPOT growth from {}k to {}k, batch 1: ".format(contexts[0] // 1024, contexts[-1] // 1024)
+    print(f"\nTPOT growth from {contexts[0] // 1024}k to {contexts[-1] // 1024}k, batch 1: "
           + ", ".join(f"{lab.split(' (')[0]} {ratio[n]:.2f}x" for n, lab in MODELS))
 
     fig, axes = c.figure(1, 3, size=(14, 4.4))
@@ -60,7 +61,7 @@ def main(argv=None):
     for name, label in MODELS:
         ax.plot(contexts, [res[(name, 1, x)][1] / c.GB for x in contexts], marker="o", ms=3, label=label)
     ax.set_title("KV cache / state per chip, batch 1")
-    ax.text(0.03, 0.62, "Llama-3.1-8B and Mixtral-8x7B:\nsame KV (32 layers x 8 KV heads),\nlines overlap",
+    ax.text(0.40, 0.14, "Llama-3.1-8B and Mixtral-8x7B:\nsame KV (32 layers x 8 KV heads),\nlines overlap",
             transform=ax.transAxes, fontsize=8)
     ax.set_ylabel("GB per chip")
     for ax in axes[0]:

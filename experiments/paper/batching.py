@@ -8,6 +8,7 @@ changed at a time (others: batch 1, 1 beam, 3000-token prompt).
 """
 
 import _common as c
+
 import jaxplat as jp
 
 AXES = (("batch", (1, 4, 16, 64, 256)), ("beams", (1, 2, 4, 8)),

@@ -7,9 +7,9 @@ that would provide them.
     .venv/bin/python experiments/paper/extreme_scale.py [--quick] [--out PNG]
 """
 
+import _common as c
 import numpy as np
 
-import _common as c
 import jaxplat as jp
 from jaxplat.design import closed_forms
 
@@ -49,7 +49,8 @@ def main(argv=None):
         axes[0][2].plot(contexts, [max(req[(name, x)]["mem_bytes"] / B200_MEM,
                                        req[(name, x)]["decode_mem_bw_bytes_s"] / B200_BW) for x in contexts],
                         marker="o", ms=3, label=label)
-    for ax, lab in zip(axes[0], ("memory capacity (TB)", "memory bandwidth (TB/s)", "B200-class chips (180 GB, 8 TB/s)")):
+    labels = ("memory capacity (TB)", "memory bandwidth (TB/s)", "B200-class chips (180 GB, 8 TB/s)")
+    for ax, lab in zip(axes[0], labels):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(contexts, [c.tokens(x) for x in contexts])

@@ -9,9 +9,9 @@ the fewest power-of-two chips that hold weights + KV (tp = chips).
     .venv/bin/python experiments/paper/hw_scaling.py [--quick] [--out PNG]
 """
 
-import numpy as np
 
 import _common as c
+
 import jaxplat as jp
 
 MODELS = (("mixtral-8x7b", "Mixtral-8x7B", 2), ("gpt-3-175b", "GPT-3 175B", 8))  # tp: fewest 40 GB chips (pow2)
@@ -22,7 +22,7 @@ KNOBS = (("compute", "peak FLOP/s", (1, 2, 4, 8, 12)),
 
 
 def chip(knob: str, s: float) -> jp.Hardware:
-    base = dict(flops=800e12, mem=40e9, bw=4e12, icn=300e9, latency=2e-6)
+    base = {"flops": 800e12, "mem": 40e9, "bw": 4e12, "icn": 300e9, "latency": 2e-6}
     key = {"compute": "flops", "memory bandwidth": "bw", "interconnect bandwidth": "icn"}.get(knob)
     if key:
         base[key] *= s

@@ -7,9 +7,9 @@ closed-form lower bound ceil((weights + KV) / chip memory).
     .venv/bin/python experiments/paper/min_chips.py [--quick] [--out PNG]
 """
 
+import _common as c
 import numpy as np
 
-import _common as c
 import jaxplat as jp
 from jaxplat.design import closed_forms
 
@@ -57,11 +57,13 @@ def main(argv=None):
     w = 0.27
     for j, (h, _) in enumerate(hws):
         ax.bar(x + (j - 1) * w, [need.get((n, h), np.nan) for n, _ in models], w, color=f"C{j}", label=h)
-        ax.scatter(x + (j - 1) * w, [bound[n] / cap[h] for n, _ in models], marker="_", s=120, color="k",
-                   label="(weights + KV) / chip memory" if j == 0 else None, zorder=3)
+        ax.scatter(x + (j - 1) * w, [np.ceil(bound[n] / cap[h]) for n, _ in models], marker="_", s=120, color="k",
+                   label="ceil((weights + KV) / chip memory)" if j == 0 else None, zorder=3)
     ax.set_yscale("log", base=2)
+    ax.set_yticks(CHIPS[:10], [str(n) for n in CHIPS[:10]])
+    ax.minorticks_off()
     ax.set_xticks(x, [lab for _, lab in models], rotation=20, fontsize=8)
-    ax.set_ylabel("chips (log2)")
+    ax.set_ylabel("chips")
     c.save(fig, a.out, "Minimum chips per model (chat, batch 1, fp8): bars = cost model, ticks = capacity bound", ax, 4)
     return need
 

@@ -10,9 +10,9 @@ batch 1, 16 and 64.
     .venv/bin/python experiments/paper/moe_parallelism.py [--quick] [--out PNG]
 """
 
+import _common as c
 import numpy as np
 
-import _common as c
 import jaxplat as jp
 
 SPLITS = (("TP4", 4, 1), ("EP4", 1, 4), ("TP2xEP2", 2, 2))

@@ -10,9 +10,9 @@ generation with their beams, lengths and SLOs), fp8 throughout.
     .venv/bin/python experiments/paper/requirements_use_cases.py [--quick] [--out PNG]
 """
 
+import _common as c
 import numpy as np
 
-import _common as c
 import jaxplat as jp
 from jaxplat.design import closed_forms
 

@@ -11,12 +11,13 @@ Splits of 64 chips: TP4 x EP16 and TP4 x EP4 x PP4. Chat use case, batch 1 and 6
 """
 
 import _common as c
+
 import jaxplat as jp
 from jaxplat.model import hardware_from_dict
 from jaxplat.specs import read_yaml, resolve
 
 DOMAINS = (4, 8, 16, 32, 64)
-SPLITS = (("TP4 x EP16", dict(tp=4, ep=16)), ("TP4 x EP4 x PP4", dict(tp=4, ep=4, pp=4)))
+SPLITS = (("TP4 x EP16", {"tp": 4, "ep": 16}), ("TP4 x EP4 x PP4", {"tp": 4, "ep": 4, "pp": 4}))
 OPTICAL = {"name": "optical", "domain": 65536, "bandwidth": 100e9, "latency": 2e-6}
 
 

@@ -12,11 +12,11 @@ over (batch, k, alpha) in one compiled program.
 
 import functools
 
+import _common as c
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-import _common as c
 import jaxplat as jp
 from jaxplat.serving import expected_tokens, speculative_tpot
 

@@ -9,6 +9,7 @@ on 8 of the paper's baseline NPUs (300 GB/s links, 2 µs), the chatbot use case.
 """
 
 import _common as c
+
 import jaxplat as jp
 
 SPLITS = ((8, 1), (4, 2), (2, 4), (1, 8))
@@ -37,7 +38,8 @@ def main(argv=None):
             for tp, pp in SPLITS:
                 x = res[(hname, b, tp, pp)]
                 rows.append([hname, f"{b}", f"TP{tp} x PP{pp}", c.ms(x["ttft"]), c.ms(x["tpot"]),
-                             f"{x['throughput']:.4g} tok/s", f"{x['comm_time']:.3g} s", "yes" if x["feasible"] else "no"])
+                             f"{x['throughput']:.4g} tok/s", f"{x['comm_time']:.3g} s",
+                             "yes" if x["feasible"] else "no"])
     print(c.table(["chip", "batch", "split", "TTFT", "TPOT", "throughput", "comm (request)", "feasible"], rows,
                   "lrlrrrrl"))
 

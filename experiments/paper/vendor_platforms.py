@@ -9,9 +9,9 @@ specs/hardware/ (each number's source is in the YAML).
     .venv/bin/python experiments/paper/vendor_platforms.py [--quick] [--out PNG]
 """
 
+import _common as c
 import numpy as np
 
-import _common as c
 import jaxplat as jp
 from jaxplat.model import hardware_from_dict
 
@@ -30,6 +30,9 @@ PLATFORMS = (("wafer-scale SRAM (4 x CS-3)", "cerebras-cs3-x4", 4),
              ("GPU (8 x H100 SXM)", "h100-sxm", 8),
              ("transformer ASIC (8, assumed)", ASIC, 8),
              ("3-tier dataflow (8 x SN40L)", "sambanova-sn40l", 8))
+
+
+SHORT = ("wafer-scale\nSRAM\n4 x CS-3", "GPU\n8 x H100", "transformer\nASIC\n8 (assumed)", "3-tier\ndataflow\n8 x SN40L")
 
 
 def main(argv=None):
@@ -60,13 +63,18 @@ def main(argv=None):
     for j, b in enumerate(batches):
         for ax, m, scale in ((axes[0][0], "ttft", 1e3), (axes[0][1], "tpot", 1e3), (axes[0][2], "throughput", 1),
                              (axes[0][3], "cost_per_mtok_usd", 1)):
-            ax.bar(x + (j - (len(batches) - 1) / 2) * w, [scale * res[(lab, b)][m] for lab, _, _ in PLATFORMS], w,
-                   color=f"C{j}", label=f"batch {b}")
+            bars = ax.bar(x + (j - (len(batches) - 1) / 2) * w, [scale * res[(lab, b)][m] for lab, _, _ in PLATFORMS],
+                          w, color=f"C{j}")
+            ax.plot([], [], color=f"C{j}", lw=8, label=f"batch {b}")  # legend entry without the hatch
+            for bar, (lab, _, _) in zip(bars, PLATFORMS):
+                if not res[(lab, b)]["feasible"]:
+                    bar.set_hatch("xx")
+                    bar.set_alpha(0.5)
     for ax, lab in zip(axes[0], ("TTFT (ms)", "TPOT (ms)", "throughput (output tokens/s)", "cost (USD per M tokens)")):
-        ax.set_xticks(x, [p[0].replace(" (", "\n(") for p in PLATFORMS], fontsize=7)
+        ax.set_xticks(x, SHORT, fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel(lab)
-    c.save(fig, a.out, "Llama-3.1-70B on vendor-style platforms (chat, bf16)", axes[0][0], 2)
+    c.save(fig, a.out, "Llama-3.1-70B on vendor-style platforms (chat, bf16; hatched: does not fit)", axes[0][0], 2)
     return res
 
 
