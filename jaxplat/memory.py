@@ -8,7 +8,7 @@ import numpy as np
 from jaxplat.hardware import Hardware
 from jaxplat.model import Model, kv_elements_per_token
 from jaxplat.operators import OpTable
-from jaxplat.roofline import safe_div
+from jaxplat.roofline import chosen_max, safe_div
 from jaxplat.workload import Workload
 
 
@@ -32,7 +32,7 @@ def activation_bytes(table: OpTable) -> jax.Array:
     the largest off-chip input + output of any one operator (operators run
     one after another, so their buffers are reused)."""
     live = (1.0 - table.on_a) * table.a0 + (1.0 - table.on_o) * table.o0
-    return jnp.max(live)
+    return chosen_max(live)  # not jnp.max: its derivative can be NaN (roofline.chosen_max)
 
 
 def capacity_bytes(hw: Hardware) -> jax.Array:
@@ -163,8 +163,8 @@ def tiling_reserve(table: OpTable, hw: Hardware) -> jax.Array:
     query block and output (`_attention_resident`), or all the SRAM if that
     does not fit. Residents (`place`) get the rest of the SRAM."""
     gemm, attn = _tiled_rows(table)
-    need = jnp.max(jnp.where(gemm, jnp.minimum(table.a0, table.w0), 0.0))
-    attn_need = jnp.max(jnp.where(attn, _attention_resident(table), 0.0))
+    need = chosen_max(jnp.where(gemm, jnp.minimum(table.a0, table.w0), 0.0))  # not jnp.max (NaN derivative)
+    attn_need = chosen_max(jnp.where(attn, _attention_resident(table), 0.0))
     return jnp.minimum(hw.sram_size, jnp.maximum(need, attn_need))
 
 

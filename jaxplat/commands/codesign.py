@@ -1,7 +1,6 @@
 """`jaxplat codesign STUDY.yaml`: the best chip for a workload, by gradients,
 checked against a dense grid over the same design space."""
 
-import json
 import math
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ from jaxplat import codesign as cd
 from jaxplat import units
 from jaxplat.cost import J_PER_KWH, SECONDS_PER_YEAR
 from jaxplat.inference import evaluate
-from jaxplat.report import table
+from jaxplat.report import json_text, table
 from jaxplat.specs import _resolve, read_yaml
 
 METRIC_ROWS = (  # Metrics field, label, formatter
@@ -125,7 +124,7 @@ def run(args) -> int:
     gap = (res.objective - grid[2]) / grid[2] if grid and math.isfinite(grid[2]) else None
 
     if args.json:
-        print(json.dumps({
+        print(json_text({
             "study": str(study), "objective_name": prob.objective, "objective": res.objective,
             "grid_objective": grid[2] if grid else None, "gap": gap, "evaluations": res.evaluations,
             "grid_evaluations": grid[3] if grid else None,

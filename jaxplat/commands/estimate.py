@@ -1,6 +1,5 @@
 """`jaxplat estimate`: one configuration, its summary and per-operator table."""
 
-import json
 
 import jax
 
@@ -11,7 +10,7 @@ from jaxplat.commands import serving_args
 from jaxplat.inference import evaluate
 from jaxplat.options import PROFILES, Options
 from jaxplat.parallel import Parallel
-from jaxplat.report import operator_table, table
+from jaxplat.report import json_text, operator_table, table
 from jaxplat.specs import SpecError, load_hardware, load_model, load_workload, network_level_names
 
 # Metrics field -> JSON key with its SI unit.
@@ -117,7 +116,7 @@ def run(args) -> int:
               for k, v in vars(metrics).items() if k in JSON_KEYS}
     served = serving_args.serving_json(args, model, hw, par, wl)
     if args.json:
-        print(json.dumps({"model": args.model, "hardware": args.hardware, "workload": args.workload,
+        print(json_text({"model": args.model, "hardware": args.hardware, "workload": args.workload,
                           "profile": args.profile, **values, **served}))
         return 0
     m = metrics
