@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.hardware import MAX_NET_LEVELS, TOPOLOGIES, Hardware
-from jaxplat.roofline import chosen_max, chosen_min, min_of, safe_div
+from jaxplat.roofline import chosen_max, chosen_min, safe_div
 
 KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 
@@ -77,7 +77,7 @@ def chips_available(hw: Hardware) -> jax.Array:
     outermost level is a 256-GPU pod offers 256 chips.
     """
     real = hw.net_domain < UNBOUNDED_DOMAIN
-    return jnp.where(jnp.any(real), chosen_max(jnp.where(real, hw.net_domain, 1.0)), UNBOUNDED_DOMAIN)
+    return jnp.where(jnp.any(real), chosen_max(jnp.where(real, hw.net_domain, 1.0), -1), UNBOUNDED_DOMAIN)
 
 
 def smooth_min(times, p=SMOOTH_MIN_P):
@@ -102,9 +102,10 @@ def smooth_min(times, p=SMOOTH_MIN_P):
 
 def _pick(times, smooth):
     """Minimum over algorithms: exact, or `smooth_min` (smooth = True or p)."""
+    times = jnp.stack(times)
     if smooth is False or smooth is None:
-        return min_of(times)  # not jnp.min: its derivative can be NaN (roofline.chosen_max)
-    return smooth_min(jnp.stack(times), SMOOTH_MIN_P if smooth is True else smooth)
+        return chosen_min(times, 0)  # not jnp.min: its derivative can be NaN (roofline.chosen_max)
+    return smooth_min(times, SMOOTH_MIN_P if smooth is True else smooth)
 
 
 # The one set of collective formulas (`_algorithm_coefficients`, combined
@@ -254,7 +255,7 @@ def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride
         raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
     flat = lambda x: x.reshape(-1)  # noqa: E731
     times, F, _, _ = _algorithm_grid((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride))
-    best = jnp.where(F[:, :MAX_NET_LEVELS] > 1.0, chosen_min(times[:, :MAX_NET_LEVELS]), 0.0)
+    best = jnp.where(F[:, :MAX_NET_LEVELS] > 1.0, chosen_min(times[:, :MAX_NET_LEVELS], -1), 0.0)
     return jnp.where(big, best.reshape(n.shape + (MAX_NET_LEVELS,)), 0.0)
 
 

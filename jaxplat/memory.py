@@ -32,7 +32,7 @@ def activation_bytes(table: OpTable) -> jax.Array:
     the largest off-chip input + output of any one operator (operators run
     one after another, so their buffers are reused)."""
     live = (1.0 - table.on_a) * table.a0 + (1.0 - table.on_o) * table.o0
-    return chosen_max(live)  # not jnp.max: its derivative can be NaN (roofline.chosen_max)
+    return chosen_max(live, -1)  # not jnp.max: its derivative can be NaN (roofline.chosen_max)
 
 
 def capacity_bytes(hw: Hardware) -> jax.Array:
@@ -163,8 +163,8 @@ def tiling_reserve(table: OpTable, hw: Hardware) -> jax.Array:
     query block and output (`_attention_resident`), or all the SRAM if that
     does not fit. Residents (`place`) get the rest of the SRAM."""
     gemm, attn = _tiled_rows(table)
-    need = chosen_max(jnp.where(gemm, jnp.minimum(table.a0, table.w0), 0.0))  # not jnp.max (NaN derivative)
-    attn_need = chosen_max(jnp.where(attn, _attention_resident(table), 0.0))
+    need = chosen_max(jnp.where(gemm, jnp.minimum(table.a0, table.w0), 0.0), -1)  # not jnp.max (NaN derivative)
+    attn_need = chosen_max(jnp.where(attn, _attention_resident(table), 0.0), -1)
     return jnp.minimum(hw.sram_size, jnp.maximum(need, attn_need))
 
 
