@@ -1,6 +1,5 @@
 """`jaxplat estimate`: one configuration, its summary and per-operator table."""
 
-
 import jax
 
 from jaxplat import units
