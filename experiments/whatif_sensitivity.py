@@ -76,6 +76,7 @@ def main():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for k, title in enumerate(("TTFT", "TPOT")):
         for name, (exact, pred) in curves.items():
@@ -83,6 +84,14 @@ def main():
             axes[k].plot(scales, pred[:, k], ls="--", color=line.get_color(), label=f"{name} (elasticity)")
         axes[k].set_xscale("log")
         axes[k].set_yscale("log")
+        # Plain tick labels (matplotlib's log axes print 6x10^-1 or nothing).
+        axes[k].set_xticks([0.5, 0.7, 1.0, 1.4, 2.0], labels=["0.5x", "0.7x", "1x", "1.4x", "2x"])
+        lo, hi = axes[k].get_ylim()
+        yt = [v for v in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.5, 3.0) if lo <= v <= hi]
+        axes[k].set_yticks(yt, labels=[f"{v:g}" for v in yt])
+        axes[k].xaxis.set_minor_formatter(NullFormatter())
+        axes[k].yaxis.set_minor_formatter(NullFormatter())
+        axes[k].grid(True, which="major", alpha=0.3)
         axes[k].set_xlabel("hardware number / baseline")
         axes[k].set_ylabel(f"{title} / baseline")
         axes[k].set_title(f"{title}: {a.model}, {a.workload}, {a.hardware} tp={a.tp}")

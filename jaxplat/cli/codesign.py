@@ -1,7 +1,6 @@
 """`jaxplat codesign STUDY.yaml`: the best chip for a workload, by gradients,
 checked against a dense grid over the same design space."""
 
-import json
 import math
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ import yaml
 
 from jaxplat.cost import evaluate
 from jaxplat.design import codesign as cd
-from jaxplat.report import table
+from jaxplat.report import json_text, table
 from jaxplat.specs import read_yaml, resolve, units
 from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
 
@@ -93,15 +92,6 @@ def plot_trajectory(traj: dict, path: Path, best_start: int):
     plt.close(fig)
 
 
-def _finite(v):
-    """v with every non-finite float as None (JSON has no NaN)."""
-    if isinstance(v, dict):
-        return {k: _finite(u) for k, u in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(u) for u in v]
-    return v if not isinstance(v, float) or math.isfinite(v) else None
-
-
 def write_outputs(out: Path, result: dict, traj: dict, best_start: int, labels, metric_names, grad, fd):
     """summary.json (the --json object, non-finite numbers as null), trajectory.csv
     (one row per step and start: loss, the chip numbers in SI, the schedule) and
@@ -109,7 +99,7 @@ def write_outputs(out: Path, result: dict, traj: dict, best_start: int, labels, 
     `jaxplat report`."""
     import pandas as pd
 
-    (out / "summary.json").write_text(json.dumps(_finite({**result, "best_start": best_start}), indent=2))
+    (out / "summary.json").write_text(json_text({**result, "best_start": best_start}, indent=2))
     steps, starts = traj["loss"].shape
     rows = dict(step=np.repeat(np.arange(steps), starts), start=np.tile(np.arange(starts), steps),
                 loss=traj["loss"].reshape(-1))
@@ -178,7 +168,7 @@ def run(args) -> int:
     }
     write_outputs(out, result, res.trajectory, best_start, labels, metric_names, grad, fd)
     if args.json:
-        print(json.dumps(result))
+        print(json_text(result))
         return 0
 
     print(f"{name}: {cfg['model']} / {cfg['workload']} on {cfg['technology']} "

@@ -1,7 +1,5 @@
 """`jaxplat estimate`: one configuration, its summary and per-operator table."""
 
-import json
-
 import jax
 
 from jaxplat.cli import serving_args
@@ -16,7 +14,7 @@ from jaxplat.model import (
     network_level_names,
     replace,
 )
-from jaxplat.report import format_comm_breakdown, operator_table, table
+from jaxplat.report import format_comm_breakdown, json_text, operator_table, table
 from jaxplat.specs import SpecError, units
 
 # Metrics field -> JSON key with its SI unit.
@@ -123,7 +121,7 @@ def run(args) -> int:
               for k, v in vars(metrics).items() if k in JSON_KEYS}
     served = serving_args.serving_json(args, model, hw, par, wl)
     if args.json:
-        print(json.dumps({"model": args.model, "hardware": args.hardware, "workload": args.workload,
+        print(json_text({"model": args.model, "hardware": args.hardware, "workload": args.workload,
                           "profile": args.profile, **values, **served}))
         return 0
     m = metrics

@@ -2,12 +2,11 @@
 case within its SLOs (GenZ's platform requirements, arXiv 2406.01698 Sec. 7),
 by GenZ's closed forms and by inverting the full cost model."""
 
-import json
 
 from jaxplat.cli.estimate import _overrides
 from jaxplat.design.requirements import requirements
 from jaxplat.model import PROFILES, Options, Parallel, load_hardware, load_model, load_workload
-from jaxplat.report import table
+from jaxplat.report import json_text, table
 from jaxplat.specs import units
 
 ROWS = (("mem_bytes", "memory capacity", "bytes"), ("decode_mem_bw_bytes_s", "memory bandwidth (TPOT)", "bw"),
@@ -54,7 +53,7 @@ def run(args) -> int:
     if args.json:
         out = {"model": args.model, "workload": args.workload, "hardware": args.hardware, "profile": args.profile}
         out.update({k: (v if v != float("inf") else None) if isinstance(v, float) else v for k, v in req.items()})
-        print(json.dumps(out))
+        print(json_text(out))
         return 0
     print(f"{args.model}, workload {args.workload} (batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, "
           f"output {float(wl.output):g}, beams {float(wl.beams):g}; TTFT <= {float(wl.ttft_slo):g} s, "

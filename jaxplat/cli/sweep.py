@@ -8,7 +8,6 @@ address, the process count and its id (flags or JAXPLAT_COORDINATOR,
 JAXPLAT_NUM_PROCESSES, JAXPLAT_PROCESS_ID); process 0 writes the files.
 """
 
-import json
 import math
 import os
 import sys
@@ -207,7 +206,9 @@ def write_outputs(engine, result, out: Path, compile_s: float) -> dict:
                    compile_s=compile_s, sweep_s=result.elapsed,
                    configs_per_s=(int(result.counts[0]) / result.elapsed) if result.elapsed > 0 else None,
                    **study_info(st))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    from jaxplat.report import json_text
+
+    (out / "summary.json").write_text(json_text(summary, indent=2))  # strict JSON: no bare NaN
     return frames
 
 

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost.roofline import safe_div
+from jaxplat.cost.roofline import chosen_max, chosen_min, safe_div
 from jaxplat.model import MAX_NET_LEVELS, TOPOLOGIES, Hardware
 
 KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
@@ -77,7 +77,7 @@ def chips_available(hw: Hardware) -> jax.Array:
     outermost level is a 256-GPU pod offers 256 chips.
     """
     real = hw.net_domain < UNBOUNDED_DOMAIN
-    return jnp.where(jnp.any(real), jnp.max(jnp.where(real, hw.net_domain, 1.0)), UNBOUNDED_DOMAIN)
+    return jnp.where(jnp.any(real), chosen_max(jnp.where(real, hw.net_domain, 1.0), -1), UNBOUNDED_DOMAIN)
 
 
 def smooth_min(times, p=SMOOTH_MIN_P):
@@ -90,7 +90,9 @@ def smooth_min(times, p=SMOOTH_MIN_P):
     (at most ~1/(e·p) above it in between). 0 when any time is 0.
     Scale-free and gradient-safe (both sides of each `where` guarded).
     """
-    m = jnp.min(times, axis=0)
+    # The result does not depend on m (it cancels between the sums), so m
+    # carries no derivative: jnp.min's own can be NaN (roofline.chosen_max).
+    m = jax.lax.stop_gradient(jnp.min(times, axis=0))
     ok = m > 0
     ms = jnp.where(ok, m, 1.0)
     ts = jnp.where(ok, times, 1.0)
@@ -101,7 +103,9 @@ def smooth_min(times, p=SMOOTH_MIN_P):
 def _pick(times, p):
     """Minimum over algorithms: exact (p None), or `smooth_min` of sharpness p."""
     times = jnp.stack(times)
-    return jnp.min(times, axis=0) if p is None else smooth_min(times, p)
+    if p is None:
+        return chosen_min(times, 0)  # not jnp.min: its derivative can be NaN (roofline.chosen_max)
+    return smooth_min(times, p)
 
 
 # The one set of collective formulas (`_algorithm_coefficients`, combined
@@ -251,7 +255,7 @@ def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride
         raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
     flat = lambda x: x.reshape(-1)  # noqa: E731
     times, F, _, _ = _algorithm_grid((kind,) * n.size, hw, flat(n), flat(bytes_), flat(stride))
-    best = jnp.where(F[:, :MAX_NET_LEVELS] > 1.0, jnp.min(times[:, :MAX_NET_LEVELS], axis=-1), 0.0)
+    best = jnp.where(F[:, :MAX_NET_LEVELS] > 1.0, chosen_min(times[:, :MAX_NET_LEVELS], -1), 0.0)
     return jnp.where(big, best.reshape(n.shape + (MAX_NET_LEVELS,)), 0.0)
 
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.operators import OpTable
-from jaxplat.cost.roofline import safe_div
+from jaxplat.cost.roofline import chosen_max, safe_div
 from jaxplat.model import Hardware, Model, Workload, attention_layers, kv_elements_per_token, ssm_state_elements
 
 
@@ -43,7 +43,7 @@ def activation_bytes(table: OpTable) -> jax.Array:
     the largest off-chip input + output of any one operator (operators run
     one after another, so their buffers are reused)."""
     live = (1.0 - table.on_a) * table.a0 + (1.0 - table.on_o) * table.o0
-    return jnp.max(live)
+    return chosen_max(live, -1)  # not jnp.max: its derivative can be NaN (roofline.chosen_max)
 
 
 def capacity_bytes(hw: Hardware) -> jax.Array:
@@ -174,8 +174,8 @@ def tiling_reserve(table: OpTable, hw: Hardware) -> jax.Array:
     query block and output (`_attention_resident`), or all the SRAM if that
     does not fit. Residents (`place`) get the rest of the SRAM."""
     gemm, attn = _tiled_rows(table)
-    need = jnp.max(jnp.where(gemm, jnp.minimum(table.a0, table.w0), 0.0))
-    attn_need = jnp.max(jnp.where(attn, _attention_resident(table), 0.0))
+    need = chosen_max(jnp.where(gemm, jnp.minimum(table.a0, table.w0), 0.0), -1)  # not jnp.max (NaN derivative)
+    attn_need = chosen_max(jnp.where(attn, _attention_resident(table), 0.0), -1)
     return jnp.minimum(hw.sram_size, jnp.maximum(need, attn_need))
 
 

@@ -8,6 +8,9 @@ held in the KV cache, so each operator's time summed over a range of steps has
 a closed form (a sum of the max of two affine functions).
 """
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -20,6 +23,42 @@ def safe_div(num, den):
     """num / den, and 0 where den == 0 (gradient-safe: both branches guarded)."""
     ok = den != 0
     return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
+
+
+# jnp.max / jnp.min differentiate as the mean tangent of the elements that
+# compare equal to the result. XLA may compute the operand and the result in
+# different fusions with different rounding (constant folding of a closed-over
+# chip, FMA contraction), so that no element compares equal and the
+# derivative is 0/0 = NaN: every sensitivity of TPOT was (issue 16). These
+# twins compute the same value (the same forward program, so sweeps are
+# unchanged) and differentiate as the element the argmax/argmin picks (the
+# first at ties): an index always exists, so never NaN.
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def chosen_max(x, axis):
+    """jnp.max(x, axis), differentiated as the chosen element (never NaN)."""
+    return jnp.max(x, axis=axis)
+
+
+@chosen_max.defjvp
+def _chosen_max_jvp(axis, primals, tangents):
+    (x,), (t,) = primals, tangents
+    i = jnp.argmax(x, axis=axis, keepdims=True)
+    return jnp.max(x, axis=axis), jnp.squeeze(jnp.take_along_axis(t, i, axis=axis), axis)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def chosen_min(x, axis):
+    """jnp.min(x, axis), differentiated as the chosen element (never NaN)."""
+    return jnp.min(x, axis=axis)
+
+
+@chosen_min.defjvp
+def _chosen_min_jvp(axis, primals, tangents):
+    (x,), (t,) = primals, tangents
+    i = jnp.argmin(x, axis=axis, keepdims=True)
+    return jnp.min(x, axis=axis), jnp.squeeze(jnp.take_along_axis(t, i, axis=axis), axis)
 
 
 def smooth_max(a, b, p):
@@ -97,4 +136,4 @@ def sum_over_steps(c0, c1, m0, m1, comm, lo, hi, p=None):
     return core + n * comm
 
 
-__all__ = ["safe_div", "smooth_max", "combine", "sum_over_steps", "sum_max_affine"]
+__all__ = ["safe_div", "chosen_max", "chosen_min", "smooth_max", "combine", "sum_over_steps", "sum_max_affine"]

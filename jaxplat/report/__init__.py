@@ -2,6 +2,6 @@
 the command line: may import every package."""
 
 from jaxplat.report.html import write_report
-from jaxplat.report.tables import format_comm_breakdown, operator_table, table
+from jaxplat.report.tables import finite_or_none, format_comm_breakdown, json_text, operator_table, table
 
-__all__ = ["format_comm_breakdown", "operator_table", "table", "write_report"]
+__all__ = ["finite_or_none", "format_comm_breakdown", "json_text", "operator_table", "table", "write_report"]

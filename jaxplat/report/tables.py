@@ -1,6 +1,31 @@
 """Plain-text tables and summaries with units (the numbers come from the model)."""
 
+import json
+import math
+
 from jaxplat.specs.units import fmt_bytes, fmt_time
+
+
+def finite_or_none(obj):
+    """`obj` (dicts, lists, tuples of numbers, strings, bools, None) with every
+    non-finite float (NaN, +-inf) replaced by None and numpy scalars and
+    arrays made plain Python."""
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_none(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (bool, int, float, str)):  # numpy scalar or array
+        return finite_or_none(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def json_text(obj, **kwargs) -> str:
+    """Strict JSON of `obj`: NaN and infinities (which have no JSON literal;
+    json.dumps would write bare NaN / Infinity, refused by strict parsers)
+    become null. Keyword arguments go to json.dumps."""
+    return json.dumps(finite_or_none(obj), allow_nan=False, **kwargs)
 
 
 def table(headers: list[str], rows: list[list], align: str | None = None) -> str:

@@ -186,7 +186,7 @@ def _apply(eqn, ins, sizes):
         ins = _match_vma(ins)
     mo = _union([m for _, m in ins]) if ins else _NONE(k)
     if not any(mo):  # nothing on the grid: run it as traced
-        out = prim.bind(*(x for x, _ in ins), **params)
+        out = prim.bind(*(x for x, _ in ins), **prim.get_bind_params(params))  # (custom_jvp_call: its subfuns)
         return [(o, mo) for o in out] if prim.multiple_results else [(out, mo)]
     if (sub := sub_jaxpr(eqn)) is not None:
         return _eval(*sub, ins, sizes)

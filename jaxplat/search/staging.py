@@ -140,7 +140,7 @@ def _walk(jaxpr, consts, args, res, pre, top=True):
         ins = [read(v) for v in eqn.invars]
         if all(s != _POINT for s, _ in ins):
             if pre:
-                out = eqn.primitive.bind(*(x for _, x in ins), **eqn.params)
+                out = eqn.primitive.bind(*(x for _, x in ins), **eqn.primitive.get_bind_params(eqn.params))
                 out = out if eqn.primitive.multiple_results else [out]
             else:
                 out = [None] * len(eqn.outvars)
@@ -152,7 +152,7 @@ def _walk(jaxpr, consts, args, res, pre, top=True):
             if pre:
                 outs = [(_POINT, None)] * len(eqn.outvars)
             else:
-                out = eqn.primitive.bind(*vals, **eqn.params)
+                out = eqn.primitive.bind(*vals, **eqn.primitive.get_bind_params(eqn.params))
                 outs = [(_POINT, o) for o in (out if eqn.primitive.multiple_results else [out])]
         for v, o in zip(eqn.outvars, outs):
             env[v] = o
