@@ -12,7 +12,10 @@ COMMANDS = ("estimate", "sweep", "codesign", "requirements", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from jaxplat import __version__
+
     parser = argparse.ArgumentParser(prog="jaxplat", description="Cost model of LLM inference on any chip and cluster.")
+    parser.add_argument("--version", action="version", version=f"jaxplat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         try:
@@ -32,12 +35,17 @@ def main(argv=None) -> int:
     except (SpecError, ValueError) as e:
         print(f"jaxplat: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("jaxplat: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # e.g. --out names a file, a folder without write permission
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"jaxplat: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        # search.run closes its progress bar first, so this starts a line of its own.
+        print("jaxplat: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

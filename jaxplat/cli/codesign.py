@@ -12,7 +12,7 @@ import yaml
 from jaxplat.cost import evaluate
 from jaxplat.design import codesign as cd
 from jaxplat.report import json_text, table
-from jaxplat.specs import read_yaml, resolve, units
+from jaxplat.specs import SpecError, read_yaml, resolve, units
 from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
 
 METRIC_ROWS = (  # Metrics field, label, formatter
@@ -31,7 +31,7 @@ def register(sub):
     p = sub.add_parser("codesign", help="optimize a chip (and its parallelism) for a workload",
                        description="Gradient co-design of a chip's FLOP/s, SRAM, HBM stacks and link bandwidth "
                                    "with the discrete parallelism/batch choice, checked against a dense grid.")
-    p.add_argument("study", help="codesign study YAML (e.g. specs/studies/codesign-llama70b-chatbot.yaml)")
+    p.add_argument("study", help="codesign study YAML or a built-in name (e.g. specs/studies/codesign-llama70b-chatbot.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
     p.add_argument("--out", default="codesign-out",
                    help="folder for the chip YAML, the plot, summary.json, trajectory.csv and sensitivities.csv "
@@ -114,7 +114,10 @@ def write_outputs(out: Path, result: dict, traj: dict, best_start: int, labels, 
 
 
 def run(args) -> int:
-    study = Path(args.study)
+    for flag in ("starts", "steps"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise SpecError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    study = resolve("studies", args.study)
     prob, cfg = cd.problem_from_dict(read_yaml(study), src=str(study))
     starts, steps = args.starts or cfg["starts"], args.steps or cfg["steps"]
     t0 = time.time()

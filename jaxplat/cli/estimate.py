@@ -1,9 +1,11 @@
 """`jaxplat estimate`: one configuration, its summary and per-operator table."""
 
+import sys
+
 import jax
 
 from jaxplat.cli import serving_args
-from jaxplat.cost import attention_split, breakdown, comm_breakdown, divisibility, evaluate
+from jaxplat.cost import attention_split, breakdown, comm_breakdown, divisibility, evaluate, microbatching
 from jaxplat.model import (
     PROFILES,
     Options,
@@ -15,7 +17,9 @@ from jaxplat.model import (
     replace,
 )
 from jaxplat.report import format_comm_breakdown, json_text, operator_table, table
-from jaxplat.specs import SpecError, units
+from jaxplat.specs import UNBOUNDED_SLO, SpecError, units
+
+EXIT_INFEASIBLE = 3  # exit status of an infeasible configuration (without --allow-infeasible)
 
 # Metrics field -> JSON key with its SI unit.
 JSON_KEYS = {
@@ -31,7 +35,8 @@ JSON_KEYS = {
 
 def register(sub):
     p = sub.add_parser("estimate", help="cost of one model on one deployment",
-                       description="Estimate TTFT, TPOT, throughput and memory of one configuration.")
+                       description="Estimate TTFT, TPOT, throughput and memory of one configuration, and whether "
+                                   "it meets the workload's TTFT and TPOT SLOs.")
     p.add_argument("--model", required=True, help="built-in model name or a YAML / config.json path")
     p.add_argument("--hardware", required=True, help="built-in chip name or a hardware YAML path")
     p.add_argument("--workload", default="chatbot", help="built-in workload name or a YAML path (default: chatbot)")
@@ -50,6 +55,10 @@ def register(sub):
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
+    p.add_argument("--allow-infeasible", action="store_true",
+                   help=f"print the numbers of an infeasible configuration (degrees that do not divide the model, "
+                        f"memory that does not fit) and exit 0; without it such a configuration exits "
+                        f"{EXIT_INFEASIBLE} with the reasons")
     serving_args.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -97,17 +106,33 @@ def infeasible_reasons(model, par, metrics, opts) -> list[str]:
     return reasons
 
 
-def _human(key: str, value) -> str:
-    """A serving JSON value with its unit (key suffixes carry SI units)."""
-    if isinstance(value, bool):
-        return str(value)
-    if key.endswith("_tok_s"):
-        return f"{value:.4g} tokens/s"
-    if key.endswith("_req_s"):
-        return f"{value:.4g} requests/s"
-    if key.endswith("_s"):
-        return units.fmt_time(value)
-    return f"{value:.4g}"
+def clipped_flags(args, par, wl, opts) -> list[str]:
+    """One line per flag the cost model does not use as given."""
+    nmb, ub = (float(x) for x in jax.device_get(microbatching(par, wl, opts)))
+    if opts.conv.microbatching == "batch_over_pp":
+        if args.microbatches != 1:
+            return [f"--microbatches {args.microbatches} is ignored by the {opts.profile} profile (GenZ: batch // pp "
+                    f"= {ub:g} sequences per micro-batch, {nmb:g} micro-batches)"]
+    elif nmb != args.microbatches:
+        return [f"--microbatches {args.microbatches} clipped to {nmb:g}: a micro-batch holds at least one sequence "
+                f"and the batch is {float(wl.batch):g} (raise --batch)"]
+    return []
+
+
+def slo_check(wl, m) -> dict:
+    """{metric: (value s, SLO s, met)} for the workload's bounded SLOs."""
+    out = {}
+    for name, value, slo in (("ttft", m.ttft, wl.ttft_slo), ("tpot", m.tpot, wl.tpot_slo)):
+        if float(slo) < UNBOUNDED_SLO:
+            out[name] = (float(value), float(slo), bool(float(value) <= float(slo)))
+    return out
+
+
+def _slo_cell(slo: dict, name: str) -> str:
+    if name not in slo:
+        return ""
+    _, target, met = slo[name]
+    return f"{'met' if met else 'MISSED'} (<= {units.fmt_time(target)})"
 
 
 def run(args) -> int:
@@ -117,48 +142,80 @@ def run(args) -> int:
                    overlap=args.overlap, imbalance=args.imbalance)
     opts = Options(profile=args.profile)
     metrics = jax.device_get(evaluate(model, hw, par, wl, opts))
-    values = {JSON_KEYS[k]: (bool(v) if k in ("fits", "feasible") else float(v))
-              for k, v in vars(metrics).items() if k in JSON_KEYS}
-    served = serving_args.serving_json(args, model, hw, par, wl)
+    warnings = clipped_flags(args, par, wl, opts)
+    reasons = infeasible_reasons(model, par, metrics, opts) if not bool(metrics.feasible) else []
+    if not bool(metrics.feasible) and not reasons:
+        reasons = ["a metric is not finite"]
+    blocked = bool(reasons) and not args.allow_infeasible
+    slo = slo_check(wl, metrics)
+    served = {} if blocked else serving_args.serving_json(args, model, hw, par, wl, warnings)
+    for w in warnings:
+        print(f"jaxplat: warning: {w}", file=sys.stderr)
+    if blocked:
+        print(f"jaxplat: infeasible: {'; '.join(reasons)} (exit {EXIT_INFEASIBLE}; --allow-infeasible prints "
+              "the numbers anyway)", file=sys.stderr)
     if args.json:
-        print(json_text({"model": args.model, "hardware": args.hardware, "workload": args.workload,
-                          "profile": args.profile, **values, **served}))
-        return 0
-    m = metrics
+        values = {JSON_KEYS[k]: (bool(v) if k in ("fits", "feasible", "divisible", "chips_ok") else float(v))
+                  for k, v in vars(metrics).items() if k in JSON_KEYS}
+        print(json_text({
+            "model": args.model, "hardware": args.hardware, "workload": args.workload, "profile": args.profile,
+            **values, "sram_bytes": float(hw.sram_size),
+            "slo": {f"{k}_s": target for k, (_, target, _) in slo.items()},
+            "meets_slo": all(met for *_, met in slo.values()),
+            "slo_missed": [k for k, (*_, met) in slo.items() if not met],
+            "infeasible_reasons": reasons, "warnings": warnings, **served}))
+        return EXIT_INFEASIBLE if blocked else 0
+    if blocked:
+        return EXIT_INFEASIBLE
+    _print_text(args, model, hw, par, wl, opts, metrics, slo, reasons, served)
+    return 0
+
+
+def _print_text(args, model, hw, par, wl, opts, m, slo, reasons, served):
     print(f"{args.model} on {args.hardware} x{float(m.chips):g} "
-          f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} sp={args.sp}), workload {args.workload}: "
+          f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} sp={args.sp}, "
+          f"{float(microbatching(par, wl, opts)[0]):g} micro-batch(es)), workload {args.workload}: "
           f"batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, output {float(wl.output):g}, "
           f"beams {float(wl.beams):g}, profile {args.profile}\n")
+    offchip, sram = sum(float(x) for x in hw.mem_size), float(hw.sram_size)
     rows = [
-        ["TTFT (prefill)", units.fmt_time(float(m.ttft))],
-        ["TPOT (mean per output token)", units.fmt_time(float(m.tpot))],
-        ["end-to-end latency", units.fmt_time(float(m.e2e))],
-        ["throughput", f"{float(m.throughput):.4g} tokens/s"],
-        ["time in collectives", units.fmt_time(float(m.comm_time))],
-        ["weights per chip", units.fmt_bytes(float(m.weights_bytes))],
-        ["KV cache per chip", units.fmt_bytes(float(m.kv_bytes))],
-        ["activations per chip", units.fmt_bytes(float(m.activation_bytes))],
-        ["memory per chip / capacity", f"{units.fmt_bytes(float(m.memory_bytes))} / "
-                                       f"{units.fmt_bytes(float(m.capacity_bytes))}"],
-        ["fits / feasible", f"{bool(m.fits)} / {bool(m.feasible)}"],
-        ["pipeline bubble", f"{100 * float(m.bubble):.1f}%"],
-        ["energy per output token", f"{float(m.energy_per_token_j):.4g} J"],
-        ["average power (deployment)", f"{float(m.power_w):.4g} W"],
-        ["cost per million output tokens", f"${float(m.cost_per_mtok_usd):.4g}"],
+        ["TTFT (prefill)", units.fmt_time(float(m.ttft)), _slo_cell(slo, "ttft")],
+        ["TPOT (mean per output token)", units.fmt_time(float(m.tpot)), _slo_cell(slo, "tpot")],
+        ["end-to-end latency", units.fmt_time(float(m.e2e)), ""],
+        ["throughput", f"{float(m.throughput):.4g} tokens/s", ""],
+        ["time in collectives", units.fmt_time(float(m.comm_time)), ""],
+        ["weights per chip", units.fmt_bytes(float(m.weights_bytes)), ""],
+        ["KV cache per chip", units.fmt_bytes(float(m.kv_bytes)), ""],
+        ["activations per chip", units.fmt_bytes(float(m.activation_bytes)), ""],
+        ["memory per chip / capacity", (f"{units.fmt_bytes(float(m.memory_bytes))} / "
+                                        f"{units.fmt_bytes(float(m.capacity_bytes))}"),
+         "off-chip memory" if offchip > 0 else "on-chip SRAM (no off-chip memory)"],
     ]
-    print(table(["metric", "value"], rows, "lr"))
+    if offchip > 0 and sram > 0:
+        rows.append(["on-chip SRAM", units.fmt_bytes(sram), "caches and tiles, not in capacity"])
+    rows += [
+        ["fits / feasible", f"{bool(m.fits)} / {bool(m.feasible)}", ""],
+        ["pipeline bubble", f"{100 * float(m.bubble):.1f}%", ""],
+        ["energy per output token", f"{float(m.energy_per_token_j):.4g} J", ""],
+        ["average power (deployment)", f"{float(m.power_w):.4g} W", ""],
+        ["cost per million output tokens", f"${float(m.cost_per_mtok_usd):.4g}", ""],
+    ]
+    head = ["metric", "value", f"SLO of {args.workload}" if slo else ""]
+    print(table(head, rows, "lrl"))
+    if slo:
+        missed = [f"{k.upper()} {units.fmt_time(v)} > {units.fmt_time(t)}" for k, (v, t, met) in slo.items() if not met]
+        print("meets the SLOs: " + ("yes" if not missed else "no, " + "; ".join(missed)))
+    for reason in reasons:
+        print(f"  infeasible: {reason}")
     if served:
         print("\nServing (continuous batching; --rate 0 is offline max load)")
-        unstable = served.get("stable") is False
-        print(table(["metric", "value"], [[k, "unbounded (arrivals exceed capacity)"
-                                           if unstable and k.endswith("_s") and not k.endswith("req_s")
-                                           else _human(k, v)] for k, v in served.items()], "lr"))
-    for reason in infeasible_reasons(model, par, m, opts):
-        print(f"  infeasible: {reason}")
+        print(serving_args.serving_table(served))
     print()
     print(format_comm_breakdown(comm_breakdown(model, hw, par, wl, opts), network_level_names(args.hardware)))
-    for phase, title in (("prefill", "Prefill (one pass over the prompt)"),
-                         ("decode", "Decode (mean step; GenZ profile: the step at prompt + output)")):
+    decode_title = ("Decode (GenZ's decode step: the KV cache at prompt + output tokens)"
+                    if opts.conv.decode == "final_step" else
+                    "Decode (mean step over the output: the KV cache grows from prompt + 1 to prompt + output - 1 "
+                    "tokens)")
+    for phase, title in (("prefill", "Prefill (one pass over the prompt)"), ("decode", decode_title)):
         print()
         print(operator_table(breakdown(model, hw, par, wl, phase, opts), title))
-    return 0

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 
 from jaxplat import serving
 from jaxplat.model import Options, Parallel, load_model, replace
-from jaxplat.specs import SpecError
+from jaxplat.report import table
+from jaxplat.specs import SpecError, units
 
 
 def add_arguments(p) -> None:
@@ -18,7 +19,9 @@ def add_arguments(p) -> None:
     g = p.add_argument_group("serving (continuous batching under load)")
     g.add_argument("--rate", type=float, default=None,
                    help="Poisson arrival rate, requests/s per replica; 0 = offline max load "
-                        "(adds max_batch and throughput_tok_s at that batch)")
+                        "(adds max_batch and throughput_tok_s at that batch). With a rate > 0: TTFT/TPOT "
+                        "percentiles and goodput_req_s, the highest arrival rate per replica at which 90%% of "
+                        "requests meet both the TTFT and the TPOT SLO of the workload (DistServe's goodput)")
     g.add_argument("--max-batch", type=int, default=0,
                    help="cap on running sequences (default: as many as the KV cache holds)")
     g.add_argument("--chunk", type=int, default=0,
@@ -45,14 +48,76 @@ def _disagg(spec: str, tp: int):
     return nums if len(nums) == 4 else nums + [tp, tp]
 
 
-def serving_json(args, model, hw, par: Parallel, wl) -> dict:
+# JSON key of `serving_json` -> the label `serving_table` prints (the value gets its unit there).
+LABELS = {
+    "max_batch": "largest batch the KV cache holds (sequences)",
+    "throughput_tok_s": "throughput at that batch (offline, max load)",
+    "ttft_mean_s": "TTFT mean", "ttft_p50_s": "TTFT p50", "ttft_p99_s": "TTFT p99",
+    "tpot_mean_s": "TPOT mean", "tpot_p50_s": "TPOT p50", "tpot_p99_s": "TPOT p99",
+    "e2e_p99_s": "end-to-end latency p99", "stable": "keeps up with the arrivals",
+    "goodput_req_s": "goodput: highest rate with 90% of requests within both SLOs",
+    "goodput_note": "why the goodput is 0",
+    "spec_tpot_s": "TPOT with speculative decoding", "spec_speedup": "speculative decoding speed-up",
+    "spec_batch": "batch of the speculative estimate (sequences)",
+}
+
+
+def serving_table(served: dict) -> str:
+    """The serving fields as a table: human labels, values with units."""
+    unstable = served.get("stable") is False
+    rows = []
+    for k, v in served.items():
+        if unstable and k.endswith("_s") and not k.endswith("req_s"):
+            text = "unbounded (arrivals exceed capacity)"
+        else:
+            text = _human(k, v)
+        rows.append([LABELS.get(k, k), text])
+    return table(["metric", "value"], rows, "lr")
+
+
+def _human(key: str, value) -> str:
+    """A serving JSON value with its unit (key suffixes carry SI units)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if key.endswith("_tok_s"):
+        return f"{value:.4g} tokens/s"
+    if key.endswith("_req_s"):
+        return f"{value:.4g} requests/s"
+    if key.endswith("_s"):
+        return units.fmt_time(value)
+    if key == "spec_speedup":
+        return f"{value:.3g}x"
+    return f"{value:.4g}"
+
+
+def goodput_note(model, hw, par, wl, srv, opts, mb) -> str:
+    """Why the goodput is 0: which SLO the p90 latency misses even at a
+    negligible load (1e-4 requests/s, goodput's lowest rate)."""
+    sm = jax.device_get(serving.queueing_jit(model, hw, par, wl, serving.serving(
+        rate=1e-4, max_batch=srv.max_batch, chunk=srv.chunk, mem_fraction=srv.mem_fraction), opts, mb))
+    if not bool(sm.stable):
+        return "even 1e-4 requests/s is more than this deployment keeps up with"
+    missed = [f"p90 {name} {units.fmt_time(float(v))} > SLO {units.fmt_time(float(t))}"
+              for name, v, t in (("TTFT", sm.ttft_p90, wl.ttft_slo), ("TPOT", sm.tpot_p90, wl.tpot_slo))
+              if float(v) > float(t)]
+    return ("no request meets the SLOs even unloaded (1e-4 requests/s): " + "; ".join(missed) if missed else
+            "no rate in [1e-4, 1e4] requests/s meets the SLOs")
+
+
+def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
     """JSON fields of the serving flags (empty when none is given).
 
     Returns max_batch, and for --rate > 0 ttft_p50_s, ttft_p99_s,
-    tpot_p50_s, tpot_p99_s, goodput_req_s (queueing approximation), for
-    --rate 0 throughput_tok_s at max batch; spec_tpot_s / spec_speedup with
-    --draft; disaggregated pools with --disagg.
+    tpot_p50_s, tpot_p99_s, goodput_req_s (queueing approximation: the
+    highest arrival rate per replica at which 90% of requests meet both the
+    TTFT and the TPOT SLO; goodput_note says why when it is 0), for --rate 0
+    throughput_tok_s at max batch; spec_tpot_s / spec_speedup with --draft;
+    disaggregated pools with --disagg. Flags the model does not use as given
+    add a line to `warnings` (a list).
     """
+    warnings = [] if warnings is None else warnings
     if args.rate is None and not (args.max_batch or args.chunk or args.disagg or args.draft):
         return {}
     if args.rate is not None and args.rate < 0:
@@ -62,12 +127,17 @@ def serving_json(args, model, hw, par: Parallel, wl) -> dict:
     opts = Options(profile=args.profile)
     if opts.profile != "default":
         raise SpecError("serving flags need --profile default (GenZ has no serving model)")
+    if float(wl.beams) != 1.0:
+        warnings.append(f"serving models one sequence per request: the workload's {float(wl.beams):g} beams "
+                        "are not used under --rate/--max-batch/--chunk/--disagg/--draft")
     wl = replace(wl, beams=1.0)
     rate = float(args.rate or 0.0)
     srv = serving.serving(rate=rate, max_batch=args.max_batch, chunk=args.chunk, mem_fraction=args.mem_fraction)
     out = {}
     mb, thr = jax.device_get(serving.max_load_jit(model, hw, par, wl, srv, opts))
     out["max_batch"] = float(mb)
+    if args.max_batch and float(mb) < args.max_batch:
+        warnings.append(f"--max-batch {args.max_batch} capped at {float(mb):g}: the KV cache holds no more sequences")
     if rate == 0.0:
         out["throughput_tok_s"] = float(thr)
     if args.disagg:
@@ -84,6 +154,8 @@ def serving_json(args, model, hw, par: Parallel, wl) -> dict:
                    e2e_p99_s=float(sm.e2e_p99), stable=bool(sm.stable))
     if rate > 0 and not args.disagg:
         out["goodput_req_s"] = float(serving.goodput_jit(model, hw, par, wl, srv, opts, mb))
+        if out["goodput_req_s"] == 0.0:
+            out["goodput_note"] = goodput_note(model, hw, par, wl, srv, opts, mb)
     if args.draft:
         batch = max(1.0, out.get("max_batch", 1.0) if rate == 0 else float(getattr(sm, "batch", 1.0)))
         kw = {}

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from jaxplat.specs import SpecError
+from jaxplat.specs import SpecError, resolve
 
 
 def register(sub):
@@ -72,18 +72,6 @@ def init_distributed(coordinator=None, num_processes=None, process_id=None, auto
     return True
 
 
-def _resolve_study(name: str) -> Path:
-    from jaxplat.specs import SPEC_ROOT
-
-    p = Path(name)
-    if p.is_file():
-        return p
-    q = SPEC_ROOT / "studies" / f"{name}.yaml"
-    if q.is_file():
-        return q
-    raise SpecError(f"study file not found: {name}")
-
-
 def run(args) -> int:
     from jaxplat import search
 
@@ -99,7 +87,7 @@ def run(args) -> int:
 
     if not args.no_cache:
         search.enable_compilation_cache(args.cache_dir)
-    study = load_study(_resolve_study(args.study))
+    study = load_study(resolve("studies", args.study))
     for flag in ("block", "blocks_per_step"):
         v = getattr(args, flag)
         if v is not None and v < 1:
@@ -121,7 +109,9 @@ def run(args) -> int:
     # Seconds to pause after each step: only to let tests interrupt a sweep midway.
     pause = float(os.environ.get("JAXPLAT_SWEEP_STEP_PAUSE", "0") or 0)
     on_step = (lambda _: time.sleep(pause)) if pause > 0 else None
-    result = search.run(engine, out / search.STATE_FILE, progress=lead and not args.no_progress, on_step=on_step)
+    say = (lambda line: print(line, file=sys.stderr)) if lead else None
+    result = search.run(engine, out / search.STATE_FILE, progress=lead and not args.no_progress, on_step=on_step,
+                        say=say)
     if lead:
         tables = write_outputs(engine, result, out, compile_s)
         print(summary_text(engine, result, tables, compile_s))
@@ -180,17 +170,53 @@ def result_frames(engine, result) -> dict:
     return dict(top_k=top, pareto=front, axes=axes, histogram=hist)
 
 
+def collapse_frames(engine, frames) -> dict:
+    """Top-k and Pareto rows that differ only in axes that change no metric,
+    collapsed (search.alike): {'top_k': DataFrame, 'pareto': DataFrame}, the
+    axis columns as text ('any', '>=141 GB', ...), `covers` = rows merged.
+    Adds `same_as_rank` to frames['top_k'] (the rank of the row that stands
+    for it; its own rank when it stands for itself)."""
+    import numpy as np
+
+    from jaxplat.report import sweep_tables
+    from jaxplat.search import alike
+
+    fn = alike.evaluator(engine)
+    out = {}
+    cols = metric_columns(engine.metrics)
+    for name in ("top_k", "pareto"):
+        df = frames[name]
+        if not len(df):
+            out[name] = df.assign(covers=np.zeros(0, int))
+            continue
+        reps, covered, masks = alike.collapse(engine, df["index"].to_numpy(), df[cols].to_numpy(), fn)
+        out[name] = sweep_tables.collapsed_frame(engine.study, df, masks, {"positions": reps, "covered_by": covered})
+        if name == "top_k":
+            df["same_as_rank"] = df["rank"].to_numpy()[covered]
+    return out
+
+
 def write_outputs(engine, result, out: Path, compile_s: float) -> dict:
-    """Write the result files into `out`; returns the DataFrames."""
-    from jaxplat.report import plots
-    from jaxplat.search import COUNTERS, METRICS
+    """Write the result files into `out`; returns the DataFrames (plus
+    'top_k_collapsed' and 'pareto_collapsed', 'requirements' rows)."""
+    from jaxplat.report import plots, sweep_tables
+    from jaxplat.search import AMONG_ALL, COUNTERS, METRICS
 
     st = engine.study
     frames = result_frames(engine, result)
+    collapsed = collapse_frames(engine, frames)
     for name in ("top_k", "pareto", "axes"):
         frames[name].to_parquet(out / f"{name}.parquet", index=False)
         frames[name].to_csv(out / f"{name}.csv", index=False)
+    for name, df in collapsed.items():
+        df.to_csv(out / f"{name}_collapsed.csv", index=False)
+        frames[f"{name}_collapsed"] = df
     frames["histogram"].to_csv(out / "histogram.csv", index=False)
+    reqs = sweep_tables.requirements(st, result.ax_ok)
+    frames["requirements"] = reqs
+    if reqs:
+        import pandas as pd
+        pd.DataFrame(reqs).to_csv(out / "requirements.csv", index=False)
     cols = dict(zip(engine.metrics, metric_columns(engine.metrics)))
     x, y = st.pareto
     group = st.outer[st.group_by] if st.group_by >= 0 else None
@@ -199,8 +225,10 @@ def write_outputs(engine, result, out: Path, compile_s: float) -> dict:
                       group=group.name if group is not None else None,
                       groups=[str(group.label(j)) for j in range(len(group))] if group is not None else None)
     summary = dict(study=st.name, configurations=st.size, **{k: int(v) for k, v in zip(COUNTERS, result.counts)},
+                   counted_among={k: ("all" if k in AMONG_ALL else "feasible") for k in COUNTERS[3:]},
                    objective=("maximize " if st.maximize else "minimize ") + st.objective,
                    pareto=list(st.pareto), pareto_points=len(frames["pareto"]),
+                   top_k_distinct=len(collapsed["top_k"]),
                    pareto_truncated_per_block=int(result.front_overflow), devices=engine.n_dev,
                    pricing=st.pricing, technology=st.technology_name or None,
                    compile_s=compile_s, sweep_s=result.elapsed,
@@ -230,65 +258,58 @@ def study_info(st) -> dict:
                                  if math.isfinite(st.max_memory_fraction) else None))
 
 
+_COUNTER_TEXT = {"over_chips": "more chips than max_chips", "wrong_chips": "not the study's chip count",
+                 "over_memory": "over the memory limit", "over_ttft": "over the TTFT SLO",
+                 "over_tpot": "over the TPOT SLO"}
+
+
 def summary_text(engine, result, frames, compile_s) -> str:
     """A short printed summary with units."""
     from jaxplat.report import table
-    from jaxplat.search import COUNTERS, METRICS
+    from jaxplat.search import AMONG_ALL, COUNTERS, METRICS
     from jaxplat.specs import units
 
     st = engine.study
     c = dict(zip(COUNTERS, (int(v) for v in result.counts)))
     rate = c["evaluated"] / result.elapsed if result.elapsed > 0 else float("nan")
-    lines = [f"{st.name}: {c['evaluated']:,} configurations in {result.elapsed:.3g} s "
-             f"({rate:.3g} configs/s on {engine.n_dev} device(s); "
-             f"compile {compile_s:.3g} s{', fast' if engine.fast_compile else ''})",
+    lines = [(f"{st.name}: {c['evaluated']:,} configurations in {result.elapsed:.3g} s "
+              f"({rate:.3g} configs/s on {engine.n_dev} device(s); "
+              f"compile {compile_s:.3g} s{', fast' if engine.fast_compile else ''})"),
              f"  feasible (divides, fits memory): {c['feasible']:,}; meet every constraint: {c['ok']:,}",
-             "  rejected among feasible: " + ", ".join(f"{k} {c[k]:,}" for k in COUNTERS[3:] if c[k]),
              f"  {st.pricing_text}"]
-    top = frames["top_k"]
+    for scope, names in (("of all configurations", [k for k in COUNTERS[3:] if k in AMONG_ALL]),
+                         ("of the feasible ones", [k for k in COUNTERS[3:] if k not in AMONG_ALL])):
+        parts = [f"{_COUNTER_TEXT[k]} {c[k]:,}" for k in names if c[k]]
+        if parts:
+            lines.append(f"  rejected {scope} (one may fail several checks): " + ", ".join(parts))
+    top, full = frames["top_k_collapsed"], frames["top_k"]
     if not len(top):
         lines.append("  no configuration meets every constraint")
         return "\n".join(lines)
-    show = [st.objective] + [m for m in ("ttft", "tpot", "throughput", "chips", "memory_fraction",
+    show = [st.objective] + [m for m in ("ttft", "tpot", "throughput", "chips", "memory_bytes",
                                          "cost_per_mtok_usd") if m in engine.metrics and m != st.objective]
     cols = dict(zip(engine.metrics, metric_columns(engine.metrics)))
     axis_names = [a.name for a in st.axes]
     head = ["#"] + axis_names + [f"{m} [{METRICS[m][2]}]" if METRICS[m][2] else m for m in show]
     rows = []
     for _, r in top.head(10).iterrows():
-        row = [str(int(r["rank"]))] + [_fmt_axis(r[a]) for a in axis_names]
+        row = [str(int(r["rank"]))] + [str(r[a]) for a in axis_names]
         for m in show:
             v = float(r[cols[m]])
-            row.append(units.fmt_time(v) if METRICS[m][2] == "s" else f"{v:.4g}")
+            unit = METRICS[m][2]
+            row.append(units.fmt_time(v) if unit == "s" else units.fmt_bytes(v) if unit == "B" else f"{v:.4g}")
         rows.append(row)
     lines.append("")
-    lines.append(f"Top {len(rows)} by {'max' if st.maximize else 'min'} {st.objective}:")
+    lines.append(f"Top {len(rows)} by {'max' if st.maximize else 'min'} {st.objective} "
+                 f"({len(top)} distinct among the {len(full)} best kept; an axis shown as 'any' or a range changes "
+                 "no metric there):")
     lines.append(table(head, rows, "r" * len(head)))
-    lines.append(f"\nPareto front ({st.pareto[0]} vs {st.pareto[1]}): {len(frames['pareto'])} points")
-    req = requirements(engine, result)
+    lines.append(f"\nPareto front ({st.pareto[0]} vs {st.pareto[1]}): {len(frames['pareto'])} points "
+                 "(pareto_collapsed.csv: the axes that change no metric shown as 'any')")
+    req = frames.get("requirements") or []
     if req:
-        lines.append("\nSmallest value of each hardware axis with a configuration meeting every constraint:")
-        lines.append(table(["group", "axis", "smallest", "unit"], req, "llrl"))
+        lines.append("\nWhat each hardware axis must be for some configuration to meet every constraint "
+                     "(requirements.csv):")
+        lines.append(table(["group", "axis", "requirement"], [[r["group"], r["axis"], r["text"]] for r in req],
+                           "lll"))
     return "\n".join(lines)
-
-
-def requirements(engine, result) -> list[list[str]]:
-    """Per group and hardware axis: the smallest value with n_ok > 0."""
-    st = engine.study
-    group = st.outer[st.group_by] if st.group_by >= 0 else None
-    n_out = sum(len(a) for a in st.outer)
-    rows = []
-    for g in range(st.n_groups):
-        off = n_out
-        for a in st.inner:
-            ok = [j for j in range(len(a)) if result.ax_ok[g, off + j] > 0]
-            best = f"{min(float(a.values[j]) for j in ok):.4g}" if ok else "none meets"
-            rows.append([str(group.label(g)) if group else "all", a.name, best, a.kind.unit])
-            off += len(a)
-    return rows
-
-
-def _fmt_axis(v):
-    if isinstance(v, str):
-        return v
-    return f"{float(v):.4g}"

@@ -16,10 +16,10 @@ from jaxplat.cost.inference import (
 )
 from jaxplat.cost.memory import kv_read_mask
 from jaxplat.cost.money import chip_numbers, priced_chip
-from jaxplat.cost.operators import OpTable, build_table
+from jaxplat.cost.operators import OpTable, build_table, microbatching
 from jaxplat.cost.per_operator import breakdown, comm_breakdown
 from jaxplat.cost.roofline import safe_div
 
 __all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "attention_split", "breakdown", "build_table", "comm_breakdown", "divisibility", "evaluate",
-           "peak_flops", "row_components", "safe_div", "state_bytes", "kv_read_mask",
+           "microbatching", "peak_flops", "row_components", "safe_div", "state_bytes", "kv_read_mask",
            "chip_numbers", "priced_chip"]

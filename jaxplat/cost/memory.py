@@ -47,8 +47,13 @@ def activation_bytes(table: OpTable) -> jax.Array:
 
 
 def capacity_bytes(hw: Hardware) -> jax.Array:
-    """Bytes a chip can hold over all its memory levels."""
-    return hw.sram_size + jnp.sum(hw.mem_size)
+    """Bytes per chip that hold weights, KV cache and activations: its
+    off-chip levels (HBM, host/CXL). An SRAM beside them holds copies (the
+    H100's 50 MB L2 is a cache of HBM, NVIDIA H100 whitepaper), not extra
+    room; a chip with no off-chip memory (Groq LPU, Cerebras WSE) holds
+    everything in its SRAM."""
+    offchip = jnp.sum(hw.mem_size)
+    return jnp.where(offchip > 0, offchip, hw.sram_size)
 
 
 # --------------------------------------------------------------- hierarchy

@@ -499,9 +499,21 @@ def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
     """Validate a codesign study (specs/studies/codesign-*.yaml) and build the
     `Problem`, plus the run settings {starts, steps, seed, grid points, names}."""
     from jaxplat.model import load_hardware, load_model, load_workload
-    from jaxplat.specs import SpecError, check_keys, number
+    from jaxplat.specs import SpecError, check_keys, integer, number
 
+    if "axes" in d and "params" not in d:  # a sweep study (jaxplat.search), not a codesign one
+        raise SpecError(f"{src}: this is a sweep study; run it with `jaxplat sweep {src}`")
     check_keys(src, "", d, _STUDY_KEYS, required=("model", "workload", "params", "candidates"))
+    opt, grid = d.get("optimizer", {}) or {}, d.get("grid", {}) or {}
+    for key, v in (("optimizer", opt), ("grid", grid)):
+        if not isinstance(v, dict):
+            raise SpecError(f"{src}: {key} must be a mapping, got {v!r}")
+    check_keys(src, "optimizer.", opt, ("starts", "steps", "seed"))
+    check_keys(src, "grid.", grid, ("flops", "sram", "link_bw"))
+    settings = dict(starts=integer(src, "optimizer.starts", opt.get("starts", 8)),
+                    steps=integer(src, "optimizer.steps", opt.get("steps", 200)),
+                    seed=integer(src, "optimizer.seed", opt.get("seed", 0), minimum=0),
+                    grid={k: integer(src, f"grid.{k}", v) for k, v in grid.items()})
     tech = load_technology(d.get("technology", "n5"), d.get("hbm"))
     base = load_hardware(d.get("base", "h100-sxm"))
     if float(base.sram_size) <= 0 or float(base.mem_size[0]) <= 0:
@@ -556,12 +568,7 @@ def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
     prob = Problem(model=model, workload=workload, base=base, tech=tech,
                    lo=np.array(lo, np.float32), hi=np.array(hi, np.float32), cand=cand, valid=valid,
                    objective=objective, budget=jnp.float32(budget), profile=profile)
-    opt = d.get("optimizer", {}) or {}
-    check_keys(src, "optimizer.", opt, ("starts", "steps", "seed"))
-    grid = d.get("grid", {}) or {}
-    check_keys(src, "grid.", grid, ("flops", "sram", "link_bw"))
-    run = dict(starts=int(opt.get("starts", 8)), steps=int(opt.get("steps", 200)), seed=int(opt.get("seed", 0)),
-               grid={k: int(v) for k, v in grid.items()}, name=d.get("name", str(src)), model=d["model"],
+    run = dict(**settings, name=d.get("name", str(src)), model=d["model"],
                workload=d["workload"], technology=d.get("technology", "n5"), hbm=d.get("hbm"),
                base=d.get("base", "h100-sxm"), candidates=n)
     return prob, run

@@ -5,7 +5,8 @@ compiler setup a caller applies (never on import). Imports `jaxplat.cost`,
 `jaxplat.serving` and below.
 """
 
-from jaxplat.search.engine import COUNTERS, Engine, available_metrics
+from jaxplat.search import alike
+from jaxplat.search.engine import AMONG_ALL, COUNTERS, Engine, available_metrics
 from jaxplat.search.grid import MAX_BLOCK, Grid
 from jaxplat.search.gridmap import grid_map, vmap_last
 from jaxplat.search.runtime import compile_lowered, enable_compilation_cache, split_cpu_devices
@@ -13,6 +14,6 @@ from jaxplat.search.staging import split_shared
 from jaxplat.search.study import METRICS, Axis, Study, load_study, study_from_dict
 from jaxplat.search.sweep import STATE_FILE, Result, run
 
-__all__ = ["COUNTERS", "MAX_BLOCK", "METRICS", "STATE_FILE", "Axis", "Engine", "Grid", "Result", "Study",
-           "available_metrics", "compile_lowered", "enable_compilation_cache", "grid_map", "load_study", "run",
+__all__ = ["AMONG_ALL", "COUNTERS", "MAX_BLOCK", "METRICS", "STATE_FILE", "Axis", "Engine", "Grid", "Result", "Study",
+           "alike", "available_metrics", "compile_lowered", "enable_compilation_cache", "grid_map", "load_study", "run",
            "split_cpu_devices", "split_shared", "study_from_dict", "vmap_last"]

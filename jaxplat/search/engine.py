@@ -54,6 +54,10 @@ from jaxplat.search.study import METRICS, Study
 from jaxplat.specs import SpecError
 
 COUNTERS = ("evaluated", "feasible", "ok", "over_chips", "wrong_chips", "over_ttft", "over_tpot", "over_memory")
+# Rejection counters taken over every configuration (a memory or chip-count
+# check is what makes many of them infeasible); the latency ones over the
+# feasible configurations only (a latency of one that cannot run says little).
+AMONG_ALL = ("over_chips", "wrong_chips", "over_memory")
 # Hoist the outer part (Engine.compile) while its residuals of every outer
 # point take at most HOIST_BYTES per device and there are at most
 # HOIST_POINTS outer points (Engine._outer_tables makes one call for each).
@@ -249,7 +253,7 @@ class Engine:
         gr = self.grid
         ok = res["ok"] & valid
         feas = res["feasible"] & valid
-        flags = [valid, feas, ok] + [res[c] & feas for c in COUNTERS[3:]]
+        flags = [valid, feas, ok] + [res[c] & (valid if c in AMONG_ALL else feas) for c in COUNTERS[3:]]
         counts = jnp.stack(variadic_reduce([("sum", f) for f in flags]))
         best = jnp.where(ok, res["score"], -jnp.inf)
         ax_feas, ax_ok, ax_best = self._axis_summaries(feas, ok, best, od, ld)

@@ -40,14 +40,18 @@ def split_cpu_devices(n=None) -> int | None:
     two devices keep both busy (+33% configs/s on this 2-core machine,
     `experiments/bench_sweep.py`). Must run before JAX starts its backends;
     an explicit --xla_force_host_platform_device_count in XLA_FLAGS wins.
-    Returns the count set, or None if left alone.
+    Returns the count set, or None if left alone (also when JAX has already
+    started its backends in this process).
     """
     if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return None
     n = (os.cpu_count() or 1) if n is None else n
     if n < 1:
         raise SpecError(f"host devices must be at least 1, got {n}")
-    jax.config.update("jax_num_cpu_devices", int(n))
+    try:
+        jax.config.update("jax_num_cpu_devices", int(n))
+    except RuntimeError:  # JAX already started (a caller in the same process): keep its devices
+        return None
     return int(n)
 
 

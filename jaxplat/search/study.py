@@ -87,6 +87,10 @@ class AxisKind:
     unit: str
     doc: str
     categorical: bool = False
+    # Which way a hardware number helps: "more" (FLOP/s, bandwidths, sizes: a
+    # requirement is the smallest value that works), "less" (latencies, price,
+    # power: the largest value that works); None for other axes.
+    better: str | None = None
 
 
 AXIS_KINDS = {
@@ -109,21 +113,25 @@ AXIS_KINDS = {
     "weight_dtype": AxisKind("workload", _set_dtype(("bytes_weight",)), "", "weight dtype", categorical=True),
     "kv_dtype": AxisKind("workload", _set_dtype(("bytes_kv",)), "", "KV-cache dtype", categorical=True),
     # hardware numbers (jaxplat.hardware.Hardware), SI
-    "flops": AxisKind("hardware", _set_flops, "FLOP/s", "dense bf16 peak (other dtypes keep the chip's ratio)"),
-    "hbm_bandwidth": AxisKind("hardware", _set_at("mem_bw", 0), "B/s", "main-memory bandwidth"),
-    "hbm_size": AxisKind("hardware", _set_at("mem_size", 0), "B", "main-memory capacity"),
-    "sram_size": AxisKind("hardware", _set("sram_size"), "B", "on-chip SRAM capacity"),
-    "sram_bandwidth": AxisKind("hardware", _set("sram_bw"), "B/s", "on-chip SRAM bandwidth"),
-    "link_bandwidth": AxisKind("hardware", _set_at("net_bw", 0), "B/s", "scale-up link, per chip per direction"),
-    "link_latency": AxisKind("hardware", _set_at("net_latency", 0), "s", "scale-up link latency"),
-    "domain": AxisKind("hardware", _set_at("net_domain", 0), "chips", "scale-up domain size"),
-    "scaleout_bandwidth": AxisKind("hardware", _set_at("net_bw", 1), "B/s", "scale-out link, per chip"),
-    "scaleout_latency": AxisKind("hardware", _set_at("net_latency", 1), "s", "scale-out latency"),
-    "eff_compute": AxisKind("hardware", _set("eff_compute"), "", "achievable fraction of peak FLOP/s"),
-    "eff_memory": AxisKind("hardware", _set("eff_memory"), "", "achievable fraction of memory bandwidth"),
-    "eff_network": AxisKind("hardware", _set("eff_network"), "", "achievable fraction of link bandwidth"),
-    "price": AxisKind("hardware", _set("price"), "USD", "price per chip"),
-    "tdp": AxisKind("hardware", _set("tdp"), "W", "board power"),
+    "flops": AxisKind("hardware", _set_flops, "FLOP/s", "dense bf16 peak (other dtypes keep the chip's ratio)",
+                      better="more"),
+    "hbm_bandwidth": AxisKind("hardware", _set_at("mem_bw", 0), "B/s", "main-memory bandwidth", better="more"),
+    "hbm_size": AxisKind("hardware", _set_at("mem_size", 0), "B", "main-memory capacity", better="more"),
+    "sram_size": AxisKind("hardware", _set("sram_size"), "B", "on-chip SRAM capacity", better="more"),
+    "sram_bandwidth": AxisKind("hardware", _set("sram_bw"), "B/s", "on-chip SRAM bandwidth", better="more"),
+    "link_bandwidth": AxisKind("hardware", _set_at("net_bw", 0), "B/s", "scale-up link, per chip per direction",
+                               better="more"),
+    "link_latency": AxisKind("hardware", _set_at("net_latency", 0), "s", "scale-up link latency", better="less"),
+    "domain": AxisKind("hardware", _set_at("net_domain", 0), "chips", "scale-up domain size", better="more"),
+    "scaleout_bandwidth": AxisKind("hardware", _set_at("net_bw", 1), "B/s", "scale-out link, per chip", better="more"),
+    "scaleout_latency": AxisKind("hardware", _set_at("net_latency", 1), "s", "scale-out latency", better="less"),
+    "eff_compute": AxisKind("hardware", _set("eff_compute"), "", "achievable fraction of peak FLOP/s", better="more"),
+    "eff_memory": AxisKind("hardware", _set("eff_memory"), "", "achievable fraction of memory bandwidth",
+                           better="more"),
+    "eff_network": AxisKind("hardware", _set("eff_network"), "", "achievable fraction of link bandwidth",
+                            better="more"),
+    "price": AxisKind("hardware", _set("price"), "USD", "price per chip", better="less"),
+    "tdp": AxisKind("hardware", _set("tdp"), "W", "board power", better="less"),
 }
 
 # ---------------------------------------------------------------- metrics

@@ -80,6 +80,14 @@ class Result:
         """Write the state atomically (a crash leaves the old or the new file)."""
         path = Path(path)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        try:
+            self._write(tmp)
+            os.replace(tmp, path)
+        except BaseException:  # interrupted (Ctrl-C) or a full disk: leave no partial file behind
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def _write(self, tmp: Path):
         with open(tmp, "wb") as f:
             np.savez(f, counts=self.counts, top_score=self.top["score"], top_index=self.top["index"],
                      top_vals=self.top["vals"], front_a=self.front["a"], front_b=self.front["b"],
@@ -93,7 +101,6 @@ class Result:
                                                    fast_compile=bool(self.e.fast_compile)))))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
 
     def load(self, path: Path) -> bool:
         """Resume from a state file; False if absent. SpecError if from another study."""
@@ -132,7 +139,17 @@ def fetch(tree):
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
-def run(engine: Engine, state_path=None, *, progress=True, max_steps=None, on_step=None) -> Result:
+def remove_stale_temporaries(state_path) -> list[Path]:
+    """Delete the temporary state files (`state.npz.tmpPID`) that a killed
+    run left next to `state_path`; returns those removed."""
+    path = Path(state_path)
+    stale = sorted(path.parent.glob(path.name + ".tmp*")) if path.parent.is_dir() else []
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
+def run(engine: Engine, state_path=None, *, progress=True, max_steps=None, on_step=None, say=None) -> Result:
     """Sweep the whole study (or resume it) and return the `Result`.
 
     Args:
@@ -142,20 +159,37 @@ def run(engine: Engine, state_path=None, *, progress=True, max_steps=None, on_st
       progress: show a tqdm bar (configurations/s and ETA) on process 0.
       max_steps: stop after this many steps (to test interruption).
       on_step: optional callback(result) after each merged step.
+      say: optional callable(str) for one-line notes on process 0 (a resume:
+        "resumed from block K of N").
+    On an interruption the progress bar is closed (its line ended) before
+    the exception goes on; the state on disk is the last finished step's.
     """
     res = Result(engine)
+    lead = jax.process_index() == 0
     if state_path is not None:
-        res.load(state_path)
+        if lead:
+            remove_stale_temporaries(state_path)
+        if res.load(state_path) and lead and say is not None:
+            say(f"resumed from block {res.next_block:,} of {engine.grid.n_blocks:,} "
+                f"({int(res.counts[0]):,} of {engine.study.size:,} configurations done, {state_path})")
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
         res.next_block = int(multihost_utils.broadcast_one_to_all(np.int32(res.next_block)))
-    gr = engine.grid
-    lead = jax.process_index() == 0
     bar = None
     if progress and lead:
         from tqdm import tqdm
         bar = tqdm(total=engine.study.size, initial=int(res.counts[0]), unit="cfg", unit_scale=True,
                    desc=engine.study.name, smoothing=0.1)
+    try:
+        _loop(engine, res, state_path, bar, max_steps, on_step, lead)
+    finally:
+        if bar is not None:
+            bar.close()  # ends the bar's line, also when interrupted
+    return res
+
+
+def _loop(engine, res, state_path, bar, max_steps, on_step, lead):
+    gr = engine.grid
     t0 = time.perf_counter()
     elapsed0 = res.elapsed
     base = res.next_block
@@ -179,8 +213,5 @@ def run(engine: Engine, state_path=None, *, progress=True, max_steps=None, on_st
             on_step(res)
         steps += 1
         base, pending = nxt, ahead
-    if bar is not None:
-        bar.close()
-    return res
 
 

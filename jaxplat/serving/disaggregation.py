@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from jaxplat.cost import evaluate, safe_div
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.serving.iteration import decode_time, iteration_time
+from jaxplat.serving.queueing import e2e_quantiles
 from jaxplat.serving.settings import SATURATED, Serving, ServingMetrics, lognormal_quantile
 
 
@@ -55,11 +56,19 @@ def disaggregated(model: Model, hw: Hardware, par_prefill: Parallel, par_decode:
     stable = rho < 0.999
     sat = lambda x: jnp.where(stable, x, SATURATED)  # noqa: E731
     steps = jnp.maximum(wl.output - 1.0, 0.0)
+    # A request's TPOT is the mean iteration time over its life at the batch
+    # it sees: itself and the others, Poisson(b) at any instant (M/G/inf).
+    # Averaged over its life D, the others' count has mean b and variance
+    # 2 b / 3 (the M/D/inf count's covariance lam (D - tau)+, e.g. Ross,
+    # Stochastic Processes sec. 2.3, integrated over [0, D]^2 / D^2);
+    # normal approximation.
+    b = lam_d * steps * tpot
+    n_q = 1.0 + b + zs * jnp.sqrt(2.0 * b / 3.0 + 1e-30)  # + 1e-30: a finite gradient at b = 0
+    tpot_q = jax.vmap(lambda n: decode_time(model, hw, par_decode, wl, opts, jnp.maximum(n, 1.0), ctx))(n_q)
+    e2e_q = e2e_quantiles(ttft, ttft_q, tpot, tpot_q, oq)
     return ServingMetrics(
         ttft_mean=sat(ttft), ttft_p50=sat(ttft_q[0]), ttft_p90=sat(ttft_q[1]), ttft_p99=sat(ttft_q[2]),
-        tpot_mean=sat(tpot), tpot_p50=sat(tpot), tpot_p90=sat(tpot), tpot_p99=sat(tpot),
-        e2e_mean=sat(ttft + steps * tpot), e2e_p50=sat(ttft_q[0] + jnp.maximum(oq[0] - 1.0, 0.0) * tpot),
-        e2e_p90=sat(ttft_q[1] + jnp.maximum(oq[1] - 1.0, 0.0) * tpot),
-        e2e_p99=sat(ttft_q[2] + jnp.maximum(oq[2] - 1.0, 0.0) * tpot),
-        batch=lam_d * steps * tpot, utilization=rho, stable=stable)
+        tpot_mean=sat(tpot), tpot_p50=sat(tpot_q[0]), tpot_p90=sat(tpot_q[1]), tpot_p99=sat(tpot_q[2]),
+        e2e_mean=sat(ttft + steps * tpot), e2e_p50=sat(e2e_q[0]), e2e_p90=sat(e2e_q[1]), e2e_p99=sat(e2e_q[2]),
+        batch=b, utilization=rho, stable=stable)
 

@@ -18,6 +18,7 @@ def _ceil(x, smooth):
     return x + jax.lax.stop_gradient(c - x) if smooth else c
 
 
+_Q = (0.5, 0.9, 0.99)  # the quantiles reported (p50, p90, p99)
 _KMAX = 16  # whole prompts per iteration the prompt chain tracks (more are lumped into the last state)
 
 
@@ -157,7 +158,16 @@ def queueing(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     biased = safe_div(sq_w, mean_w)  # E[T^2] / E[T], s
     resid = jnp.where(chunked, resid_c, biased / 2.0)
     joined = jnp.where(chunked, 0.0, busy * lam * biased * e2_j[0])
-    ttfts = busy * resid + fifo + joined + service
+    wait = busy * resid + fifo + joined  # mean, s
+    # TTFT quantiles: the prompt's own service at its length quantile plus
+    # the wait's quantile. The wait is 0 with probability 1 - busy, else
+    # about exponential (the M/G/1 waiting time's exponential tail and
+    # Kingman's heavy-traffic limit, Kleinrock vol. 2 sec. 2.2), so its
+    # q-quantile is (wait / busy) ln(busy / (1 - q)) above 1 - busy.
+    # tests/test_serving.py holds it against the simulator's percentiles.
+    p_wait = jnp.clip(busy, 1e-6, 1.0)
+    wait_q = safe_div(wait, p_wait) * jnp.log(jnp.maximum(p_wait / (1.0 - jnp.array(_Q)), 1.0))
+    ttfts = service + jnp.concatenate([wait[None], wait_q])
 
     # TPOT quantiles: K ~ Poisson(m) prompts interrupt O - 1 steps (normal
     # approx.), each adding its mean extra time (whole prompts: the chain's
@@ -167,7 +177,7 @@ def queueing(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     per_prompt = jnp.where(chunked, extra[0], safe_div(mean_w - t_d[0], lam * mean_w))
     tpot_q = t_d[0] + per_prompt * jnp.maximum(m + zs * jnp.sqrt(m), 0.0) / q_steps
     out_q = lognormal_quantile(O, srv.output_cv, zs)
-    e2e_q = ttfts[0] + jnp.maximum(out_q - 1.0, 0.0) * tpot
+    e2e_q = e2e_quantiles(ttfts[0], ttfts[1:], tpot, tpot_q, out_q)
     e2e_mean = ttfts[0] + steps * tpot
     sat = lambda x: jnp.where(stable, x, SATURATED)  # noqa: E731
     return ServingMetrics(
@@ -175,6 +185,17 @@ def queueing(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
         tpot_mean=sat(tpot), tpot_p50=sat(tpot_q[0]), tpot_p90=sat(tpot_q[1]), tpot_p99=sat(tpot_q[2]),
         e2e_mean=sat(e2e_mean), e2e_p50=sat(e2e_q[0]), e2e_p90=sat(e2e_q[1]), e2e_p99=sat(e2e_q[2]),
         batch=b, utilization=busy, stable=stable)
+
+
+def e2e_quantiles(ttft_mean, ttft_q, tpot_mean, tpot_q, out_q):
+    """End-to-end quantiles [3] from the TTFT and TPOT ones: a request of
+    the quantile output length at the mean latencies, plus the two
+    deviations from the mean (TTFT's, and (output - 1) x TPOT's) added as
+    independent (root of the sum of squares, with the sign of their sum)."""
+    steps_q = jnp.maximum(out_q - 1.0, 0.0)
+    d1, d2 = ttft_q - ttft_mean, steps_q * (tpot_q - tpot_mean)
+    dev = jnp.sign(d1 + d2) * jnp.sqrt(d1 * d1 + d2 * d2 + 1e-30)  # + 1e-30 s^2: a finite gradient at 0
+    return ttft_mean + steps_q * tpot_mean + dev
 
 
 def slo_met(sm: ServingMetrics, wl: Workload, q) -> jax.Array:

@@ -11,10 +11,12 @@ from jaxplat.specs.core import (
                                 builtin_names,
                                 check_keys,
                                 dtype_name,
+                                integer,
                                 number,
+                                read_text,
                                 read_yaml,
                                 resolve,
 )
 
-__all__ = ["SPEC_ROOT", "UNBOUNDED_SLO", "SpecError", "builtin_names", "check_keys", "dtype_name", "number",
-           "read_yaml", "resolve", "units"]
+__all__ = ["SPEC_ROOT", "UNBOUNDED_SLO", "SpecError", "builtin_names", "check_keys", "dtype_name", "integer",
+           "number", "read_text", "read_yaml", "resolve", "units"]

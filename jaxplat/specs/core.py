@@ -39,10 +39,27 @@ _Loader.add_implicit_resolver(
     list("-+0123456789."))
 
 
+def read_text(path) -> str:
+    """A spec file's text, or a one-line SpecError naming the file (missing,
+    a directory, unreadable, not UTF-8 text)."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a directory, not a spec file") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not a text file (byte {e.start} is not UTF-8); expected YAML or JSON") from None
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
 def read_yaml(path: Path) -> dict:
     """Parse a YAML (or JSON) file into a dict, or raise SpecError."""
+    text = read_text(path)
     try:
-        data = yaml.load(Path(path).read_text(), Loader=_Loader)  # noqa: S506 (a SafeLoader)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as e:
         raise SpecError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict):
@@ -58,6 +75,8 @@ def builtin_names(kind: str) -> list[str]:
 def resolve(kind: str, name_or_path) -> Path:
     p = Path(str(name_or_path))
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():
+        if p.is_dir():
+            raise SpecError(f"{kind} spec {p} is a directory, not a file")
         if not p.is_file():
             raise SpecError(f"{kind} spec file not found: {p}")
         return p
@@ -67,7 +86,8 @@ def resolve(kind: str, name_or_path) -> Path:
     names = builtin_names(kind)
     close = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; built-in: {', '.join(names)}"
-    raise SpecError(f"unknown {kind[:-1] if kind != 'hardware' else kind} {name_or_path!r}{hint}")
+    singular = {"models": "model", "workloads": "workload", "studies": "study"}.get(kind, kind)
+    raise SpecError(f"unknown {singular} {name_or_path!r}{hint}")
 
 
 def number(src, key, value, *, positive=True, allow_zero=False) -> float:
@@ -81,6 +101,21 @@ def number(src, key, value, *, positive=True, allow_zero=False) -> float:
     if positive and (value < 0 or (value == 0 and not allow_zero)):
         raise SpecError(f"{src}: {key} must be {'non-negative' if allow_zero else 'positive'}, got {value}")
     return float(value)
+
+
+def integer(src, key, value, *, minimum=1) -> int:
+    """A whole number >= `minimum` (YAML `8`, `8.0` or "8"), or a one-line SpecError naming the key."""
+    x = value
+    if isinstance(x, str):
+        try:
+            x = float(x)
+        except ValueError:
+            raise SpecError(f"{src}: {key} must be a whole number, got {value!r}") from None
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x != int(x):
+        raise SpecError(f"{src}: {key} must be a whole number, got {value!r}")
+    if x < minimum:
+        raise SpecError(f"{src}: {key} must be at least {minimum}, got {value!r}")
+    return int(x)
 
 
 def check_keys(src, where, data: dict, allowed, required=()):

@@ -1,0 +1,165 @@
+"""A new user's first hour with the `jaxplat` command (issue 16): SLOs beside
+their metrics, infeasible configurations that say why and exit non-zero,
+flags the model clips, one-line errors naming the file and key, capacity
+without the SRAM, wording and --version. The command runs in-process
+(`jaxplat.cli.main`); JSON goes through a parser that refuses NaN."""
+
+import json
+
+import pytest
+
+import jaxplat
+from jaxplat.cli import main
+
+
+def strict_json(text: str) -> dict:
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ------------------------------------------------------------- SLOs (item 3)
+
+def test_json_says_which_slo_is_missed(capsys):
+    # Llama-3.1-70B on 4 H100s: each chip streams 141e9 B / 4 = 35.3 GB of
+    # bf16 weights per decode step, >= 35.3e9 / (3.35e12 B/s x 0.8) = 13.2 ms,
+    # so the chatbot's 10 ms TPOT SLO cannot be met; TTFT's 0.2 s can with a
+    # 1000-token prompt (2 x 70.6e9 x 1000 FLOP / (4 x 989e12 x 0.7) = 51 ms).
+    rc, out, _ = run(capsys, "estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "4",
+                     "--prompt", "1000", "--json")
+    d = strict_json(out)
+    assert rc == 0 and d["feasible"] is True
+    assert d["tpot_s"] > 13.2e-3 * 0.99
+    assert d["slo"] == {"ttft_s": pytest.approx(0.2), "tpot_s": pytest.approx(0.01)}
+    assert d["meets_slo"] is False and d["slo_missed"] == ["tpot"]
+    assert d["infeasible_reasons"] == [] and d["warnings"] == []
+
+
+def test_text_shows_each_slo_beside_its_metric(capsys):
+    rc, out, _ = run(capsys, "estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "4",
+                     "--prompt", "1000")
+    assert rc == 0
+    tpot_line = next(line for line in out.splitlines() if line.startswith("TPOT"))
+    ttft_line = next(line for line in out.splitlines() if line.startswith("TTFT"))
+    assert "MISSED (<= 10 ms)" in tpot_line and "met (<= 200 ms)" in ttft_line
+    assert "meets the SLOs: no, TPOT" in out
+
+
+def test_infeasible_exits_nonzero_with_the_reason(capsys):
+    # Llama-3.1-8B has 32 attention heads: tp 3 does not divide them.
+    rc, out, err = run(capsys, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "3",
+                       "--json")
+    d = strict_json(out)
+    assert rc == 3 and d["feasible"] is False and d["divisible"] is False
+    assert any("tp=3 does not divide the 32 attention heads" in r for r in d["infeasible_reasons"])
+    assert "infeasible: tp=3 does not divide" in err and len(err.strip().splitlines()) == 1
+    rc, out, err = run(capsys, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "3")
+    assert rc == 3 and out == "" and "--allow-infeasible" in err
+    rc, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "3",
+                     "--json", "--allow-infeasible")
+    assert rc == 0 and strict_json(out)["feasible"] is False
+
+
+# ------------------------------------------------- clipped flags (item 4)
+
+def test_microbatches_clipped_by_batch_warn_and_work_with_a_batch(capsys):
+    base = ("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--pp", "2", "--microbatches", "4",
+            "--json")
+    rc, out, err = run(capsys, *base)
+    d = strict_json(out)
+    assert rc == 0 and "--microbatches 4 clipped to 1" in err
+    assert d["pipeline_bubble_fraction"] == pytest.approx(1 / 2)  # (pp - 1) / (nmb + pp - 1), nmb = 1
+    rc, out, err = run(capsys, *base, "--batch", "8")
+    d = strict_json(out)
+    assert rc == 0 and "warning" not in err and d["warnings"] == []
+    assert d["pipeline_bubble_fraction"] == pytest.approx(1 / 5)  # 4 micro-batches, 2 stages
+
+
+# ----------------------------------------------------- wording (item 9)
+
+def test_capacity_is_the_memory_that_holds_weights(capsys):
+    # H100: 80 GB of HBM (its 50 MB L2 is a cache, reported apart);
+    # Groq LPU: no HBM, its 230 MB SRAM holds everything.
+    rc, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--json")
+    d = strict_json(out)
+    assert d["capacity_bytes"] == pytest.approx(80e9, rel=1e-6) and d["sram_bytes"] == pytest.approx(50e6)
+    rc, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--hardware", "groq-lpu", "--tp", "8",
+                     "--json", "--allow-infeasible")
+    assert strict_json(out)["capacity_bytes"] == pytest.approx(230e6, rel=1e-6)
+
+
+def test_text_capacity_and_decode_header_per_profile(capsys):
+    rc, out, _ = run(capsys, "estimate", "--model", "llama-2-7b", "--hardware", "h100-sxm")
+    assert rc == 0
+    cap = next(line for line in out.splitlines() if line.startswith("memory per chip / capacity"))
+    assert "/ 80 GB" in cap and "80.1" not in cap
+    assert "on-chip SRAM" in out and "50 MB" in out
+    assert "Decode (mean step over the output" in out and "GenZ" not in out
+    rc, out, _ = run(capsys, "estimate", "--model", "llama-2-7b", "--hardware", "h100-sxm", "--profile", "genz")
+    assert "Decode (GenZ's decode step: the KV cache at prompt + output tokens)" in out
+
+
+def test_serving_table_has_labels_with_units():
+    from jaxplat.cli.serving_args import serving_table
+
+    text = serving_table({"max_batch": 362.0, "ttft_p99_s": 0.0276, "goodput_req_s": 16.19, "stable": True})
+    assert "ttft_p99_s" not in text and "goodput_req_s" not in text and "max_batch" not in text
+    assert "TTFT p99" in text and "27.6 ms" in text and "16.19 requests/s" in text
+    assert "highest rate with 90% of requests within both SLOs" in text
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"jaxplat {jaxplat.__version__}"
+
+
+# ------------------------------------------------ one-line errors (item 6)
+
+CODESIGN = """name: t
+model: llama-3.1-8b
+workload: chatbot
+params: {flops: [1.0e+14, 1.0e+15]}
+candidates: {tp: [1, 2]}
+optimizer: {starts: STARTS, steps: 5}
+"""
+
+
+@pytest.mark.parametrize("case, words", [
+    ("missing", ["nope.yaml", "file not found"]),
+    ("directory", ["is a directory"]),
+    ("binary", ["bin.yaml", "not a text file"]),
+    ("starts", ["optimizer.starts", "whole number", "'eight'"]),
+    ("sweep", ["sweep study", "jaxplat sweep"]),
+])
+def test_codesign_errors_are_one_line_naming_file_and_key(case, words, tmp_path, capsys):
+    path = {"missing": tmp_path / "nope.yaml", "directory": tmp_path, "binary": tmp_path / "bin.yaml",
+            "starts": tmp_path / "s.yaml", "sweep": tmp_path / "w.yaml"}[case]
+    if case == "binary":
+        path.write_bytes(b"\xd3\x00\xff\xfe binary")
+    elif case == "starts":
+        path.write_text(CODESIGN.replace("STARTS", '"eight"'))
+    elif case == "sweep":
+        path.write_text("models: [llama-3.1-8b]\nworkloads: [chatbot]\nhardware: h100-sxm\naxes: {tp: [1]}\n")
+    rc, out, err = run(capsys, "codesign", str(path), "--out", str(tmp_path / "o"))
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("jaxplat: error: ")
+    assert "Traceback" not in err
+    for w in words:
+        assert w in err
+
+
+def test_spec_given_as_a_directory_or_binary_names_it(tmp_path, capsys):
+    rc, _, err = run(capsys, "estimate", "--model", str(tmp_path), "--hardware", "h100-sxm")
+    assert rc == 2 and "is a directory" in err and "not found" not in err
+    (tmp_path / "m.json").write_bytes(b"\x89PNG\r\n\x1a\n\xd3")
+    rc, _, err = run(capsys, "estimate", "--model", str(tmp_path / "m.json"), "--hardware", "h100-sxm")
+    assert rc == 2 and "m.json: not a text file" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = run(capsys, "sweep", str(tmp_path), "--out", str(tmp_path / "o"), "--no-cache")
+    assert rc == 2 and "is a directory" in err
