@@ -160,7 +160,7 @@ def run(args) -> int:
         print(json_text({
             "model": args.model, "hardware": args.hardware, "workload": args.workload, "profile": args.profile,
             **values, "sram_bytes": float(hw.sram_size),
-            "slo": {f"{k}_s": target for k, (_, target, _) in slo.items()},
+            "slo": {f"{k}_s": float(f"{target:.7g}") for k, (_, target, _) in slo.items()},  # float32 -> as written
             "meets_slo": all(met for *_, met in slo.values()),
             "slo_missed": [k for k, (*_, met) in slo.items() if not met],
             "infeasible_reasons": reasons, "warnings": warnings, **served}))

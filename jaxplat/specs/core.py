@@ -73,12 +73,16 @@ def builtin_names(kind: str) -> list[str]:
 
 
 def resolve(kind: str, name_or_path) -> Path:
+    """A spec's path: `name_or_path` if it is a path (has a YAML/JSON suffix
+    or exists), else the built-in `specs/<kind>/<name>.yaml`; SpecError
+    otherwise (a directory, a missing file, an unknown name with close matches)."""
+    singular = {"models": "model", "workloads": "workload", "studies": "study"}.get(kind, kind)
     p = Path(str(name_or_path))
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():
         if p.is_dir():
-            raise SpecError(f"{kind} spec {p} is a directory, not a file")
+            raise SpecError(f"{p}: is a directory, not a {singular} spec file")
         if not p.is_file():
-            raise SpecError(f"{kind} spec file not found: {p}")
+            raise SpecError(f"{p}: {singular} spec file not found")
         return p
     builtin = SPEC_ROOT / kind / f"{name_or_path}.yaml"
     if builtin.is_file():
@@ -86,7 +90,6 @@ def resolve(kind: str, name_or_path) -> Path:
     names = builtin_names(kind)
     close = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; built-in: {', '.join(names)}"
-    singular = {"models": "model", "workloads": "workload", "studies": "study"}.get(kind, kind)
     raise SpecError(f"unknown {singular} {name_or_path!r}{hint}")
 
 
