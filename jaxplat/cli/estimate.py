@@ -135,6 +135,13 @@ def _slo_cell(slo: dict, name: str) -> str:
     return f"{'met' if met else 'MISSED'} (<= {units.fmt_time(target)})"
 
 
+def decode_title(opts) -> str:
+    """Title of the decode table: what the profile's decode step is."""
+    if opts.conv.decode == "final_step":
+        return "Decode (GenZ's decode step: the KV cache at prompt + output tokens)"
+    return "Decode (mean step over the output: the KV cache grows from prompt + 1 to prompt + output - 1 tokens)"
+
+
 def run(args) -> int:
     model, hw = load_model(args.model), load_hardware(args.hardware)
     wl = _overrides(load_workload(args.workload), args)
@@ -212,10 +219,6 @@ def _print_text(args, model, hw, par, wl, opts, m, slo, reasons, served):
         print(serving_args.serving_table(served))
     print()
     print(format_comm_breakdown(comm_breakdown(model, hw, par, wl, opts), network_level_names(args.hardware)))
-    decode_title = ("Decode (GenZ's decode step: the KV cache at prompt + output tokens)"
-                    if opts.conv.decode == "final_step" else
-                    "Decode (mean step over the output: the KV cache grows from prompt + 1 to prompt + output - 1 "
-                    "tokens)")
-    for phase, title in (("prefill", "Prefill (one pass over the prompt)"), ("decode", decode_title)):
+    for phase, title in (("prefill", "Prefill (one pass over the prompt)"), ("decode", decode_title(opts))):
         print()
         print(operator_table(breakdown(model, hw, par, wl, phase, opts), title))

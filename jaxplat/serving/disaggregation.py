@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jaxplat.cost import evaluate, safe_div
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.serving.iteration import decode_time, iteration_time
-from jaxplat.serving.queueing import e2e_quantiles
+from jaxplat.serving.queue_model import e2e_quantiles
 from jaxplat.serving.settings import SATURATED, Serving, ServingMetrics, lognormal_quantile
 
 
