@@ -290,7 +290,9 @@ def summary_text(engine, result, frames, compile_s) -> str:
                                          "cost_per_mtok_usd") if m in engine.metrics and m != st.objective]
     cols = dict(zip(engine.metrics, metric_columns(engine.metrics)))
     axis_names = [a.name for a in st.axes]
-    head = ["#"] + axis_names + [f"{m} [{METRICS[m][2]}]" if METRICS[m][2] else m for m in show]
+    # Times and bytes are printed with their units; the others get theirs in the header.
+    head = ["#"] + axis_names + [f"{m} [{METRICS[m][2]}]" if METRICS[m][2] not in ("", "s", "B") else m
+                                 for m in show]
     rows = []
     for _, r in top.head(10).iterrows():
         row = [str(int(r["rank"]))] + [str(r[a]) for a in axis_names]
@@ -300,9 +302,10 @@ def summary_text(engine, result, frames, compile_s) -> str:
             row.append(units.fmt_time(v) if unit == "s" else units.fmt_bytes(v) if unit == "B" else f"{v:.4g}")
         rows.append(row)
     lines.append("")
+    more = " (raise the study's top_k for more)" if len(top) < 10 and len(full) >= st.top_k else ""
     lines.append(f"Top {len(rows)} by {'max' if st.maximize else 'min'} {st.objective} "
-                 f"({len(top)} distinct among the {len(full)} best kept; an axis shown as 'any' or a range changes "
-                 "no metric there):")
+                 f"({len(top)} distinct among the {len(full)} best kept{more}; an axis shown as 'any' or a range "
+                 "changes no metric there):")
     lines.append(table(head, rows, "r" * len(head)))
     lines.append(f"\nPareto front ({st.pareto[0]} vs {st.pareto[1]}): {len(frames['pareto'])} points "
                  "(pareto_collapsed.csv: the axes that change no metric shown as 'any')")

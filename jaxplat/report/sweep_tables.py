@@ -113,8 +113,8 @@ def requirements(study, ax_ok) -> list[dict]:
                 bound, what = "at most", "the largest value that works"
             v = float(vals[j])
             if edge:
-                text = (f"not binding: the grid's {'smallest' if better == 'more' else 'largest'} value, "
-                        f"{fmt_value(v, a.kind.unit)}, already works (widen the axis to find the limit)")
+                text = (f"not binding: {fmt_value(v, a.kind.unit)}, the grid's "
+                        f"{'smallest' if better == 'more' else 'largest'}, already works")
             else:
                 text = f"{bound} {fmt_value(v, a.kind.unit)} ({what})"
             out.append(dict(rec, bound=bound, value=v, binding=not edge, text=text))
