@@ -32,6 +32,7 @@ STUDY = {
     "constraints": {"ttft": "workload", "tpot": "workload"},
     "objective": {"maximize": "throughput_per_chip"}, "pareto": ["tpot", "throughput_per_chip"],
     "top_k": 24, "engine": {"block": 6, "blocks_per_step": 1},
+    "price": "fixed",  # the H100's price at every point (technology pricing would make HBM size cost money)
 }
 
 
