@@ -1,4 +1,4 @@
-"""The `genz` profile reproduces GenZ (shared/data/genz): per-operator tables
+"""The `genz` profile reproduces GenZ (tests/data/genz): per-operator tables
 within 0.5%, end-to-end latencies within 1%, and a case worked by hand from
 CONVENTIONS.md that is not in that folder."""
 
@@ -10,7 +10,7 @@ from helpers import GiB, genz_system, workload
 
 import jaxplat as jp
 
-GENZ = Path(__file__).resolve().parents[2] / "shared" / "data" / "genz"
+GENZ = Path(__file__).resolve().parent / "data" / "genz"
 OPTS = jp.Options(profile="genz")
 MIB = 2.0**20
 

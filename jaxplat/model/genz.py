@@ -2,7 +2,7 @@
 
 GenZ (arXiv 2406.01698; GenZ-LLM-Analyzer) states bandwidths in GB/s with
 GB = 2^30 bytes, FLOP/s in TFLOPS (1e12) and on-chip bandwidth 18000 GB/s by
-default (shared/data/genz/README.md). Use with `Options(profile="genz")`.
+default (tests/data/genz/README.md). Use with `Options(profile="genz")`.
 """
 
 from jaxplat.model.hardware import Hardware
