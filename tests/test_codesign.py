@@ -137,7 +137,7 @@ def test_codesign_never_returns_infeasible(prob):
 
 
 def test_impossible_slo_raises(prob):
-    p = dataclass_replace(prob, workload=jp._pytree.replace(prob.workload, tpot_slo=1e-6))
+    p = dataclass_replace(prob, workload=jp.replace(prob.workload, tpot_slo=1e-6))
     with pytest.raises(SpecError, match="no feasible chip"):
         cd.codesign(p, starts=4, steps=STEPS)
 
