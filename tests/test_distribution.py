@@ -284,6 +284,41 @@ def test_expert_parallel_by_hand(dsv3):
     assert float(tab2.comm_b[idx2["combine"]]) == pytest.approx(1.5 * float(tab.comm_b[idx["combine"]]), rel=1e-6)
 
 
+def _distinct_experts_by_sampling(E, k, tokens, seed=0):
+    """Slow reference: route `tokens` tokens, each to k distinct experts of E
+    uniformly at random, and count the distinct experts used."""
+    rng = np.random.default_rng(seed)
+    trials = min(20_000, 4_000_000 // (tokens * E))
+    picks = np.argpartition(rng.random((trials, tokens, E)), k, axis=-1)[..., :k].reshape(trials, -1)
+    used = np.zeros((trials, E), bool)
+    np.put_along_axis(used, picks, True, axis=1)
+    return used.sum(1).mean(), used.sum(1).std() / np.sqrt(trials)
+
+
+@pytest.mark.parametrize("E, k, tokens", [(8, 2, 1), (8, 2, 4), (256, 8, 64)])
+def test_touched_experts_formula_against_sampling(E, k, tokens):
+    """Each token misses a given expert with probability 1 - k/E, so B tokens
+    touch E (1 - (1 - k/E)^B) distinct experts in expectation."""
+    mean, se = _distinct_experts_by_sampling(E, k, tokens)
+    assert E * (1 - (1 - k / E) ** tokens) == pytest.approx(mean, abs=4 * se + 1e-9)
+
+
+def test_moe_decode_reads_the_experts_its_tokens_touch(dsv3):
+    """Decode streams the weights of the experts the step's tokens touch:
+    E (1 - (1 - k/E)^B) of them for B tokens, by hand."""
+    mix = jp.load_model("mixtral-8x7b")
+    per_expert = 4096 * 14336 * 2.0  # one expert matrix, bf16
+    for b, touched in ((1, 2.0), (4, 8 * (1 - 0.75**4))):  # 2 and 5.47 of 8 experts
+        idx, tab = _rows(mix, jp.Parallel(), workload(batch=b, prompt=100, output=10), "decode")
+        assert float(tab.w0[idx["experts_up_gate"]]) == pytest.approx(touched * 2 * per_expert, rel=1e-5)
+        assert float(tab.w0[idx["experts_down"]]) == pytest.approx(touched * per_expert, rel=1e-5)
+    # DeepSeek-V3 on ep = 8, 64 sequences: 8 decode on each rank, all 64 tokens are routed over
+    # the 256 experts, of which a rank holds 32: 256 (1 - (31/32)^64) / 8 = 27.8 touched per rank.
+    idx, tab = _rows(dsv3, jp.Parallel(ep=8), workload(batch=64, prompt=100, output=10), "decode")
+    touched = 256 * (1 - (1 - 8 / 256) ** 64) / 8
+    assert float(tab.w0[idx["experts_down"]]) == pytest.approx(touched * 7168 * 2048 * 2.0, rel=1e-5)
+
+
 def test_context_parallel_by_hand(llama70b):
     wl = workload(batch=2, prompt=8192, output=8)
     idx1, one = _rows(llama70b, jp.Parallel(tp=8), wl)
@@ -382,6 +417,28 @@ def test_mla_cache_is_the_compressed_latent(dsv3, h100):
     assert float(m.kv_bytes) == pytest.approx(61 * (512 + 64) * tokens * 2.0, rel=1e-6)
     with pytest.raises(ValueError, match="MLA"):
         jp.evaluate(dsv3, h100, jp.Parallel(), wl, jp.Options(profile="genz"))
+
+
+def test_mla_decode_reads_the_latent_by_hand(dsv3):
+    """DeepSeek-V3 decode in the absorbed form (DeepSeek-V2 paper, Sec. 2.1):
+    per token of context and layer, attention reads kv_lora_rank + rope =
+    512 + 64 latent values (bf16), shared by the 128 heads; the scores cost
+    2 x 128 x 576 FLOPs per key (query absorbed into the latent), the
+    weighted sum 2 x 128 x 512 (values are the latent), and nothing else
+    is read for V. Batch 2, prompt 1000, one chip."""
+    b, P = 2, 1000
+    idx, tab = _rows(dsv3, jp.Parallel(), workload(batch=b, prompt=P, output=100), "decode")
+    row = lambda name: {c: float(getattr(tab, c)[idx[name]]) for c in ("count", "w0", "w1", "f0", "f1")}  # noqa: E731
+    pre, suf = row("logit_prefix"), row("logit_suffix")
+    assert pre["count"] == suf["count"] == 61  # every layer is MLA
+    assert pre["w0"] == pytest.approx(b * P * (512 + 64) * 2.0, rel=1e-6)  # the prompt's latent
+    assert suf["w1"] == pytest.approx(b * (512 + 64) * 2.0, rel=1e-6)      # per generated token
+    assert pre["f0"] == pytest.approx(2 * b * 128 * 576 * P, rel=1e-6)
+    assert suf["f1"] == pytest.approx(2 * b * 128 * 576, rel=1e-6)
+    for name in ("attend_prefix", "attend_suffix"):
+        assert row(name)["w0"] == 0 and row(name)["w1"] == 0
+    assert row("attend_prefix")["f0"] == pytest.approx(2 * b * 128 * 512 * P, rel=1e-6)
+    assert row("attend_suffix")["f1"] == pytest.approx(2 * b * 128 * 512, rel=1e-6)
 
 
 def _describe_cases():
