@@ -76,6 +76,23 @@ def test_beams_by_hand_in_the_default_profile(llama70b, h100):
     assert float(m.throughput) == pytest.approx(b * O / float(m.e2e), rel=1e-6)  # tokens of the chosen beams
 
 
+def test_sum_of_max_over_steps_equals_a_loop():
+    """The closed form of sum_s max(c0 + c1 s, m0 + m1 s), split at each row's
+    crossover, against a plain loop over s, on rows that cross inside the
+    range, cross outside it, or never cross."""
+    from jaxplat.cost.roofline import sum_max_affine
+
+    rng = np.random.default_rng(0)
+    c0, m0 = rng.uniform(0, 1, 64), rng.uniform(0, 1, 64)
+    c1, m1 = rng.uniform(-0.01, 0.01, 64) + 0.01, rng.uniform(0, 0.02, 64)
+    s = np.arange(1, 300)[:, None]
+    loop = np.maximum(c0 + c1 * s, m0 + m1 * s).sum(0)
+    crossing = np.sign(c0 - m0) != np.sign(c0 + c1 * 299 - m0 - m1 * 299)
+    assert 10 < crossing.sum() < 54  # both kinds of rows are there
+    got = sum_max_affine(*(jnp.asarray(x, jnp.float32) for x in (c0, c1, m0, m1)), 1.0, 299.0)
+    np.testing.assert_allclose(np.asarray(got), loop, rtol=1e-5)
+
+
 @jax.jit
 def _decode_sum_and_steps(table, hw, wl, steps):
     """The closed-form decode sum and, as a slow reference, every step's time
