@@ -3,7 +3,6 @@ merged serving tables keep `stage` and `comm_s`, the memory hierarchy places
 one chip of the busiest stage, and collective energy uses the same network
 levels as the collective time model."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -30,9 +29,10 @@ def llama():
 
 # ------------------------------------------------------------ 1. merge_tables
 
-@jax.jit
 def _iteration(model, hw, par, chunk):
-    return S.iteration_time(model, hw, par, WL, OPTS, 0.0, 0.0, chunk[None], jnp.zeros((1,)))
+    """One iteration prefilling one chunk (the jitted entry point the serving tests share)."""
+    z = jnp.zeros((1,), jnp.float32)
+    return S.iteration_time_jit(model, hw, par, WL, OPTS, jnp.float32(0.0), jnp.float32(0.0), chunk[None], z)
 
 
 def test_merge_keeps_stage_and_stride(llama):

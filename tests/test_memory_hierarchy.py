@@ -15,18 +15,22 @@ HIER, PLAIN = jp.Options(), jp.Options(memory_hierarchy=False)
 
 
 @functools.partial(jax.jit, static_argnames=("phase", "opts"))
-def _rows(model, hw, wl, phase, opts):
-    """Table and per-row memory times (m0, m1) of one phase, one chip."""
+def _components(model, hw, wl, phase, opts):
+    """Table and per-row roofline components of one phase, one chip (one
+    compiled program per phase and options for the whole file)."""
     t = build_table(model, jp.Parallel(), wl, phase, opts)
-    _, _, m0, m1, _ = row_components(t, hw, wl, opts)
+    return (t, *row_components(t, hw, wl, opts))
+
+
+def _rows(model, hw, wl, phase, opts):
+    """Table and per-row memory times (m0, m1) of one phase."""
+    t, _, _, m0, m1, _ = _components(model, hw, wl, phase, opts)
     return t, m0, m1
 
 
-@functools.partial(jax.jit, static_argnames=("opts",))
 def _decode_step(model, hw, wl, opts):
     """Seconds of one decode step at s = 1 (sum over rows of the roofline)."""
-    t = build_table(model, jp.Parallel(), wl, "decode", opts)
-    c0, c1, m0, m1, comm = row_components(t, hw, wl, opts)
+    t, c0, c1, m0, m1, comm = _components(model, hw, wl, "decode", opts)
     return jnp.sum(t.count * (jnp.maximum(c0 + c1, m0 + m1) + comm))
 
 
