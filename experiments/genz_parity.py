@@ -1,4 +1,4 @@
-"""Reproduce GenZ's reference outputs (shared/data/genz) with the genz profile.
+"""Reproduce GenZ's reference outputs (tests/data/genz) with the genz profile.
 
 Prints, per GenZ table, the largest relative error over every operator's
 latency, compute time, memory time, FLOPs and bytes, then the end-to-end
@@ -14,7 +14,7 @@ import jaxplat as jp
 from jaxplat.model import genz_h100, genz_system, model_from_config, workload_from_dict
 from jaxplat.report import table
 
-GENZ = Path(__file__).resolve().parents[2] / "shared" / "data" / "genz"
+GENZ = Path(__file__).resolve().parents[1] / "tests" / "data" / "genz"
 OPTS = jp.Options(profile="genz")
 MIB = 2.0**20
 LLAMA2_7B = dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, intermediate_size=11008,

@@ -1,7 +1,7 @@
 """Max-load (offline) throughput vs TensorRT-LLM's published measurements.
 
 Prints model, GPU, ISL/OSL, measured and predicted output tokens/s and their
-ratio, for every row of shared/data/measured/trtllm_offline_throughput.csv.
+ratio, for every row of data/measured/trtllm_offline_throughput.csv.
 Not tuned to these numbers: the spec sheets' efficiencies, the engine's
 documented settings (FP8 weights/KV, KV memory fraction 0.95 or 0.90) and
 jaxplat's capacity and continuous-batching model (serving.max_load).
@@ -21,7 +21,7 @@ import jaxplat as jp
 from jaxplat import serving
 from jaxplat.model import workload_from_dict
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured" / "trtllm_offline_throughput.csv"
+DATA = Path(__file__).resolve().parents[1] / "data" / "measured" / "trtllm_offline_throughput.csv"
 MODELS = {"llama-3.3-70b": "llama-3.1-70b", "llama-3.1-8b": "llama-3.1-8b"}  # same architecture
 
 

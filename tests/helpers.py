@@ -1,5 +1,7 @@
 """Small test helpers (jaxplat ships no chex)."""
 
+import contextlib
+
 import jax
 import numpy as np
 
@@ -20,5 +22,31 @@ def workload(**kw):
 
 
 def assert_trees_close(a, b, rtol=1e-6, atol=0.0):
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(y, np.float64), rtol=rtol, atol=atol)
+    """Same tree structure, every leaf close (names the leaf that is not)."""
+    assert jax.tree.structure(a) == jax.tree.structure(b), (jax.tree.structure(a), jax.tree.structure(b))
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(y, np.float64), rtol=rtol, atol=atol,
+                                   err_msg=jax.tree_util.keystr(path))
+
+
+_TRACE_OR_COMPILE = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/backend_compile_duration")
+_recording: list = []
+
+
+def _listen(event, duration, **kwargs):
+    if _recording and event in _TRACE_OR_COMPILE:
+        _recording[-1].append(event)
+
+
+jax.monitoring.register_event_duration_secs_listener(_listen)
+
+
+@contextlib.contextmanager
+def compile_events():
+    """Collects the names of JAX trace and XLA compile events inside the block."""
+    events = []
+    _recording.append(events)
+    try:
+        yield events
+    finally:
+        _recording.remove(events)

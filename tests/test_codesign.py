@@ -2,7 +2,8 @@
 optimum, feasibility of what codesign returns, and the written chip spec.
 
 Problems use the genz profile: the same code paths as the default profile,
-with far smaller programs to compile (its collectives are one formula)."""
+with far smaller programs to compile (its collectives are one formula); the
+loss gradient is checked in the default profile."""
 
 import math
 
@@ -42,14 +43,19 @@ def _fd_grad(f, z, h=1e-2):
     return np.asarray(out)
 
 
-def test_loss_gradient_matches_finite_differences(prob):
+def test_loss_gradient_matches_finite_differences():
+    """The co-design loss in the default profile (memory hierarchy,
+    hierarchical collectives, energy and cost in smooth mode) against
+    central differences; SRAM size reaches it through the memory placement.
+    (The derivatives of `evaluate` itself, both profiles: test_sensitivities.)"""
+    prob = cd.problem_from_dict({**STUDY, "profile": "default"})[0]
     z = jnp.log(jnp.array([4e14, 3e7, 3.3, 3e11], jnp.float32))
-    vg = jax.jit(jax.value_and_grad(lambda z: cd.loss_fn(z, prob, 0.3, 20.0, 8.0, 10.0)))  # one compile
+    vg = jax.jit(jax.value_and_grad(lambda z: cd.loss_fn(z, prob, 0.3, 20.0, 8.0, 10.0)))
     g = np.asarray(vg(z)[1])
     fd = _fd_grad(lambda z: vg(z)[0], z)
-    assert np.all(np.isfinite(g))
-    np.testing.assert_allclose(g, fd, rtol=0.05, atol=2e-3)
-    assert abs(g[0]) > 1e-2 and abs(g[2]) > 1e-2  # FLOP/s and HBM both matter here
+    assert np.all(np.isfinite(g)) and np.all(np.abs(g) > 1e-4)  # every chip number matters
+    # Central differences at h = 1e-2 are within 2% here; float32 noise in them is ~1e-5.
+    np.testing.assert_allclose(g, fd, rtol=0.03, atol=2e-5)
 
 
 def test_elasticities_match_finite_differences():

@@ -30,25 +30,41 @@ H100_LIKE = {
 }
 
 
-def test_spec_defaults_and_overrides():
-    hw = hardware_from_dict(H100_LIKE)
-    bf16 = DTYPES.index("bf16")
-    np.testing.assert_allclose(hw.energy_flop[bf16], 0.3e-12, rtol=1e-6)
-    np.testing.assert_allclose(hw.energy_sram, 0.2e-12 * 8, rtol=1e-6)          # 0.2 pJ/bit
-    np.testing.assert_allclose(hw.energy_mem[0], 3.9e-12 * 8, rtol=1e-6)        # HBM 3.9 pJ/bit
-    np.testing.assert_allclose(hw.energy_net[:2], [64e-12, 160e-12], rtol=1e-6)
-    np.testing.assert_allclose(hw.static_power, 0.15 * 700, rtol=1e-6)
-    np.testing.assert_allclose(hw.lifetime, 4 * 365.25 * 86400, rtol=1e-6)
+def test_spec_defaults_follow_their_sources():
+    """Defaults a spec leaves out: the two with a published figure equal it,
+    the estimated ones keep the order physics gives them."""
+    hw = hardware_from_dict({**H100_LIKE, "memory": H100_LIKE["memory"] + [
+        {"name": "host-dram", "size": 1e12, "bandwidth": 64e9}]})
+    # HBM: 3.9 pJ/bit at the interface (O'Connor et al., MICRO 2017) = 31.2 pJ per byte.
+    np.testing.assert_allclose(hw.energy_mem[0], 31.2e-12, rtol=1e-6)
+    # Electricity: US industrial average 8 c/kWh (EIA) = 0.08 USD / 3.6e6 J.
     np.testing.assert_allclose(hw.energy_price, 0.08 / 3.6e6, rtol=1e-6)
-    np.testing.assert_allclose(hw.pue, 1.2, rtol=1e-6)
+    # Idle draw of a 700 W H100 SXM: 70-100 W (nvidia-smi reports); a 4-6 year server life.
+    assert 70.0 <= float(hw.static_power) <= 110.0
+    assert 4 * 365 * 86400 <= float(hw.lifetime) <= 6 * 366 * 86400
+    assert 1.0 < float(hw.pue) < 1.6  # below the Uptime Institute 2023 average of ~1.58
+    # Estimates: narrower dtypes cost less per FLOP; per byte SRAM < HBM < off-package
+    # DRAM (named by its level); scale-up links < scale-out.
+    e = dict(zip(DTYPES, np.asarray(hw.energy_flop)))
+    assert e["fp32"] > e["tf32"] > e["bf16"] == e["fp16"] > e["fp8"] > e["fp4"] > 0
+    assert e["int8"] < e["fp8"] and e["int4"] < e["fp4"]
+    assert 0 < float(hw.energy_sram) < float(hw.energy_mem[0]) < float(hw.energy_mem[1])
+    assert 0 < float(hw.energy_net[0]) < float(hw.energy_net[1])
 
+
+def test_spec_overrides_in_si():
+    # Every number the spec gives, converted by hand: pJ -> J, pJ/bit -> J/byte,
+    # years -> s (365.25 days), USD/kWh -> USD/J.
     d = {**H100_LIKE, "energy": {"pj_per_flop": {"bf16": 0.5}, "static_w": 50},
          "tco": {"lifetime_years": 5, "usd_per_kwh": 0.1, "pue": 1.1},
-         "memory": [H100_LIKE["memory"][0], {**H100_LIKE["memory"][1], "pj_per_bit": 4.0}]}
+         "memory": [H100_LIKE["memory"][0], {**H100_LIKE["memory"][1], "pj_per_bit": 4.0}],
+         "network": [{**H100_LIKE["network"][0], "pj_per_bit": 10.0}, H100_LIKE["network"][1]]}
     hw = hardware_from_dict(d)
-    np.testing.assert_allclose(hw.energy_flop[bf16], 0.5e-12, rtol=1e-6)
+    np.testing.assert_allclose(hw.energy_flop[DTYPES.index("bf16")], 0.5e-12, rtol=1e-6)
     np.testing.assert_allclose(hw.energy_mem[0], 32e-12, rtol=1e-6)
+    np.testing.assert_allclose(hw.energy_net[0], 80e-12, rtol=1e-6)
     np.testing.assert_allclose([hw.static_power, hw.pue], [50, 1.1], rtol=1e-6)
+    np.testing.assert_allclose(hw.lifetime, 5 * 365.25 * 86400, rtol=1e-6)
     np.testing.assert_allclose(hw.energy_price, 0.1 / 3.6e6, rtol=1e-6)
 
 
@@ -169,8 +185,20 @@ def test_static_power_and_cost_in_metrics(llama7b_short):
     assert float(m.energy_per_token_j) == pytest.approx(4 * 100 * float(m.e2e) / 128, rel=1e-5)
 
 
-def test_estimate_json_has_energy_and_cost(capsys):
+def test_estimate_json_energy_and_cost_by_hand(capsys):
     main(["estimate", "--model", "llama-2-7b", "--hardware", "h100-sxm", "--profile", "genz", "--json"])
     out = json.loads(capsys.readouterr().out)
-    for k in ("energy_per_token_j", "power_w", "cost_per_mtok_usd"):
-        assert out[k] > 0
+    model, hw, wl = jp.load_model("llama-2-7b"), jp.load_hardware("h100-sxm"), jp.load_workload("chatbot")
+    m = jp.evaluate(model, hw, jp.Parallel(), wl, GENZ)
+    for k, f in (("energy_per_token_j", "energy_per_token_j"), ("power_w", "power_w"), ("e2e_s", "e2e"),
+                 ("cost_per_mtok_usd", "cost_per_mtok_usd"), ("throughput_tok_s", "throughput")):
+        assert out[k] == pytest.approx(float(getattr(m, f)), rel=1e-6), k
+    # Average power: the batch's energy (per token x batch x output) over its end-to-end time,
+    # between the chip's idle draw (0.15 x 700 W) and its 700 W TDP.
+    tokens = float(wl.batch * wl.output)
+    assert out["power_w"] == pytest.approx(out["energy_per_token_j"] * tokens / out["e2e_s"], rel=1e-5)
+    assert 0.15 * 700 < out["power_w"] < 700
+    # USD per million tokens: a 30000 USD chip over 4 years, plus power x PUE 1.2 at
+    # 8 c/kWh, at the reported throughput.
+    per_s = 30000 / (4 * 365.25 * 86400) + out["power_w"] * 1.2 * 0.08 / 3.6e6
+    assert out["cost_per_mtok_usd"] == pytest.approx(1e6 * per_s / out["throughput_tok_s"], rel=1e-5)

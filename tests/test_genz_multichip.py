@@ -2,12 +2,12 @@
 GenZ's rules worked by hand.
 
 `genz_by_hand` below is plain Python arithmetic written from
-shared/data/genz/CONVENTIONS.md alone (no jaxplat code): each operator's
+tests/data/genz/CONVENTIONS.md alone (no jaxplat code): each operator's
 roofline max(compute, memory, communication) summed over the whole model,
 GenZ's collective formulas, its PP conventions (ub = max(batch // pp, 1),
 every layer plus pp - 1 message passes, its throughput formula) and its
 summary numbers (weights and KV per chip summed over stages, KV of one
-micro-batch). The end-to-end TP=8 70B numbers of data/genz/README.md are
+micro-batch). The end-to-end TP=8 70B numbers of tests/data/genz/README.md are
 checked too, so the multi-chip path did not move the one-chip anchor.
 """
 
@@ -163,7 +163,7 @@ def test_genz_multichip_matches_hand_worked_rules(case):
 
 def test_genz_tp8_anchor_is_readme_number():
     """The hand rules themselves reproduce GenZ's published 70B TP=8 numbers
-    (data/genz/README.md: 234.02 ms prefill, 8.011 ms decode)."""
+    (tests/data/genz/README.md: 234.02 ms prefill, 8.011 ms decode)."""
     want = genz_by_hand(LLAMA70, H100, batch=8, beams=1, prompt=1024, output=256, tp=8)
     assert want["prefill"] * 1e3 == pytest.approx(234.02, rel=1e-3)
     assert want["decode"] * 1e3 == pytest.approx(8.011, rel=1e-3)

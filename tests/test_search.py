@@ -11,6 +11,7 @@ import math
 import jax
 import numpy as np
 import pytest
+from helpers import compile_events
 
 import jaxplat as jp
 from jaxplat import search
@@ -51,7 +52,7 @@ def _python_loop(study):
     """Every configuration of a STUDY-like study through jitted
     `jaxplat.evaluate`, one call each (hardware axes, if any: HBM bandwidth
     and FLOP/s)."""
-    one = jax.jit(lambda m, h, p, w: jp.evaluate(m, h, p, w, study.options))
+    one = lambda m, h, p, w: jp.evaluate(m, h, p, w, study.options)  # noqa: E731 (jitted, compiled once)
     m, h0 = study.models[0], study.hardware
     rows = []
     for flat in range(study.size):
@@ -68,6 +69,18 @@ def _python_loop(study):
               and r.memory_bytes <= r.capacity_bytes)
         rows.append(dict(flat=flat, tpc=tpc, tpot=float(r.tpot), feasible=bool(r.feasible), ok=ok, **cfg))
     return rows
+
+
+def assert_same_sweep(a, b, rtol=0.0):
+    """Two sweeps select the same configurations (counts, per-axis counts,
+    histogram, top-k and Pareto indices equal) with metric values equal, or
+    within `rtol` where another program computed them (float32 rounding)."""
+    for name in ("counts", "ax_ok", "ax_feas", "hist"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for part in ("top", "front"):
+        np.testing.assert_array_equal(getattr(a, part)["index"], getattr(b, part)["index"], err_msg=part)
+        np.testing.assert_allclose(getattr(a, part)["vals"], getattr(b, part)["vals"], rtol=rtol, err_msg=part)
+    np.testing.assert_allclose(a.ax_best, b.ax_best, rtol=rtol, err_msg="ax_best")
 
 
 def test_grid_covers_every_index_once(engine):
@@ -128,13 +141,19 @@ def test_resume_after_interruption_gives_the_same_result(engine, result, tmp_pat
     assert part.next_block == 2 and not part.done
     again = search.run(engine, path, progress=False)  # resumes at block 2
     assert again.done
-    np.testing.assert_array_equal(again.counts, result.counts)
-    np.testing.assert_array_equal(again.top["index"], result.top["index"])
-    np.testing.assert_array_equal(again.top["vals"], result.top["vals"])
-    np.testing.assert_array_equal(again.front["index"], result.front["index"])
-    np.testing.assert_array_equal(again.ax_ok, result.ax_ok)
-    np.testing.assert_array_equal(again.hist, result.hist)
+    assert_same_sweep(again, result)
     assert search.run(engine, path, progress=False).counts[0] == 360  # a finished state: nothing redone
+
+
+def test_a_step_compiles_once(engine, result):
+    """After the first step, another block id runs the compiled program: no
+    trace, no XLA compile (jax.monitoring's compile events)."""
+    first = jax.device_get(engine.step(0))
+    with compile_events() as events:
+        second = jax.device_get(engine.step(engine.blocks_per_call))
+    assert events == []
+    per_step = 60 * engine.blocks_per_call  # blocks of 4 outer x 15 inner points
+    assert int(first["counts"][:, 0].sum()) == int(second["counts"][:, 0].sum()) == per_step
 
 
 def test_state_from_another_study_is_refused(engine, tmp_path, study):
@@ -186,13 +205,7 @@ def test_blocks_cut_inside_the_hardware_grid_give_the_same_result(study, result)
     configurations, numbers to float32 rounding (another block shape is
     another XLA program)."""
     cut = search.run(search.Engine(study, block=8, blocks_per_step=3), progress=False)
-    np.testing.assert_array_equal(cut.counts, result.counts)
-    np.testing.assert_array_equal(cut.top["index"], result.top["index"])
-    np.testing.assert_allclose(cut.top["vals"], result.top["vals"], rtol=1e-6)
-    np.testing.assert_array_equal(cut.front["index"], result.front["index"])
-    np.testing.assert_array_equal(cut.ax_ok, result.ax_ok)
-    np.testing.assert_allclose(cut.ax_best, result.ax_best, rtol=1e-6)
-    np.testing.assert_array_equal(cut.hist, result.hist)
+    assert_same_sweep(cut, result, rtol=1e-6)
 
 
 def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
@@ -202,9 +215,7 @@ def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
     monkeypatch.setattr(search.engine, "FRONT_FEW", 2)
     monkeypatch.setattr(search.engine, "FRONT_BINS", 2)
     small = search.run(search.Engine(study, blocks_per_step=2), progress=False)
-    np.testing.assert_array_equal(small.front["index"], result.front["index"])
-    np.testing.assert_allclose(small.front["vals"], result.front["vals"], rtol=1e-6)
-    np.testing.assert_array_equal(small.top["index"], result.top["index"])
+    assert_same_sweep(small, result, rtol=1e-6)
 
 
 def test_variadic_reduce_matches_numpy():
@@ -232,12 +243,7 @@ def test_hoisted_outer_part_gives_the_same_result(study, engine, result, monkeyp
     whole = search.Engine(study)
     res = search.run(whole, progress=False)
     assert whole._hoisted is None and whole._tables == ()
-    np.testing.assert_array_equal(res.counts, result.counts)
-    np.testing.assert_array_equal(res.top["index"], result.top["index"])
-    np.testing.assert_allclose(res.top["vals"], result.top["vals"], rtol=1e-6)
-    np.testing.assert_array_equal(res.front["index"], result.front["index"])
-    np.testing.assert_array_equal(res.ax_ok, result.ax_ok)
-    np.testing.assert_array_equal(res.hist, result.hist)
+    assert_same_sweep(res, result, rtol=1e-6)
 
 
 def test_fast_compile_is_automatic_for_small_studies_without_hardware_axes(study):

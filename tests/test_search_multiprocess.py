@@ -106,7 +106,14 @@ def test_single_device_run_is_complete(runs):
     tmp, _, logs = runs
     s = json.loads((tmp / "single" / "summary.json").read_text())
     assert s["evaluated"] == 360 and s["devices"] == 1
-    assert (tmp / "single" / "pareto.png").stat().st_size > 0
+    # The Pareto figure is a PNG that decodes to an image with something drawn on it.
+    import matplotlib.image
+
+    png = tmp / "single" / "pareto.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    img = matplotlib.image.imread(png)
+    assert img.ndim == 3 and min(img.shape[:2]) >= 200
+    assert len(np.unique(img.reshape(-1, img.shape[-1]), axis=0)) > 16  # not a blank canvas
 
 
 def test_four_devices_equal_one(runs):

@@ -22,7 +22,7 @@ MIB = 2.0**20
 
 
 def _config(name):
-    return json.loads((DATA / "hf_configs" / f"{name}.json").read_text())
+    return json.loads((REPO / "data" / "hf_configs" / f"{name}.json").read_text())
 
 
 def _model(name):
@@ -43,8 +43,7 @@ def test_ssm_configs_load(name, params, mamba, attn, moe):
 
 
 def test_every_hf_config_loads():
-    files = sorted(glob.glob(str(REPO / "data" / "hf_configs" / "*.json"))) + \
-        sorted(glob.glob(str(DATA / "hf_configs" / "*.json")))
+    files = sorted(glob.glob(str(REPO / "data" / "hf_configs" / "*.json")))
     assert len(files) >= 3
     for f in files:
         assert float(param_count(jp.load_model(f))) > 1e8, f
@@ -158,7 +157,7 @@ def test_decode_flops_are_twice_the_weights():
 
 def test_estimate_cli_on_a_config_path(capsys):
     from jaxplat.cli.app import main
-    path = str(DATA / "hf_configs" / "falcon-mamba-7b.json")
+    path = str(REPO / "data" / "hf_configs" / "falcon-mamba-7b.json")
     assert main(["estimate", "--model", path, "--hardware", "h100-sxm", "--batch", "1", "--beams", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["kv_bytes"] == pytest.approx(64 * 8192 * (16 + 4) * 2.0, rel=1e-6)

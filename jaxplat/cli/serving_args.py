@@ -143,7 +143,8 @@ def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
     if args.disagg:
         n_p, n_d, tp_p, tp_d = _disagg(args.disagg, int(par.tp))
         par_prefill, par_decode = replace(par, tp=float(tp_p)), replace(par, tp=float(tp_d))
-        sm = jax.device_get(serving.disaggregated(model, hw, par_prefill, par_decode, wl, srv, jnp.float32(n_p), jnp.float32(n_d), opts))
+        sm = jax.device_get(serving.disaggregated_jit(model, hw, par_prefill, par_decode, wl, srv, jnp.float32(n_p),
+                                                   jnp.float32(n_d), opts))
     elif rate > 0:
         sm = jax.device_get(serving.queueing_jit(model, hw, par, wl, srv, opts, mb))
     else:
@@ -165,7 +166,7 @@ def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
             kw["draft_fraction"] = 1.0 / float(model.layers)  # one decoder layer per head (DeepSeek-V3 MTP)
         else:
             kw["draft_model"] = load_model(args.draft)
-        spec, plain = serving.speculative_tpot(model, hw, par, wl, opts, jnp.float32(batch), jnp.float32(args.draft_k),
-                                               jnp.float32(args.acceptance), **kw)
+        spec, plain = serving.speculative_tpot_jit(model, hw, par, wl, opts, jnp.float32(batch),
+                                                   jnp.float32(args.draft_k), jnp.float32(args.acceptance), **kw)
         out.update(spec_tpot_s=float(spec), spec_speedup=float(plain / spec), spec_batch=batch)
     return out

@@ -249,7 +249,6 @@ def state_bytes(model: Model, par: Parallel, wl: Workload, options: Options = Op
     return memory.kv_bytes(model, wl, heads_kv, d_inner, options.conv.mamba_accounting == "genz")
 
 
-@functools.partial(jax.jit, static_argnames=("options",))
 def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
              options: Options = Options(), sharpness=DEFAULT_SHARPNESS) -> Metrics:
     """Cost of serving `workload` with `model` on `hardware` split by `parallel`.
@@ -257,6 +256,15 @@ def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wor
     Pure and jitted; vmap or grad it over any float leaf. `options` is static.
     `sharpness` is the traced p of the smooth max (used when options.smooth).
     """
+    # Every argument passed the same way (positionally, sharpness as a float32
+    # array): jit keys its cache on how arguments were passed, so calls with
+    # and without `options` or a Python-float sharpness would compile twice.
+    return _evaluate(model, hardware, parallel, workload, options, jnp.asarray(sharpness, jnp.float32))
+
+
+@functools.partial(jax.jit, static_argnames=("options",))
+def _evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
+              options: Options, sharpness) -> Metrics:
     conv = options.conv
     if model.attention == "mla" and not conv.mla:
         raise ValueError(f"the {options.profile} profile has no MLA (GenZ does not model it); use profile 'default'")

@@ -198,7 +198,8 @@ def microbatching(par: Parallel, wl: Workload, opts: Options):
         ub = jnp.maximum(_floor(wl.batch / par.pp, opts.smooth), 1.0)
         return _floor(wl.batch / ub, opts.smooth), ub
     nmb = jnp.clip(_floor(par.microbatches, opts.smooth), 1.0, jnp.maximum(wl.batch, 1.0))
-    return nmb, _ceil(wl.batch / nmb, opts.smooth)
+    # A batch that is not split stays as given: serving passes mean (fractional) batches.
+    return nmb, jnp.where(nmb > 1.0, _ceil(wl.batch / nmb, opts.smooth), wl.batch)
 
 
 def stage_counts(model: Model, par: Parallel, smooth: bool = False) -> dict:
@@ -234,8 +235,8 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     tp_attn = par.tp * par.ep if over_ep else par.tp
     _, ub = microbatching(par, wl, opts)
     # Default: the ep ranks run attention data parallel, each on a share of
-    # the micro-batch (the busiest one on ceil(ub / ep) sequences).
-    b = ub if over_ep else _ceil(ub / par.ep, opts.smooth)
+    # the micro-batch (the busiest one on ceil(ub / ep) sequences; ub itself when ep = 1).
+    b = ub if over_ep else jnp.where(par.ep > 1.0, _ceil(ub / par.ep, opts.smooth), ub)
     ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bw=wl.bytes_weight,
                bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, sp=par.sp, imbalance=par.imbalance,
                h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt)

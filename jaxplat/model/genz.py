@@ -2,7 +2,7 @@
 
 GenZ (arXiv 2406.01698; GenZ-LLM-Analyzer) states bandwidths in GB/s with
 GB = 2^30 bytes, FLOP/s in TFLOPS (1e12) and on-chip bandwidth 18000 GB/s by
-default (shared/data/genz/README.md). Use with `Options(profile="genz")`.
+default (tests/data/genz/README.md). Use with `Options(profile="genz")`.
 """
 
 from jaxplat.model.hardware import Hardware
@@ -30,6 +30,6 @@ def genz_system(flops=300.0, offchip_mem_bw=1200.0, *, compute_efficiency=1.0, m
     }, src="genz_system")
 
 
-# GenZ's H100_GPU preset (data/genz/README.md).
+# GenZ's H100_GPU preset (tests/data/genz/README.md).
 def genz_h100() -> Hardware:
     return genz_system(989.0, 3400.0, off_chip_mem_size=80.0, interchip_link_bw=450.0, interchip_link_latency=1.0)

@@ -32,9 +32,11 @@ goodput_jit = jax.jit(goodput, static_argnames=("opts", "steps"))
 max_load_jit = jax.jit(max_load, static_argnames=("opts",))
 capacity_jit = jax.jit(capacity, static_argnames=("opts",))
 iteration_time_jit = jax.jit(iteration_time, static_argnames=("opts",))
+speculative_tpot_jit = jax.jit(speculative_tpot, static_argnames=("opts",))
+disaggregated_jit = jax.jit(disaggregated, static_argnames=("opts", "level"))
 
 __all__ = ["DEFAULT_MEM_FRACTION", "DEFAULT_TOKEN_BUDGET", "SATURATED", "Requests", "Serving", "ServingMetrics",
-           "capacity", "capacity_jit", "decode_time", "disaggregated", "expected_tokens", "goodput", "goodput_jit", "iteration_table",
+           "capacity", "capacity_jit", "decode_time", "disaggregated", "disaggregated_jit", "expected_tokens", "goodput", "goodput_jit", "iteration_table",
            "iteration_time", "iteration_time_jit", "kv_transfer_time", "lognormal_params", "lognormal_quantile", "max_load", "max_load_jit",
            "merge_tables", "normal_score", "queueing", "queueing_jit", "sample_requests", "serving", "simulate", "simulate_sampled",
-           "slo_met", "speculative_tpot", "summarize"]
+           "slo_met", "speculative_tpot", "speculative_tpot_jit", "summarize"]
