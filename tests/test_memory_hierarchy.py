@@ -33,7 +33,7 @@ def _decode_step(model, hw, wl, opts):
 def _chip(levels, eff=0.8):
     return hardware_from_dict({"flops": {"bf16": 1e15}, "memory": levels,
                                "network": [{"domain": 8, "bandwidth": 4.5e11, "latency": 1e-6}],
-                               "efficiency": {"compute": 0.7, "memory": eff}})
+                               "efficiency": {"compute": 0.7, "memory": eff}, "tdp_w": 1000})
 
 
 @pytest.fixture(scope="module")
@@ -111,20 +111,23 @@ def test_tiling_factors_hand_worked():
 
 
 def test_attention_kv_rereads_hand_worked():
-    # Llama-3.1-8B prefill, one 4096-token prompt, one chip: Q of a layer is
-    # 4096 tokens x 32 heads x 128 x 2 B = 32 MiB, the output the same, so a
-    # 4 MiB buffer holds 1/16 of the (Q, O) pair and K and V stream past 16
-    # times (FlashAttention); a 64 MiB buffer holds both: read once.
-    wl = workload_from_dict({"batch": 1, "prompt": 4096, "output": 2})
-    t = build_table(jp.load_model("llama-3.1-8b"), jp.Parallel(), wl, "prefill", HIER)
-    names = list(t.names)
-    logit, attend = names.index("logit"), names.index("attend")
-    q = 4096 * 32 * 128 * 2.0
-    np.testing.assert_allclose([t.a0[logit], t.o0[attend]], [q, q], rtol=1e-6)
-    for buf, want in ((4 * 2**20, 16.0), (64 * 2**20, 1.0), (0.0, 1.0)):
-        r_a, r_w = memory.tiling_factors(t, jnp.float32(buf), jnp.float32(2.0))
-        np.testing.assert_allclose(np.asarray(r_w)[[logit, attend]], want, rtol=1e-6)
-        np.testing.assert_allclose(np.asarray(r_a)[[logit, attend]], 1.0)
+    # Llama-3.1-8B prefill of one 4096-token prompt: one (sequence, head) has
+    # Q = 4096 x 128 x 2 B = 1 MiB and O the same, so a 1 MiB buffer holds half
+    # of the (Q, O) pair and K and V stream past twice, 512 KiB four times
+    # (FlashAttention; Dao et al. 2022, Thm 2, per sequence and head); 4 MiB
+    # holds both: read once. The same at batch 4: the bound does not see the
+    # batch (comparing the whole batch's queries gave 32 and 128 at 1 MiB).
+    for batch in (1, 4):
+        wl = workload_from_dict({"batch": batch, "prompt": 4096, "output": 2})
+        t = build_table(jp.load_model("llama-3.1-8b"), jp.Parallel(), wl, "prefill", HIER)
+        names = list(t.names)
+        logit, attend = names.index("logit"), names.index("attend")
+        q = batch * 4096 * 32 * 128 * 2.0  # all queries of the layer: 32 heads
+        np.testing.assert_allclose([t.a0[logit], t.o0[attend]], [q, q], rtol=1e-6)
+        for buf, want in ((2.0**20, 2.0), (2.0**19, 4.0), (4 * 2.0**20, 1.0), (0.0, 1.0)):
+            r_a, r_w = memory.tiling_factors(t, jnp.float32(buf), jnp.float32(2.0))
+            np.testing.assert_allclose(np.asarray(r_w)[[logit, attend]], want, rtol=1e-6)
+            np.testing.assert_allclose(np.asarray(r_a)[[logit, attend]], 1.0)
 
 
 def test_place_spills_fastest_first():
