@@ -18,8 +18,9 @@ from jaxplat.cost import build_table
 from jaxplat.cost.inference import row_decode_sums, row_step_times
 from jaxplat.model import param_count, replace
 
+# tdp_w far above any draw: these tests isolate the roofline, not the power limit
 NO_SRAM_CHIP = dict(memory=[{"name": "hbm", "size": 80e9, "bandwidth": 2e12}],
-                    network=[{"domain": 8, "bandwidth": 450e9, "latency": 1e-6}])
+                    network=[{"domain": 8, "bandwidth": 450e9, "latency": 1e-6}], tdp_w=1e9)
 
 
 def memory_bound_chip():

@@ -27,7 +27,7 @@ def net(*levels, eff=1.0):
         "flops": {"bf16": 1e15},
         "memory": [{"name": "hbm", "size": 80e9, "bandwidth": 3e12}],
         "network": [{"domain": d, "bandwidth": b, "latency": a, "topology": t} for d, b, a, t in levels],
-        "efficiency": {"network": eff}})
+        "efficiency": {"network": eff}, "tdp_w": 1000})
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))

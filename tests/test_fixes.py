@@ -19,7 +19,7 @@ OPTS = jp.Options()
 WL = workload(batch=1, prompt=512, output=64)
 POD = dict(flops={"bf16": 1e15}, memory=[{"name": "hbm", "size": 80e9, "bandwidth": 3e12}],
            network=[{"domain": 8, "bandwidth": 450e9, "latency": 1e-6, "topology": "switch"},
-                    {"domain": 256, "bandwidth": 50e9, "latency": 5e-6, "topology": "switch"}])
+                    {"domain": 256, "bandwidth": 50e9, "latency": 5e-6, "topology": "switch"}], tdp_w=1000)
 
 
 @pytest.fixture(scope="module")

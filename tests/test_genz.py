@@ -111,7 +111,7 @@ def test_genz_decode_by_hand_beams_int8():
     hw = jp.model.hardware_from_dict({
         "flops": {"bf16": F / 2},  # GenZ runs int8 at twice its one (bf16) peak
         "memory": [{"name": "sram", "size": 1e18, "bandwidth": WON}, {"name": "hbm", "size": 1e12, "bandwidth": W}],
-        "network": [{"domain": 8, "bandwidth": 1e11, "latency": 1e-6}]})
+        "network": [{"domain": 8, "bandwidth": 1e11, "latency": 1e-6}], "tdp_w": 700})
     wl = workload(batch=b, beams=beams, prompt=P, output=O, dtype="int8")
     m = jp.evaluate(llama2_7b(), hw, jp.Parallel(), wl, OPTS)
     assert float(m.tpot) == pytest.approx(expected, rel=1e-4)

@@ -18,12 +18,12 @@ REQUIRED_BUILTINS = {
     "models": ["llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
                "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3", "qwen3-235b-a22b", "gpt-3-175b", "gemma-2-27b"],
     "hardware": ["a100-80gb", "h100-sxm", "h200-sxm", "b200", "gb200", "mi300x", "gaudi3", "tpu-v4", "tpu-v5e",
-                 "tpu-v5p", "groq-lpu", "cerebras-wse-3", "sambanova-sn40l"],
+                 "tpu-v5p", "groq-lpu", "cerebras-wse-3", "sambanova-sn40l", "gh200", "mi325x", "mi355x", "gb300"],
     "workloads": ["chatbot", "qa", "summarization", "code-generation", "long-context-reasoning"],
 }
 LOADERS = {"models": jp.load_model, "hardware": jp.load_hardware, "workloads": jp.load_workload}
 H100 = dict(flops={"bf16": 989e12}, memory=[{"name": "hbm", "size": 80e9, "bandwidth": 3.35e12}],
-            network=[{"domain": 8, "bandwidth": 450e9, "latency": 1e-6, "topology": "switch"}])
+            network=[{"domain": 8, "bandwidth": 450e9, "latency": 1e-6, "topology": "switch"}], tdp_w=700)
 
 
 @pytest.mark.parametrize("kind", sorted(REQUIRED_BUILTINS))

@@ -114,7 +114,7 @@ def test_decode_step_by_hand():
     m = _model("falcon-mamba-7b")
     bw = 2.0e12
     hw = jp.model.hardware_from_dict({"flops": {"bf16": 1e15}, "memory": [{"name": "hbm", "size": 1e11, "bandwidth": bw}],
-                                      "network": [{"domain": 8, "bandwidth": 1e11, "latency": 1e-6}]})
+                                      "network": [{"domain": 8, "bandwidth": 1e11, "latency": 1e-6}], "tdp_w": 1000})
     wl = workload(batch=1, prompt=2000, output=2)
     met = jp.evaluate(m, hw, jp.Parallel(), wl, jp.Options(memory_hierarchy=False))
     weights = (float(param_count(m)) - 65024 * 4096) * 2.0

@@ -28,7 +28,7 @@ JSON_KEYS = {
     "weights_bytes": "weights_bytes", "kv_bytes": "kv_bytes", "activation_bytes": "activation_bytes",
     "memory_bytes": "memory_bytes", "capacity_bytes": "capacity_bytes", "chips": "chips",
     "fits": "fits", "feasible": "feasible", "divisible": "divisible", "chips_ok": "chips_ok",
-    "bubble": "pipeline_bubble_fraction",
+    "bubble": "pipeline_bubble_fraction", "context_ok": "context_ok", "throttle": "power_throttle",
     "energy_per_token_j": "energy_per_token_j", "power_w": "power_w", "cost_per_mtok_usd": "cost_per_mtok_usd",
 }
 
@@ -43,9 +43,12 @@ def register(sub):
     for flag, helptext in (("batch", "sequences per replica"), ("prompt", "prompt tokens"),
                            ("output", "output tokens"), ("beams", "beams per sequence")):
         p.add_argument(f"--{flag}", type=int, help=f"override the workload's {helptext}")
-    for flag, helptext in (("tp", "tensor"), ("pp", "pipeline"), ("ep", "expert"), ("dp", "data"),
-                           ("sp", "sequence (context)")):
+    for flag, helptext in (("tp", "tensor"), ("pp", "pipeline"), ("ep", "expert (attention data parallel)"),
+                           ("dp", "data"), ("sp", "sequence (context)")):
         p.add_argument(f"--{flag}", type=int, default=1, help=f"{helptext}-parallel degree (default 1)")
+    p.add_argument("--moe-ep", type=int, default=1,
+                   help="experts split this many ways over the --tp chips, MoE TP = tp / moe-ep (TRT-LLM "
+                        "moe_expert_parallel_size, vLLM --enable-expert-parallel); must divide --tp (default 1)")
     p.add_argument("--microbatches", type=int, default=1, help="pipeline micro-batches in flight (default 1)")
     p.add_argument("--overlap", type=float, default=0.0,
                    help="fraction of communication hidden behind compute, 0..1 (default 0, GenZ's assumption)")
@@ -71,9 +74,9 @@ def _overrides(wl, args):
             if v <= 0:
                 raise SpecError(f"--{flag} must be positive, got {v}")
             changes[flag] = float(v)
-    for flag in ("tp", "pp", "ep", "dp", "sp", "microbatches"):
-        if getattr(args, flag) <= 0:
-            raise SpecError(f"--{flag} must be positive, got {getattr(args, flag)}")
+    for flag in ("tp", "pp", "ep", "dp", "sp", "microbatches", "moe_ep"):
+        if getattr(args, flag, 1) <= 0:  # (commands without a flag leave its default, 1)
+            raise SpecError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
     if not 0.0 <= args.overlap <= 1.0:
         raise SpecError(f"--overlap is a fraction in [0, 1], got {args.overlap}")
     if args.imbalance < 1.0:
@@ -94,12 +97,17 @@ def infeasible_reasons(model, par, metrics, opts) -> list[str]:
     say = {"whole": "parallel degrees must be whole numbers >= 1",
            "heads": f"{split_name} does not divide the {heads:g} attention heads",
            "kv_heads": f"{split_name} and the {kv:g} KV heads do not divide one another",
-           "experts": f"ep={float(par.ep):g} does not divide the {experts:g} experts",
+           "experts": f"ep·moe_ep={float(par.ep * par.moe_ep):g} does not divide the {experts:g} experts",
+           "moe_ep": (f"moe_ep={float(par.moe_ep):g} does not divide tp={float(par.tp):g}"
+                      if opts.conv.moe_accounting != "genz" else "the genz profile has no --moe-ep"),
            "layers": f"pp={float(par.pp):g} exceeds the {float(model.layers):g} layers",
            "imbalance": "--imbalance must be >= 1"}
     reasons = [say[name] for name, ok in checks.items() if not bool(ok)]
     if not bool(metrics.chips_ok):
         reasons.append(f"uses {float(metrics.chips):g} chips, more than the system's network holds")
+    if not bool(metrics.context_ok):
+        reasons.append(f"prompt + output exceeds the model's max_position_embeddings "
+                       f"({float(model.max_context):g} tokens)")
     if not bool(metrics.fits):
         reasons.append(f"needs {units.fmt_bytes(float(metrics.memory_bytes))} per chip, "
                        f"has {units.fmt_bytes(float(metrics.capacity_bytes))}")
@@ -146,7 +154,7 @@ def run(args) -> int:
     model, hw = load_model(args.model), load_hardware(args.hardware)
     wl = _overrides(load_workload(args.workload), args)
     par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp, microbatches=args.microbatches,
-                   overlap=args.overlap, imbalance=args.imbalance)
+                   overlap=args.overlap, imbalance=args.imbalance, moe_ep=args.moe_ep)
     opts = Options(profile=args.profile)
     metrics = jax.device_get(evaluate(model, hw, par, wl, opts))
     warnings = clipped_flags(args, par, wl, opts)
@@ -162,7 +170,7 @@ def run(args) -> int:
         print(f"jaxplat: infeasible: {'; '.join(reasons)} (exit {EXIT_INFEASIBLE}; --allow-infeasible prints "
               "the numbers anyway)", file=sys.stderr)
     if args.json:
-        values = {JSON_KEYS[k]: (bool(v) if k in ("fits", "feasible", "divisible", "chips_ok") else float(v))
+        values = {JSON_KEYS[k]: (bool(v) if k in ("fits", "feasible", "divisible", "chips_ok", "context_ok") else float(v))
                   for k, v in vars(metrics).items() if k in JSON_KEYS}
         print(json_text({
             "model": args.model, "hardware": args.hardware, "workload": args.workload, "profile": args.profile,
@@ -180,7 +188,7 @@ def run(args) -> int:
 
 def _print_text(args, model, hw, par, wl, opts, m, slo, reasons, served):
     print(f"{args.model} on {args.hardware} x{float(m.chips):g} "
-          f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} sp={args.sp}, "
+          f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} sp={args.sp} moe-ep={args.moe_ep}, "
           f"{float(microbatching(par, wl, opts)[0]):g} micro-batch(es)), workload {args.workload}: "
           f"batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, output {float(wl.output):g}, "
           f"beams {float(wl.beams):g}, profile {args.profile}\n")

@@ -7,10 +7,13 @@ arrays `evaluate` reduces). Imports `jaxplat.model` and below.
 from jaxplat.cost.inference import (
                                     DEFAULT_SHARPNESS,
                                     Metrics,
+                                    Phases,
                                     attention_split,
+                                    context_ok,
                                     divisibility,
                                     evaluate,
                                     peak_flops,
+                                    phases,
                                     row_components,
                                     state_bytes,
 )
@@ -20,6 +23,6 @@ from jaxplat.cost.operators import OpTable, build_table, microbatching
 from jaxplat.cost.per_operator import breakdown, comm_breakdown
 from jaxplat.cost.roofline import safe_div
 
-__all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "attention_split", "breakdown", "build_table", "comm_breakdown", "divisibility", "evaluate",
-           "microbatching", "peak_flops", "row_components", "safe_div", "state_bytes", "kv_read_mask",
-           "chip_numbers", "priced_chip"]
+__all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "Phases", "attention_split", "breakdown", "build_table",
+           "comm_breakdown", "context_ok", "divisibility", "evaluate", "microbatching", "peak_flops", "phases",
+           "row_components", "safe_div", "state_bytes", "kv_read_mask", "chip_numbers", "priced_chip"]

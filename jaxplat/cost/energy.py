@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxplat.cost import memory
 from jaxplat.cost.collectives import first_holding, reach_levels
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
@@ -108,17 +109,27 @@ def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
     return jnp.sum(table.count[idx][:, None] * b, axis=0)
 
 
-def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum):
-    """Joules one chip spends on a table's work over the passes (no static)."""
-    flops, on, off = table_work(table, passes, steps_sum)
+def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum, prices=None):
+    """Joules one chip spends on a table's work over the passes (no static).
+
+    FLOPs at the compute dtype's J/FLOP; bytes at the J/byte of the level
+    each operand is placed on, tiling re-reads included (`memory.byte_prices`,
+    the same prices as the memory time: footprint at s = output; `prices`
+    if already computed); collective bytes at each network level's J/byte.
+    """
+    tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
+    flops = jnp.sum(tot(table.f0, table.f1))
+    prices = memory.byte_prices(table, hw, wl, wl.output, opts.hierarchy) if prices is None else prices
+    mem = jnp.sum(prices.energy(tot(table.a0, table.a1), tot(table.w0, table.w1), tot(table.o0, table.o1)))
     e_flop = hw.energy_flop[wl.compute_dtype.astype(jnp.int32)]
     net = passes * comm_bytes(table, hw, opts)
-    return flops * e_flop + on * hw.energy_sram + off * hw.energy_mem[0] + jnp.sum(net * hw.energy_net)
+    return flops * e_flop + mem + jnp.sum(net * hw.energy_net)
 
 
-def request_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: Options,
-                   steps, steps_sum, e2e, copies, chips):
-    """Joules one replica spends on one request batch: prefill, decode, static.
+def phase_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: Options, steps, steps_sum, copies,
+                 prices=(None, None)):
+    """Dynamic joules (no static) one replica spends on the prefill and on
+    the decode of one request batch.
 
     Args:
       pre, dec: prefill and decode tables of one chip's share of each layer;
@@ -126,16 +137,37 @@ def request_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts:
         pipeline (all its stages).
       steps: decode passes; steps_sum: the sum of s over them (s = 1..steps
         gives steps(steps+1)/2; the genz profile costs every step at s = output).
-      e2e: seconds the batch takes. copies: how many times the tables'
-        work is done (tp·ep·sp parallel paths through the pipeline, times the
-        micro-batches, as a table holds one micro-batch). chips: chips of the
-        replica, each drawing static power for e2e.
+      copies: how many times the tables' work is done (tp·ep·sp parallel
+        paths through the pipeline, times the micro-batches, as a table
+        holds one micro-batch).
+      prices: the tables' `memory.byte_prices`, if already computed.
     Returns:
-      Scalar joules.
+      (prefill joules, decode joules), scalars.
     """
-    e_pre = dynamic_energy(pre, hw, wl, opts, 1.0, 0.0)
-    e_dec = dynamic_energy(dec, hw, wl, opts, steps, steps_sum)
-    return copies * (e_pre + e_dec) + chips * hw.static_power * e2e
+    return (copies * dynamic_energy(pre, hw, wl, opts, 1.0, 0.0, prices[0]),
+            copies * dynamic_energy(dec, hw, wl, opts, steps, steps_sum, prices[1]))
+
+
+# Power available for dynamic work is at least this share of TDP, so that a
+# static power at or above TDP (possible only for a chip built in code, the
+# spec loader refuses it) gives a finite floor and gradient.
+_MIN_DYNAMIC_SHARE = 0.01
+
+
+def power_floor(dynamic_j, hw: Hardware, chips) -> jax.Array:
+    """Seconds the chips need at least to spend `dynamic_j` joules of
+    dynamic energy without drawing more than their TDP on average:
+    dynamic_j / (chips x (TDP - static power)). A chip held at its power
+    limit lowers its clocks until it fits (NVIDIA's and AMD's board power
+    management; nvidia-smi --power-limit): its throughput is the power
+    budget over the energy per operation ("power-limited", Esmaeilzadeh et
+    al., "Dark silicon and the end of multicore scaling", ISCA 2011). Energy
+    per operation is taken as fixed, so this is an upper bound on the
+    slowdown (lower clocks at lower voltage also lower it). TDP = 0 (a chip
+    built in code without one): no limit, 0 s.
+    """
+    budget = chips * jnp.maximum(hw.tdp - hw.static_power, _MIN_DYNAMIC_SHARE * hw.tdp)
+    return jnp.where(hw.tdp > 0, safe_div(dynamic_j, budget), 0.0)
 
 
 def per_token(energy, wl: Workload):

@@ -36,7 +36,9 @@ class Metrics:
     chips: chips used (product of all degrees). fits, feasible: booleans
       (fits: the busiest stage's memory per chip; feasible = fits, divisible
       and chips_ok). divisible: degrees divide what they split. chips_ok:
-      chips <= the system's chips (outermost network domain). bubble: idle
+      chips <= the system's chips (outermost network domain). context_ok:
+      prompt + output <= the model's max_position_embeddings (feasible
+      needs it too). bubble: idle
       fraction of the prefill pipeline, (pp-1)/(nmb+pp-1).
     """
 
@@ -65,6 +67,11 @@ class Metrics:
     energy_per_token_j: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     power_w: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     cost_per_mtok_usd: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    # prompt + output within the model's max_position_embeddings (`context_ok`)
+    context_ok: jax.Array = dataclasses.field(default_factory=lambda: jnp.bool_(True))
+    # Power limit (cost.energy.power_floor): e2e over what it would be without
+    # the TDP (1 = not power-limited).
+    throttle: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
 
 
 def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Array:
@@ -78,30 +85,26 @@ def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Arr
     return hw.flops[wl.compute_dtype.astype(jnp.int32)] * hw.eff_compute
 
 
-def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=None, comm=None):
+def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=None, comm=None, prices=None):
     """Per-row compute and memory time (affine in s) and communication time.
 
     `p`: in smooth mode, the sharpness of the smooth minimum over collective
     algorithms (None: the default of collectives.SMOOTH_MIN_P).
 
-    Memory time charges off-chip bytes at the main memory's bandwidth and
-    on-chip bytes at the SRAM bandwidth (free when the chip has none), both
-    derated by the memory efficiency (GenZ, CONVENTIONS.md "Per-operator").
+    Memory time: `memory.byte_prices` (the plain roofline charges off-chip
+    bytes at the main memory's bandwidth and on-chip bytes at the SRAM
+    bandwidth, free when the chip has none, both derated by the memory
+    efficiency: GenZ, CONVENTIONS.md "Per-operator"; with the hierarchy,
+    at the levels each tensor is placed on, with tiling re-reads).
     `comm`: the rows' communication times if already computed
-    (`tables_comm_times`), else computed here.
+    (`tables_comm_times`), else computed here; `prices` likewise the
+    table's `memory.byte_prices`.
     Returns (c0, c1, m0, m1, comm), each [rows] seconds (per token for *1).
     """
     peak = peak_flops(hw, wl, opts)
-    main_bw = hw.mem_bw[0] * hw.eff_memory
-    sram_bw = hw.sram_bw * hw.eff_memory
-
-    def flat_mem(a, w, o):
-        off = (1.0 - table.on_a) * a + (1.0 - table.on_w) * w + (1.0 - table.on_o) * o
-        on = table.on_a * a + table.on_w * w + table.on_o * o
-        return off / main_bw + safe_div(on, sram_bw)
     # Placement over levels + tiling reuse (memory.py), or the plain roofline.
-    mem = memory.hierarchy_memory_fn(table, hw, wl, wl.output) if opts.hierarchy else flat_mem
-
+    prices = memory.byte_prices(table, hw, wl, wl.output, opts.hierarchy) if prices is None else prices
+    mem = prices.time
     if comm is None:
         (comm,) = tables_comm_times((table,), hw, opts, p)
     return (table.f0 / peak, table.f1 / peak, mem(table.a0, table.w0, table.o0),
@@ -137,19 +140,30 @@ def divisibility(model: Model, par: Parallel, opts: Options = Options()) -> dict
     """The named checks (bool arrays) behind `Metrics.divisible`: degrees are
     whole numbers >= 1 ("whole"); the attention split (tp; tp·ep with
     Conventions.heads_over_ep) divides the heads ("heads"); KV heads and that
-    split divide one another, replicating KV heads ("kv_heads"); ep divides
-    the experts ("experts"); at most one stage per layer ("layers"); the
-    load-imbalance factor is at least 1 ("imbalance"). Uneven layer splits
-    are allowed. Reports explain `feasible = False` from these same checks."""
+    split divide one another, replicating KV heads ("kv_heads"); ep·moe_ep
+    divides the experts ("experts"); moe_ep divides tp ("moe_ep"; GenZ's
+    accounting has no moe_ep: 1 only); at most one stage per layer
+    ("layers"); the load-imbalance factor is at least 1 ("imbalance").
+    Uneven layer splits are allowed. Reports explain `feasible = False` from
+    these same checks."""
     divides = lambda x, d: jnp.mod(x, d) == 0  # noqa: E731
-    degrees = jnp.stack([par.tp, par.pp, par.ep, par.dp, par.sp, par.microbatches])
+    degrees = jnp.stack([par.tp, par.pp, par.ep, par.dp, par.sp, par.microbatches, par.moe_ep])
     tp_attn = attention_split(par, opts)
+    moe_ep_ok = divides(par.tp, par.moe_ep) if opts.conv.moe_accounting != "genz" else par.moe_ep == 1.0
     return {"whole": jnp.all((degrees >= 1.0) & (degrees == jnp.round(degrees))),
             "heads": divides(model.heads, tp_attn),
             "kv_heads": divides(model.kv_heads, tp_attn) | divides(tp_attn, model.kv_heads),
-            "experts": (model.experts == 0) | divides(model.experts, par.ep),
+            "experts": (model.experts == 0) | divides(model.experts, par.ep * par.moe_ep),
+            "moe_ep": moe_ep_ok,
             "layers": par.pp <= model.layers,
             "imbalance": par.imbalance >= 1.0}
+
+
+def context_ok(model: Model, wl: Workload) -> jax.Array:
+    """Named check "context": prompt + output fit the model's
+    max_position_embeddings (positions past it were never trained; RoPE
+    scaling is already in that number). True when it is unknown (0)."""
+    return (model.max_context <= 0) | (wl.prompt + wl.output <= model.max_context)
 
 
 def attention_split(par: Parallel, opts: Options = Options()) -> jax.Array:
@@ -166,53 +180,152 @@ def _total(weights, core, comm):
     return jnp.sum(weights * core) + jnp.sum(weights * comm)
 
 
-def _soft_larger(a, b, p):
-    """Smooth twin of max(a, b) for a, b >= 0: their average weighted by t^p.
-
-    Exact when a == b (pp = 1 makes the pipeline's two bounds equal, where a
-    p-norm max would add 2^(1/p)) and when one is far larger; at most ~1/(e·p)
-    below the max in between. Gradient-safe at a = b = 0.
-    """
+def larger_weights(a, b, p=None):
+    """Weights (wa, wb), wa + wb = 1, with wa·a + wb·b = max(a, b) (exact,
+    p None) or its smooth twin for a, b >= 0: the average weighted by t^p,
+    exact when a == b (pp = 1 makes the pipeline's two bounds equal, where a
+    p-norm max would add 2^(1/p)) and when one is far larger, at most
+    ~1/(e·p) below the max in between. Gradient-safe at a = b = 0."""
+    if p is None:
+        wa = jnp.where(a >= b, 1.0, 0.0)
+        return wa, 1.0 - wa
     m = jnp.maximum(a, b)
     ok = m > 0
     ms = jnp.where(ok, m, 1.0)
     ua, ub = (jnp.where(ok, a, 0.0) / ms) ** p, (jnp.where(ok, b, 0.0) / ms) ** p
-    return jnp.where(ok, (ua * a + ub * b) / (ua + ub), 0.0)
+    wa = jnp.where(ok, ua / (ua + ub), 0.5)
+    return wa, 1.0 - wa
 
 
 def pipeline_round(one_pass, stages, p=None):
     """Seconds for every micro-batch in flight to advance one token:
     max(one pass through all stages, nmb x the busiest stage), `stages`
-    being the latter (Megatron / vLLM pipelined decode); `_soft_larger` in
-    smooth mode (p given)."""
-    return jnp.maximum(one_pass, stages) if p is None else _soft_larger(one_pass, stages, p)
+    being the latter (Megatron / vLLM pipelined decode); its smooth twin
+    (`larger_weights`) in smooth mode (p given)."""
+    wa, wb = larger_weights(one_pass, stages, p)
+    return wa * one_pass + wb * stages
 
 
-def _decode(dec, c, comm, nmb, par, wl, conv, p):
-    """Decode phase -> (tpot, decode_time, exposed communication seconds,
-    throughput or None when it follows from e2e).
+@pytree_dataclass
+class Phases:
+    """The per-row arrays `evaluate` reduces to TTFT and TPOT (and that
+    `breakdown` prints), all [rows] seconds on one chip of the busiest stage.
 
-    "exact_sum": a micro-batch's next token needs its previous one, so a
-    round of every micro-batch takes max(one pass, nmb x busiest stage)
+    pre, dec: the prefill and decode operator tables.
+    pre_core, pre_comm: one execution of each prefill row: max(compute,
+      memory) and the communication left exposed by `Parallel.overlap`.
+    pre_weight: executions of each prefill row on the TTFT path:
+      count + (nmb - 1)·stage (the last micro-batch's first token; GenZ:
+      count), so TTFT = sum(pre_weight·(pre_core + pre_comm)).
+    dec_core, dec_comm: decode rows summed over the steps (exact_sum), or one
+      step at prompt + output (final_step).
+    dec_weight: executions per pipeline round: count or nmb·stage, whichever
+      side of `pipeline_round` is larger (blended in smooth mode), so the
+      decode time (exact_sum) or TPOT (final_step) = sum(dec_weight·(dec_core + dec_comm)).
+    steps: decode steps (output - 1). nmb: micro-batches.
+    e_pre, e_dec: dynamic joules of one replica's prefill and decode
+      (cost.energy.phase_energy).
+    pre_slow, dec_slow: >= 1, how much the power limit stretches each phase
+      (cost.energy.power_floor; 1 when under TDP or Conventions.power_limit
+      is off): TTFT = pre_slow x sum(...), and likewise the decode.
+    ttft, decode_time, tpot, comm_time: the reductions, seconds.
+    """
+
+    pre: OpTable
+    dec: OpTable
+    pre_core: jax.Array
+    pre_comm: jax.Array
+    pre_weight: jax.Array
+    dec_core: jax.Array
+    dec_comm: jax.Array
+    dec_weight: jax.Array
+    steps: jax.Array
+    nmb: jax.Array
+    e_pre: jax.Array
+    e_dec: jax.Array
+    pre_slow: jax.Array
+    dec_slow: jax.Array
+    ttft: jax.Array
+    decode_time: jax.Array
+    tpot: jax.Array
+    comm_time: jax.Array
+
+
+def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Options, p=None) -> Phases:
+    """Tables and per-row times of one deployment (see `Phases`).
+
+    Prefill: `count` runs one micro-batch through every stage (its latency),
+    `stage` through the busiest stage, which sets the pace of the others:
+    TTFT of the last micro-batch = pass + (nmb - 1) x stage (GPipe schedule,
+    Huang et al. 2019; bubble (pp - 1) / (nmb + pp - 1)). GenZ reports the
+    latency of one micro-batch (CONVENTIONS.md, "PP").
+
+    Decode, "exact_sum": a micro-batch's next token needs its previous one,
+    so a round of every micro-batch takes max(one pass, nmb x busiest stage)
     (Megatron / vLLM pipelined decode), summed exactly per operator over the
     steps. The max of the two sums equals the sum of the max when nmb = 1 or
     nmb >= pp (one side dominates at every step), else it is a lower bound.
     "final_step" (GenZ 0.0.16): TPOT is one step with the KV cache at prompt
-    + output; Ltot = (nmb - 1)·TPOT/pp + TPOT when pp > 1, and throughput is
-    decode tokens/s with beams not counted (CONVENTIONS.md, "Whole model").
+    + output (CONVENTIONS.md, "Whole model").
     """
-    c0, c1, m0, m1 = c
+    conv = options.conv
+    pre = build_table(model, par, wl, "prefill", options)
+    dec = build_table(model, par, wl, "decode", options)
+    nmb, _ = microbatching(par, wl, options)
+    hidden = 1.0 - jnp.clip(par.overlap, 0.0, 1.0)  # share of communication left exposed
+    comm_pre, comm_dec = tables_comm_times((pre, dec), hw, options, p)
+    # one set of byte prices per table, for the memory time and the energy
+    prices = tuple(memory.byte_prices(t, hw, wl, wl.output, options.hierarchy) for t in (pre, dec))
+    c0, _, m0, _, comm_pre = row_components(pre, hw, wl, options, p, comm_pre, prices[0])
+    pre_core, pre_comm = combine(c0, m0, 0.0, p), hidden * comm_pre
+    fill = 1.0 if conv.ttft == "last_microbatch" else 0.0
+    pre_weight = pre.count + fill * (nmb - 1.0) * pre.stage
+    c0, c1, m0, m1, comm_dec = row_components(dec, hw, wl, options, p, comm_dec, prices[1])
     steps = jnp.maximum(wl.output - 1.0, 0.0)
     if conv.decode == "final_step":
-        tpot = _total(dec.count, combine(c0 + c1 * wl.output, m0 + m1 * wl.output, 0.0, p), comm)
-        ltot = jnp.where(par.pp > 1.0, (nmb - 1.0) * tpot / par.pp + tpot, tpot)
-        return tpot, steps * tpot, steps * jnp.sum(dec.count * comm), safe_div(wl.batch, ltot)
-    core = sum_over_steps(c0, c1, m0, m1, 0.0, 1.0, steps, p)
-    comm = steps * comm  # the same every step
-    pass_dec, stage_dec = _total(dec.count, core, comm), nmb * _total(dec.stage, core, comm)
-    decode_time = pipeline_round(pass_dec, stage_dec, p)
-    comm_time = jnp.where(pass_dec >= stage_dec, jnp.sum(dec.count * comm), nmb * jnp.sum(dec.stage * comm))
-    return safe_div(decode_time, steps), decode_time, comm_time, None
+        dec_core = combine(c0 + c1 * wl.output, m0 + m1 * wl.output, 0.0, p)
+        dec_comm, dec_weight = hidden * comm_dec, dec.count
+    else:
+        dec_core = sum_over_steps(c0, c1, m0, m1, 0.0, 1.0, steps, p)
+        dec_comm = steps * hidden * comm_dec  # the same every step
+        wa, wb = larger_weights(_total(dec.count, dec_core, dec_comm),
+                                nmb * _total(dec.stage, dec_core, dec_comm), p)
+        dec_weight = wa * dec.count + wb * nmb * dec.stage
+    ttft = _total(pre_weight, pre_core, pre_comm)
+    decode_time = _total(dec_weight, dec_core, dec_comm)
+    comm_time = jnp.sum(pre_weight * pre_comm) + jnp.sum(dec_weight * dec_comm) * (
+        steps if conv.decode == "final_step" else 1.0)
+    if conv.decode == "final_step":  # the tables hold one step
+        tpot, decode_time = decode_time, steps * decode_time
+    else:  # the tables hold the sum over the steps
+        tpot = safe_div(decode_time, steps)
+
+    # Energy of one request batch on one replica: the tables hold one
+    # micro-batch on one path through all pp stages (`count`), and there are
+    # tp·ep·sp paths and nmb micro-batches.
+    paths = par.tp * par.ep * par.sp
+    # Sum of KV lengths past the prompt over the decode steps: 1 + ... + steps,
+    # or every step at prompt + output (GenZ's final step).
+    steps_sum = steps * wl.output if conv.decode == "final_step" else steps * (steps + 1.0) / 2.0
+    e_pre, e_dec = energy.phase_energy(pre, dec, hw, wl, options, steps, steps_sum, paths * nmb, prices)
+    pre_slow = dec_slow = jnp.float32(1.0)
+    if conv.power_limit:
+        # Each phase takes at least the time its dynamic energy needs under
+        # the chips' TDP (energy.power_floor): above it the chips throttle.
+        replica = paths * par.pp
+        pre_slow = _stretch(ttft, energy.power_floor(e_pre, hw, replica), p)
+        dec_slow = _stretch(decode_time, energy.power_floor(e_dec, hw, replica), p)
+    return Phases(pre=pre, dec=dec, pre_core=pre_core, pre_comm=pre_comm, pre_weight=pre_weight,
+                  dec_core=dec_core, dec_comm=dec_comm, dec_weight=dec_weight, steps=steps, nmb=nmb,
+                  e_pre=e_pre, e_dec=e_dec, pre_slow=pre_slow, dec_slow=dec_slow, ttft=pre_slow * ttft,
+                  decode_time=dec_slow * decode_time, tpot=dec_slow * tpot, comm_time=comm_time)
+
+
+def _stretch(seconds, floor, p):
+    """max(seconds, floor) / seconds (smooth twin with p; 1 when seconds = 0)."""
+    wa, wb = larger_weights(seconds, floor, p)
+    ok = seconds > 0
+    return jnp.where(ok, wa + wb * floor / jnp.where(ok, seconds, 1.0), 1.0)
 
 
 def _footprint(model, hw, par, wl, pre, ub, options):
@@ -242,11 +355,13 @@ def state_bytes(model: Model, par: Parallel, wl: Workload, options: Options = Op
     """KV cache and Mamba state bytes of `wl`'s sequences on one tp (tp·ep
     with Conventions.heads_over_ep) shard, all layers (memory.kv_bytes):
     KV heads replicated when the split exceeds them, Mamba channels split
-    like heads; GenZ's Mamba accounting counts its conv state once."""
+    like heads; GenZ's Mamba accounting counts its conv state once; local-
+    attention layers hold their window (Conventions.local_attention)."""
     tp_kv = par.tp * (par.ep if options.conv.heads_over_ep else 1.0)
     heads_kv = jnp.maximum(jnp.ceil(model.kv_heads / tp_kv), 1.0)  # replicated when tp > kv heads
     d_inner = jnp.ceil(model.d_inner / tp_kv)
-    return memory.kv_bytes(model, wl, heads_kv, d_inner, options.conv.mamba_accounting == "genz")
+    return memory.kv_bytes(model, wl, heads_kv, d_inner, options.conv.mamba_accounting == "genz",
+                           options.conv.local_attention and model.windowed)
 
 
 def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
@@ -270,52 +385,32 @@ def _evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
         raise ValueError(f"the {options.profile} profile has no MLA (GenZ does not model it); use profile 'default'")
     p = sharpness if options.smooth else None
     wl, par = workload, parallel
-    pre = build_table(model, par, wl, "prefill", options)
-    dec = build_table(model, par, wl, "decode", options)
-    nmb, ub = microbatching(par, wl, options)
-    hidden = 1.0 - jnp.clip(par.overlap, 0.0, 1.0)  # share of communication left exposed
-
-    # Prefill. `count` runs one micro-batch through every stage (its latency),
-    # `stage` through the busiest stage, which sets the pace of the others:
-    # TTFT of the last micro-batch = pass + (nmb - 1) x stage (GPipe schedule,
-    # Huang et al. 2019; bubble (pp - 1) / (nmb + pp - 1)). GenZ reports the
-    # latency of one micro-batch (CONVENTIONS.md, "PP").
-    comm_pre, comm_dec = tables_comm_times((pre, dec), hardware, options, p)
-    c0, _, m0, _, comm_pre = row_components(pre, hardware, wl, options, p, comm_pre)
-    core_pre, comm_pre = combine(c0, m0, 0.0, p), hidden * comm_pre
-    pass_pre, stage_pre = _total(pre.count, core_pre, comm_pre), _total(pre.stage, core_pre, comm_pre)
-    fill = 1.0 if conv.ttft == "last_microbatch" else 0.0
-    ttft = pass_pre + fill * (nmb - 1.0) * stage_pre
-    comm_time = jnp.sum(pre.count * comm_pre) + fill * (nmb - 1.0) * jnp.sum(pre.stage * comm_pre)
-
-    c0, c1, m0, m1, comm_dec = row_components(dec, hardware, wl, options, p, comm_dec)
-    tpot, decode_time, comm_dec_time, throughput = _decode(dec, (c0, c1, m0, m1), hidden * comm_dec, nmb, par,
-                                                           wl, conv, p)
+    ph = phases(model, hardware, par, wl, options, p)
+    pre, nmb, ttft, decode_time, tpot = ph.pre, ph.nmb, ph.ttft, ph.decode_time, ph.tpot
+    _, ub = microbatching(par, wl, options)
     e2e = ttft + decode_time
-    if throughput is None:
-        throughput = par.dp * safe_div(wl.batch * wl.output, e2e)
+    throughput = par.dp * safe_div(wl.batch * wl.output, e2e)
+    if conv.decode == "final_step":
+        # GenZ: Ltot = (nmb - 1)·TPOT/pp + TPOT when pp > 1, and throughput is
+        # decode tokens/s with beams not counted (CONVENTIONS.md, "Whole model").
+        ltot = jnp.where(par.pp > 1.0, (nmb - 1.0) * tpot / par.pp + tpot, tpot)
+        throughput = safe_div(wl.batch, ltot)
 
     w, kv, act, fits = _footprint(model, hardware, par, wl, pre, ub, options)
     divisible = functools.reduce(jnp.logical_and, divisibility(model, par, options).values())
     chips_ok = chips(par) <= chips_available(hardware)
+    context = context_ok(model, wl)
+    fill = 1.0 if conv.ttft == "last_microbatch" else 0.0
     bubble = fill * safe_div(par.pp - 1.0, nmb + par.pp - 1.0)
-
-    # Energy of one request batch on one replica: the tables hold one
-    # micro-batch on one path through all pp stages (`count`), and there are
-    # tp·ep·sp paths and nmb micro-batches; then average power and cost per
-    # token (cost.energy, cost.money).
-    paths = parallel.tp * parallel.ep * parallel.sp
-    steps = jnp.maximum(wl.output - 1.0, 0.0)
-    # Sum of KV lengths past the prompt over the decode steps: 1 + ... + steps,
-    # or every step at prompt + output (GenZ's final step).
-    steps_sum = steps * wl.output if conv.decode == "final_step" else steps * (steps + 1.0) / 2.0
-    e_req = energy.request_energy(pre, dec, hardware, wl, options, steps, steps_sum, e2e, paths * nmb,
-                                  paths * parallel.pp)
+    # Energy of the request batch on one replica (static power over e2e on
+    # every chip), average power and cost per token (cost.energy, cost.money).
+    e_req = ph.e_pre + ph.e_dec + parallel.tp * parallel.ep * parallel.sp * parallel.pp * hardware.static_power * e2e
     power = energy.average_power(e_req, e2e, parallel.dp)
     return Metrics(ttft=ttft, tpot=tpot, e2e=e2e, throughput=throughput, prefill_time=ttft,
-                   decode_time=decode_time, comm_time=comm_time + comm_dec_time, weights_bytes=w, kv_bytes=kv,
+                   decode_time=decode_time, comm_time=ph.comm_time, weights_bytes=w, kv_bytes=kv,
                    activation_bytes=act, memory_bytes=w + kv + act, capacity_bytes=memory.capacity_bytes(hardware),
-                   chips=chips(parallel), fits=fits, feasible=fits & divisible & chips_ok,
-                   divisible=divisible, chips_ok=chips_ok, bubble=bubble,
+                   chips=chips(parallel), fits=fits, feasible=fits & divisible & chips_ok & context,
+                   divisible=divisible, chips_ok=chips_ok, bubble=bubble, context_ok=context,
                    energy_per_token_j=energy.per_token(e_req, wl), power_w=power,
-                   cost_per_mtok_usd=money.cost_per_mtok(hardware, chips(parallel), power, throughput))
+                   cost_per_mtok_usd=money.cost_per_mtok(hardware, chips(parallel), power, throughput),
+                   throttle=safe_div(e2e, safe_div(ttft, ph.pre_slow) + safe_div(decode_time, ph.dec_slow)))

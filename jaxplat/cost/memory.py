@@ -7,7 +7,16 @@ import numpy as np
 
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import chosen_max, safe_div
-from jaxplat.model import Hardware, Model, Workload, attention_layers, kv_elements_per_token, ssm_state_elements
+from jaxplat.model import (
+    Hardware,
+    Model,
+    Workload,
+    attention_layers,
+    kv_elements_per_token,
+    local_tokens,
+    pytree_dataclass,
+    ssm_state_elements,
+)
 
 
 def weights_bytes(table: OpTable) -> jax.Array:
@@ -16,20 +25,29 @@ def weights_bytes(table: OpTable) -> jax.Array:
 
 
 def kv_bytes(model: Model, wl: Workload, kv_heads_per_chip: jax.Array, d_inner_per_chip=0.0,
-             conv_once: bool = False) -> jax.Array:
+             conv_once: bool = False, local: bool = False) -> jax.Array:
     """KV-cache and recurrent-state bytes per chip at the end of generation.
 
     Attention layers: beams share the prompt's KV, b·prompt + b·beams·output
     tokens per layer (GenZ counts it the same way, CONVENTIONS.md "Summary
-    numbers"). Mamba layers: a constant state per sequence and beam,
+    numbers"). With `local`, local-attention layers hold min(context,
+    window) tokens (`model.local_tokens`): the prompt's share once, each
+    beam its own rest. Mamba layers: a constant state per sequence and beam,
     d_inner x (d_state + d_conv) elements (architecture.ssm_state_elements),
     in the KV dtype. `conv_once` (GenZ's Mamba accounting): the conv part is
     d_inner/tp x d_conv per layer whatever the batch (GenZ counts the conv's
     weights as its state) and the SSM part spans all d_inner channels (GenZ
     does not split its scan over tp).
     """
-    tokens = wl.batch * wl.prompt + wl.batch * wl.beams * wl.output
-    kv = attention_layers(model) * kv_elements_per_token(model, kv_heads_per_chip) * tokens
+    P, O, b = wl.prompt, wl.output, wl.batch
+    tokens = b * P + b * wl.beams * O
+    if local:
+        loc_p = local_tokens(model, P)
+        loc = b * loc_p + b * wl.beams * (local_tokens(model, P + O) - loc_p)
+        tokens_sum = (attention_layers(model) - model.local_layers) * tokens + model.local_layers * loc
+    else:
+        tokens_sum = attention_layers(model) * tokens
+    kv = kv_elements_per_token(model, kv_heads_per_chip) * tokens_sum
     seqs = wl.batch * wl.beams
     if conv_once:
         state = seqs * model.d_inner * model.d_state + d_inner_per_chip * model.d_conv
@@ -149,8 +167,9 @@ def tiling_factors(table: OpTable, buffer, elem_bytes):
     are read once. Attention rows (logit, attend) run as FlashAttention
     does: a block of queries and its output accumulator stay on chip and
     the K/V cache streams past once per block, so K (or V) is re-read
-    max(1, (Q + O) / S) times, Q = O = the row's query-side bytes; Θ(N²d²/M)
-    traffic over a sequence of N (Dao et al., NeurIPS 2022, Theorem 2).
+    max(1, (Q + O) / S) times, Q = O = the query-side bytes of one (sequence,
+    head); Θ(N²d²/M) traffic per sequence of N and head (Dao et al., NeurIPS
+    2022, Theorem 2), whatever the batch.
     Rows without GEMM dims (element-wise, collectives) get 1.
     `buffer` = 0 means no buffer is modelled: factors 1 (plain roofline).
     Returns two [rows] arrays >= 1.
@@ -193,40 +212,90 @@ def _tiled_rows(table: OpTable):
 
 
 def _attention_resident(table: OpTable) -> jax.Array:
-    """[rows] bytes FlashAttention keeps on chip to read K/V once: the
-    queries and the output accumulator, each the row's query-side bytes
-    (logit reads Q as its A operand; attend writes O as its output)."""
+    """[rows] bytes FlashAttention keeps on chip to read one (sequence,
+    head)'s K/V once: its queries and output accumulator, each the row's
+    query-side bytes (logit reads Q as its A operand; attend writes O as its
+    output) over the row's (sequence, head) problems. The bound of Dao et
+    al. (2022, Theorem 2) holds per problem: each streams its own K/V."""
     query_side = np.array([n.startswith("logit") for n in table.names])
-    return 2.0 * jnp.where(query_side, table.a0, table.o0)
+    return 2.0 * safe_div(jnp.where(query_side, table.a0, table.o0), table.problems)
+
+
+@pytree_dataclass
+class BytePrices:
+    """Per-row price of one byte of each operand (A input, W weight or KV,
+    O output), [rows] arrays: `seconds` the memory time and `joules` the
+    energy of moving it, tiling re-reads and the level it is placed on
+    included. A row's memory time is a·seconds_a + w·seconds_w + o·seconds_o,
+    its memory energy likewise, so both stay linear (affine in s) in bytes."""
+
+    seconds_a: jax.Array
+    seconds_w: jax.Array
+    seconds_o: jax.Array
+    joules_a: jax.Array
+    joules_w: jax.Array
+    joules_o: jax.Array
+
+    def time(self, a, w, o):
+        return a * self.seconds_a + w * self.seconds_w + o * self.seconds_o
+
+    def energy(self, a, w, o):
+        return a * self.joules_a + w * self.joules_w + o * self.joules_o
+
+
+def byte_prices(table: OpTable, hw: Hardware, wl: Workload, s_final, hierarchy: bool) -> BytePrices:
+    """Seconds and joules per byte of each row's operands.
+
+    Plain roofline (`hierarchy` False): off-chip bytes once at the first
+    memory level's bandwidth and energy per byte, on-chip tensors (on_*
+    flags) at the SRAM's (no time when the chip has no SRAM).
+
+    Hierarchy: off-chip bytes of each class (weights / KV / activations) are
+    charged at the mean seconds and joules per byte of the levels the class
+    is placed on (footprint at s = s_final; `place`), A and W bytes times
+    their tiling re-read factors (`tiling_factors`): the energy of a byte is
+    paid where the time of that byte is (Horowitz, ISSCC 2014: energy per
+    access grows with the level's distance), for every re-read.
+    """
+    sram_bw = hw.sram_bw * hw.eff_memory
+    on_s = lambda on: safe_div(on, sram_bw)  # noqa: E731
+    on_j = lambda on: on * hw.energy_sram  # noqa: E731
+    if not hierarchy:
+        main_bw = hw.mem_bw[0] * hw.eff_memory
+        e_main = hw.energy_mem[0]
+        sec = [(1.0 - on) / main_bw + on_s(on) for on in (table.on_a, table.on_w, table.on_o)]
+        jou = [(1.0 - on) * e_main + on_j(on) for on in (table.on_a, table.on_w, table.on_o)]
+        return BytePrices(*sec, *jou)
+    reserve = tiling_reserve(table, hw)
+    sizes, bws = levels(hw, reserve)
+    e_levels = jnp.concatenate([hw.energy_sram[None], hw.energy_mem])  # as `levels` orders them
+    # at least one byte per class, so an empty class is priced where its next byte would go
+    placed = place(jnp.maximum(table_footprint(table, s_final), 1.0), sizes)
+    tau_w, tau_kv, tau_act = seconds_per_byte(placed, bws)
+    eps_w, eps_kv, eps_act = joules_per_byte(placed, e_levels)
+    r_a, r_w = tiling_factors(table, reserve, wl.bytes_act)
+    kv_r, kv_o = kv_read_mask(table), kv_write_mask(table)
+    mix = lambda mask, yes, no: mask * yes + (1.0 - mask) * no  # noqa: E731
+    off_a, off_w, off_o = 1.0 - table.on_a, 1.0 - table.on_w, 1.0 - table.on_o
+    return BytePrices(
+        seconds_a=off_a * r_a * tau_act + on_s(table.on_a),
+        seconds_w=off_w * r_w * mix(kv_r, tau_kv, tau_w) + on_s(table.on_w),
+        seconds_o=off_o * mix(kv_o, tau_kv, tau_act) + on_s(table.on_o),
+        joules_a=off_a * r_a * eps_act + on_j(table.on_a),
+        joules_w=off_w * r_w * mix(kv_r, eps_kv, eps_w) + on_j(table.on_w),
+        joules_o=off_o * mix(kv_o, eps_kv, eps_act) + on_j(table.on_o))
+
+
+def joules_per_byte(placed: jax.Array, e_levels: jax.Array) -> jax.Array:
+    """[C] mean joules per byte of each class over the levels it occupies."""
+    frac = safe_div(placed, jnp.sum(placed, axis=1, keepdims=True))
+    return jnp.sum(frac * e_levels[None, :], axis=1)
 
 
 def hierarchy_memory_fn(table: OpTable, hw: Hardware, wl: Workload, s_final):
-    """Memory-time function of one table under placement and tiling.
-
-    Returns mem(a, w, o) -> [rows] seconds, linear in the byte arrays (so the
-    affine-in-s decode coefficients stay affine): off-chip bytes of each
-    class (weights / KV / activations) are charged at the mean seconds per
-    byte of the levels the class is placed in (footprint at s = s_final),
-    A and W bytes times their tiling re-read factors; on-chip tensors
-    (on_* flags) move at SRAM bandwidth, free when the chip has none.
-    """
-    reserve = tiling_reserve(table, hw)
-    sizes, bws = levels(hw, reserve)
-    # at least one byte per class, so an empty class is priced where its next byte would go
-    need = jnp.maximum(table_footprint(table, s_final), 1.0)
-    tau_w, tau_kv, tau_act = seconds_per_byte(place(need, sizes), bws)
-    r_a, r_w = tiling_factors(table, reserve, wl.bytes_act)
-    kv_r, kv_o = kv_read_mask(table), kv_write_mask(table)
-    tau_wop = kv_r * tau_kv + (1.0 - kv_r) * tau_w
-    tau_out = kv_o * tau_kv + (1.0 - kv_o) * tau_act
-    sram_bw = hw.sram_bw * hw.eff_memory
-
-    def mem(a, w, o):
-        off = ((1.0 - table.on_a) * a * r_a * tau_act + (1.0 - table.on_w) * w * r_w * tau_wop
-               + (1.0 - table.on_o) * o * tau_out)
-        on = table.on_a * a + table.on_w * w + table.on_o * o
-        return off + safe_div(on, sram_bw)
-    return mem
+    """Memory-time function mem(a, w, o) -> [rows] seconds of one table under
+    placement and tiling (`byte_prices` with the hierarchy)."""
+    return byte_prices(table, hw, wl, s_final, True).time
 
 
 def chips_to_fit(total_bytes, per_chip_fixed, hw: Hardware, fraction=1.0) -> jax.Array:

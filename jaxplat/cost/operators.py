@@ -18,6 +18,9 @@ Every row describes one operator on one chip (after tensor/expert splits):
   comm_n/b/s  collective group size, payload bytes and rank stride between
               the group's members (collective rows only; collectives.py)
   m, k, n     GEMM dims (tokens, reduction, outputs) for display
+  problems    independent GEMM problems m, k, n are split into: sequences x
+              heads for attention (FlashAttention tiles each (sequence, head)
+              on its own), 1 otherwise
 Prefill rows have f1 = a1 = w1 = o1 = 0.
 """
 
@@ -27,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxplat.cost.roofline import safe_div
 from jaxplat.cost.ssm import mamba_block
 from jaxplat.model import (
     Model,
@@ -36,6 +40,8 @@ from jaxplat.model import (
     attention_layers,
     ffn_factor,
     ffn_layers,
+    local_keys,
+    local_pairs,
     moe_layers,
     pytree_dataclass,
     stage_chips,
@@ -43,7 +49,7 @@ from jaxplat.model import (
 )
 
 NUMERIC = ("count", "stage", "f0", "f1", "a0", "a1", "w0", "w1", "o0", "o1",
-           "on_a", "on_w", "on_o", "stored", "comm_n", "comm_b", "comm_s", "m", "k", "n")
+           "on_a", "on_w", "on_o", "stored", "comm_n", "comm_b", "comm_s", "m", "k", "n", "problems")
 
 # Nominal FLOPs per element of element-wise ops. They are memory-bound by
 # orders of magnitude on every chip, so these only keep FLOP totals honest.
@@ -78,6 +84,7 @@ class OpTable:
     m: jax.Array
     k: jax.Array
     n: jax.Array
+    problems: jax.Array
     names: tuple = static(())
     groups: tuple = static(())
     comm_kinds: tuple = static(())  # "" for rows without a collective
@@ -87,7 +94,7 @@ class OpTable:
 class _Rows:
     """Host-side accumulator of rows while a table is built (inside jit).
 
-    A row's `count` is a tag ("layer", "attn", "mamba", "ffn", "no_ffn",
+    A row's `count` is a tag ("layer", "attn", "global", "local", "mamba", "ffn", "no_ffn",
     "dense", "moe", "once", "send"), and
     `counts` maps each tag to (times per pass, times in the busiest stage).
     """
@@ -96,13 +103,13 @@ class _Rows:
     rows: list = dataclasses.field(default_factory=list)
 
     def add(self, name, group, count, f=(0.0, 0.0), a=(0.0, 0.0), w=(0.0, 0.0), o=(0.0, 0.0),
-            on=(0.0, 0.0, 0.0), stored=0.0, comm=("", 1.0, 0.0, 1.0), mkn=(0.0, 0.0, 0.0)):
+            on=(0.0, 0.0, 0.0), stored=0.0, comm=("", 1.0, 0.0, 1.0), mkn=(0.0, 0.0, 0.0), problems=1.0):
         per_pass, per_stage = self.counts[count]
         self.rows.append(dict(
             names=name, groups=group, comm_kinds=comm[0], count=per_pass, stage=per_stage,
             f0=f[0], f1=f[1], a0=a[0], a1=a[1], w0=w[0], w1=w[1], o0=o[0], o1=o[1],
             on_a=on[0], on_w=on[1], on_o=on[2], stored=stored, comm_n=comm[1], comm_b=comm[2],
-            comm_s=comm[3], m=mkn[0], k=mkn[1], n=mkn[2]))
+            comm_s=comm[3], m=mkn[0], k=mkn[1], n=mkn[2], problems=problems))
 
     def gemm(self, name, group, count, m, k, n, ctx, on=(0.0, 0.0, 0.0), stored=None, traffic=True):
         """A weight GEMM: [m, k] activations times a [k, n] weight."""
@@ -159,6 +166,7 @@ class _Ctx:
     tp: jax.Array   # chips the attention heads and FFN width are split over
     tp_attn: jax.Array  # chips the heads are split over: tp, or tp*ep (Conventions.heads_over_ep)
     ep: jax.Array
+    moe_ep: jax.Array  # expert-parallel ways inside the tp group (Parallel.moe_ep)
     sp: jax.Array   # chips the sequence (prefill) or the KV cache (decode) is split over
     imbalance: jax.Array  # busiest expert-parallel rank's tokens over the mean
     h: jax.Array    # query heads per chip
@@ -166,6 +174,7 @@ class _Ctx:
     b: jax.Array    # sequences per chip in one micro-batch
     beams: jax.Array
     prompt: jax.Array
+    output: jax.Array
 
     def ceil(self, x):
         """ceil, or its straight-through twin in smooth mode (exact forward)."""
@@ -214,7 +223,9 @@ def stage_counts(model: Model, par: Parallel, smooth: bool = False) -> dict:
     > 1: they sit on the first and last stages). Stage-to-stage sends:
     pp - 1 per pass, one per stage. Tags: "layer" every layer, "attn" and
     "mamba" the layers of each mixer, "ffn" / "no_ffn" layers with and
-    without an FFN, "dense" / "moe" those with each kind of FFN.
+    without an FFN, "dense" / "moe" those with each kind of FFN, "global" /
+    "local" the attention layers over the whole context and over a window
+    (the busiest stage as global-heavy as the model allows).
     """
     L, pp = model.layers, jnp.maximum(par.pp, 1.0)
     per_stage = jnp.minimum(_ceil(L / pp, smooth), L)
@@ -223,7 +234,11 @@ def stage_counts(model: Model, par: Parallel, smooth: bool = False) -> dict:
     share = jnp.where(L > 0, model.mamba_layers / jnp.where(L > 0, L, 1.0), 0.0)
     mamba_s = jnp.minimum(_ceil(per_stage * share, smooth), per_stage)
     ffn = ffn_layers(model)
-    return {"layer": (L, per_stage), "attn": (attention_layers(model), per_stage - mamba_s),
+    attn, attn_s = attention_layers(model), per_stage - mamba_s
+    # as global-attention-heavy as the model allows (global layers cost more)
+    glob_s = jnp.minimum(attn_s, attn - model.local_layers)
+    return {"layer": (L, per_stage), "attn": (attn, attn_s),
+            "global": (attn - model.local_layers, glob_s), "local": (model.local_layers, attn_s - glob_s),
             "mamba": (model.mamba_layers, mamba_s), "ffn": (ffn, dense_s + moe_s),
             "no_ffn": (L - ffn, jnp.maximum(per_stage - dense_s - moe_s, 0.0)),
             "dense": (model.dense_layers, dense_s), "moe": (moe_layers(model), moe_s), "once": (1.0, 1.0),
@@ -238,15 +253,15 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     # the micro-batch (the busiest one on ceil(ub / ep) sequences; ub itself when ep = 1).
     b = ub if over_ep else jnp.where(par.ep > 1.0, _ceil(ub / par.ep, opts.smooth), ub)
     ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bw=wl.bytes_weight,
-               bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, sp=par.sp, imbalance=par.imbalance,
-               h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt)
+               bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, moe_ep=par.moe_ep, sp=par.sp, imbalance=par.imbalance,
+               h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt, output=wl.output)
     ctx.h = ctx.ceil(model.heads / tp_attn)
     ctx.hk = jnp.maximum(ctx.ceil(model.kv_heads / tp_attn), 1.0)
     return ctx
 
 
 def _attn_pair(r: _Rows, ctx: _Ctx, suffix: str, count, *, bf, bq, bkv, t, n, pairs,
-               dqk, dv, k_width, v_width, on_q, score_on):
+               dqk, dv, k_width, v_width, on_q, score_on, score_bytes=1.0):
     """Logit (Q·K^T) and attend (scores·V) over `n` keys, affine in s.
 
     Args:
@@ -259,18 +274,24 @@ def _attn_pair(r: _Rows, ctx: _Ctx, suffix: str, count, *, bf, bq, bkv, t, n, pa
         elements per token read by logit and by attend (v_width = 0 when the
         attend reuses the logit's operand, as MLA's latent does).
       on_q: 1 if Q and the output sit on chip. score_on: 1 if scores do.
+      score_bytes: 1 if the scores move through a memory level, 0 if they
+        stay in the kernel's registers / shared memory (no traffic).
+    Each row is bf x heads independent problems (`problems`), one per
+    (sequence, head), as FlashAttention tiles them.
     """
     h, ba, bk = ctx.h, ctx.ba, ctx.bk
     aff = lambda c, v: (c * v[0], c * v[1])  # noqa: E731
+    sb = score_bytes * ba
     r.add("logit" + suffix, "attention", count, f=aff(2.0 * bf * h * dqk, pairs),
-          a=(bq * t * h * dqk * ba, 0.0), w=aff(bkv * k_width * bk, n), o=aff(bf * h * ba, pairs),
-          on=(on_q, 0.0, score_on), mkn=(bf * t, dqk, n[0]))
+          a=(bq * t * h * dqk * ba, 0.0), w=aff(bkv * k_width * bk, n), o=aff(bf * h * sb, pairs),
+          on=(on_q, 0.0, score_on), mkn=(bf * t, dqk, n[0]), problems=bf * h)
     if ctx.opts.conv.elementwise:
         r.add("softmax" + suffix, "attention", count, f=aff(SOFTMAX_FLOPS * bf * h, pairs),
-              a=aff(bf * h * ba, pairs), o=aff(bf * h * ba, pairs), on=(score_on, 0.0, score_on))
+              a=aff(bf * h * sb, pairs), o=aff(bf * h * sb, pairs), on=(score_on, 0.0, score_on),
+              problems=bf * h)
     r.add("attend" + suffix, "attention", count, f=aff(2.0 * bf * h * dv, pairs),
-          a=aff(bf * h * ba, pairs), w=aff(bkv * v_width * bk, n), o=(bq * t * h * dv * ba, 0.0),
-          on=(score_on, 0.0, on_q), mkn=(bf * t, n[0], dv))
+          a=aff(bf * h * sb, pairs), w=aff(bkv * v_width * bk, n), o=(bq * t * h * dv * ba, 0.0),
+          on=(score_on, 0.0, on_q), mkn=(bf * t, n[0], dv), problems=bf * h)
 
 
 def _attention(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv):
@@ -284,23 +305,51 @@ def _attention(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv):
     conv, sp = ctx.opts.conv, ctx.sp
     dqk, dv, k_width, v_width = kv
     score_on = 1.0 if (conv.scores_on_chip or ctx.opts.fused_attention) else 0.0
+    # A fused kernel keeps each score tile in registers / shared memory and
+    # never writes it to a memory level (FlashAttention, Dao et al. 2022,
+    # Alg. 1; FlashAttention-3, Shah et al. 2024, keeps S in the wgmma
+    # registers on Hopper): no traffic. GenZ charges them at on-chip bandwidth.
+    score_bytes = 0.0 if (ctx.opts.fused_attention and conv.fused_scores_in_registers) else 1.0
+    windowed = conv.local_attention and ctx.model.windowed  # rows for local layers (static)
+    glob = "global" if windowed else "attn"  # attention layers over the whole context
+    common = dict(dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, score_on=score_on, score_bytes=score_bytes)
     if phase == "prefill":
         # Query-key pairs per sequence and head: causal T(T+1)/2; GenZ counts
-        # the full T^2 (CONVENTIONS.md, item 2).
+        # the full T^2 (CONVENTIONS.md, item 2). Local layers: the pairs in
+        # their window or chunk (model.local_pairs); every key is still read.
         pairs = T * (T + 1.0) / 2.0 if conv.causal_pairs else T * T
-        _attn_pair(r, ctx, "", "attn", bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
-                   pairs=(pairs / sp, 0.0), dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=0.0,
-                   score_on=score_on)
+        _attn_pair(r, ctx, "", glob, bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
+                   pairs=(pairs / sp, 0.0), on_q=0.0, **common)
+        if windowed:
+            local = local_pairs(ctx.model, T, ctx.floor)
+            _attn_pair(r, ctx, "_local", "local", bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
+                       pairs=(local / sp, 0.0), on_q=0.0, **common)
         return
     b, B, P = ctx.b, ctx.b * ctx.beams, ctx.prompt
     on_q = 1.0 if conv.decode_io_on_chip else 0.0
     # The prompt's KV is shared by the beams of a sequence and read once per
     # sequence; GenZ also computes it once per sequence (a GenZ quirk).
     bf = b if conv.prefix_once_per_sequence else B
-    _attn_pair(r, ctx, "_prefix", "attn", bf=bf, bq=bf, bkv=b, t=1.0, n=(P / sp, 0.0), pairs=(P / sp, 0.0),
-               dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=on_q, score_on=score_on)
-    _attn_pair(r, ctx, "_suffix", "attn", bf=B, bq=B, bkv=B, t=1.0, n=(0.0, 1.0 / sp), pairs=(0.0, 1.0 / sp),
-               dqk=dqk, dv=dv, k_width=k_width, v_width=v_width, on_q=on_q, score_on=score_on)
+    _attn_pair(r, ctx, "_prefix", glob, bf=bf, bq=bf, bkv=b, t=1.0, n=(P / sp, 0.0), pairs=(P / sp, 0.0),
+               on_q=on_q, **common)
+    _attn_pair(r, ctx, "_suffix", glob, bf=B, bq=B, bkv=B, t=1.0, n=(0.0, 1.0 / sp), pairs=(0.0, 1.0 / sp),
+               on_q=on_q, **common)
+    if windowed:
+        # Local layers: the step at s generated tokens attends to
+        # local_keys(P + s) keys, not affine in s. Written a + b·s with a the
+        # exact keys at s = 0 and b such that the sum over the decode steps
+        # s = 1..S is exact: exact step times at s = 0 (serving) and exact
+        # decode sums for rows one side of the roofline bounds throughout
+        # (decode attention is memory-bound). Each beam reads its own window
+        # (an upper bound when beams share the prompt's part of it).
+        m, S = ctx.model, jnp.maximum(ctx.output - 1.0, 0.0)
+        a = local_keys(m, P)
+        total = local_pairs(m, P + S, ctx.floor) - local_pairs(m, P, ctx.floor)  # sum of local_keys(P + s), s = 1..S
+        slope = safe_div(total - S * a, S * (S + 1.0) / 2.0)
+        # (named apart from the prefill's "_local" rows: an engine iteration
+        # merges rows by name, serving.merge_tables)
+        _attn_pair(r, ctx, "_local_step", "local", bf=B, bq=B, bkv=B, t=1.0, n=(a / sp, slope / sp),
+                   pairs=(a / sp, slope / sp), on_q=on_q, **common)
 
 
 def _context_parallel(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv_width, dv):
@@ -391,19 +440,36 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     (the hottest experts set the time). Dispatch and combine are all-to-alls
     over ep of those token copies' hidden states (GShard, Lepikhin et al.
     2020; DeepSeek-V3 report, Sec. 3.2). Each expert's width is split over tp.
+
+    moe_ep > 1 (expert parallelism inside the tp group, TRT-LLM's
+    moe_expert_parallel_size, vLLM's --enable-expert-parallel with attention
+    TP): the tp chips hold E/(ep·moe_ep) experts each, each expert's width
+    split tp/moe_ep ways (MoE TP), and a chip runs the 1/moe_ep of the token
+    copies routed to its experts. The attention all-reduce leaves every
+    chip of the group with all of the group's tokens, so dispatch needs no
+    traffic (each chip picks its experts' tokens) and the partial outputs
+    are summed by the FFN all-reduce over tp that follows (vLLM FusedMoE
+    reduce_results; TRT-LLM MoE all-reduce). Across ep groups the chips of a
+    tp group share the all-to-all: each sends the copies bound for its own
+    expert slice (1/moe_ep of them). Load imbalance applies only when
+    experts are split (ep·moe_ep > 1): with pure TP every chip holds a slice
+    of every expert.
     """
     m, genz_moe = ctx.model, ctx.opts.conv.moe_accounting == "genz"
     D, E, k = m.hidden, jnp.maximum(m.experts, 1.0), m.top_k  # E = 1 keeps dense models finite
-    width = ctx.ceil(m.expert_intermediate / ctx.tp)
+    moe_ep = 1.0 if genz_moe else ctx.moe_ep  # GenZ has no EP inside the tp group (divisibility checks it)
+    width = ctx.ceil(m.expert_intermediate * moe_ep / ctx.tp)  # MoE TP = tp / moe_ep
     fi = ffn_factor(m)
-    local = m.experts / ctx.ep  # experts resident per chip
-    imb = 1.0 if genz_moe else ctx.imbalance
+    split = ctx.ep * moe_ep  # ways the experts are split
+    local = m.experts / split  # experts resident per chip
+    imb = 1.0 if genz_moe else jnp.where(split > 1.0, ctx.imbalance, 1.0)
     # GenZ splits the router's K dim over tp and all-reduces its output.
     r.gemm("router", "moe", "moe", tok, D / ctx.tp if genz_moe else D, E, ctx)
     if genz_moe:
         gate_elems = tok * (E if phase == "prefill" else D)
         r.collective("router_allreduce", "moe", "moe", "allreduce", ctx.tp, gate_elems * ctx.ba)
-    r.collective("dispatch", "moe", "moe", "alltoall", ctx.ep, imb * tok * k * D * ctx.ba, stride=ctx.tp * ctx.sp)
+    a2a = imb * tok * k * D * ctx.ba / moe_ep
+    r.collective("dispatch", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.tp * ctx.sp)
     if genz_moe and phase == "prefill":
         # GenZ: every local expert runs floor(T*k/E) tokens of each sequence.
         m_tok = ctx.b * ctx.floor(T * k / E)
@@ -419,9 +485,9 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     else:
         # Token copies routed to this chip's experts, and the experts they
         # touch: E(1 - (1 - k/E)^tokens) distinct experts in expectation
-        # under uniform routing of the ep·tok tokens, of which 1/ep are local.
-        routed = imb * tok * k
-        touched = E * (1.0 - (1.0 - k / E) ** (ctx.ep * tok)) / ctx.ep
+        # under uniform routing of the ep·tok tokens, of which 1/split are local.
+        routed = imb * tok * k / moe_ep
+        touched = E * (1.0 - (1.0 - k / E) ** (ctx.ep * tok)) / split
         per_expert = D * width * ctx.bw
         r.add("experts_up_gate", "moe", "moe", f=(2.0 * routed * D * fi * width, 0.0),
               a=(routed * D * ctx.ba, 0.0), w=(touched * fi * per_expert, 0.0),
@@ -431,8 +497,10 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         r.add("experts_down", "moe", "moe", f=(2.0 * routed * D * width, 0.0),
               a=(routed * width * ctx.ba, 0.0), w=(touched * per_expert, 0.0),
               o=(routed * D * ctx.ba, 0.0), stored=local * per_expert, mkn=(routed, width, D))
-        _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * width, on_gemm)
-    r.collective("combine", "moe", "moe", "alltoall", ctx.ep, imb * tok * k * D * ctx.ba, stride=ctx.tp * ctx.sp)
+        # shared experts are dense: split over all tp chips
+        _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * ctx.ceil(m.expert_intermediate / ctx.tp),
+             on_gemm)
+    r.collective("combine", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.tp * ctx.sp)
 
 
 def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Options) -> OpTable:

@@ -1,7 +1,7 @@
 """Per-operator breakdown: the operator table's own arrays, with times.
 
-Not a second computation: the same `build_table` and `row_components` that
-`evaluate` sums are returned per row.
+Not a second computation: the per-row arrays `evaluate` reduces
+(`inference.phases`) are returned per row.
 """
 
 import functools
@@ -10,49 +10,57 @@ import jax
 import jax.numpy as jnp
 
 from jaxplat.cost import collectives
-from jaxplat.cost.inference import row_components, row_decode_sums
+from jaxplat.cost.inference import phases, row_components
 from jaxplat.cost.operators import build_table
-from jaxplat.cost.roofline import combine, safe_div
+from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload
 
 
 @functools.partial(jax.jit, static_argnames=("phase", "options"))
 def _arrays(model, hardware, parallel, workload, phase, options):
-    t = build_table(model, parallel, workload, phase, options)
+    ph = phases(model, hardware, parallel, workload, options)
+    t = ph.pre if phase == "prefill" else ph.dec
     c0, c1, m0, m1, comm = row_components(t, hardware, workload, options)
+    hidden = 1.0 - jnp.clip(parallel.overlap, 0.0, 1.0)
     if phase == "prefill":
         s = 0.0
-        steps = 1.0
+        time, weight = ph.pre_slow * (ph.pre_core + ph.pre_comm), ph.pre_weight
     elif options.conv.decode == "final_step":
         s = workload.output  # GenZ's decode step: KV at prompt + output
-        steps = 1.0
+        time, weight = ph.dec_slow * (ph.dec_core + ph.dec_comm), ph.dec_weight
     else:
-        steps = jnp.maximum(workload.output - 1.0, 1.0)
+        steps = jnp.maximum(ph.steps, 1.0)
         s = (1.0 + steps) / 2.0  # mean context over steps 1..O-1 (times are affine in s)
+        time, weight = ph.dec_slow * safe_div(ph.dec_core + ph.dec_comm, ph.steps), ph.dec_weight
     compute, mem = c0 + c1 * s, m0 + m1 * s
-    if phase == "decode" and options.conv.decode == "exact_sum":
-        time = row_decode_sums(t, hardware, workload, options, 1.0, steps) / steps
-    else:
-        time = combine(compute, mem, comm)
     f = t.f0 + t.f1 * s
     aff = lambda x0, x1: x0 + x1 * s  # noqa: E731
-    return t, dict(count=t.count, flops=f, bytes_a=aff(t.a0, t.a1), bytes_w=aff(t.w0, t.w1),
+    return t, dict(count=t.count, weight=weight, flops=f, bytes_a=aff(t.a0, t.a1), bytes_w=aff(t.w0, t.w1),
                    bytes_o=aff(t.o0, t.o1), compute_time=compute, memory_time=mem, comm_time=comm,
-                   time=time, total_time=t.count * time, intensity=safe_div(f, aff(t.a0 + t.w0 + t.o0, t.a1 + t.w1 + t.o1)),
-                   m=t.m, k=t.k, n=t.n)
+                   exposed_comm_time=hidden * comm, time=time, total_time=weight * time,
+                   intensity=safe_div(f, aff(t.a0 + t.w0 + t.o0, t.a1 + t.w1 + t.o1)), m=t.m, k=t.k, n=t.n)
 
 
 def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
               phase: str = "prefill", options: Options = Options()) -> dict:
-    """Per-operator table of the prefill pass or of a decode step.
+    """Per-operator table of the prefill pass or of a decode step: the
+    arrays `evaluate` reduces (`inference.phases`), so `total_time` sums to
+    its TTFT (prefill) or TPOT (decode).
 
     Returns a dict of columns (lists, one entry per operator, SI units):
-    name, group, count (times per pass), flops, bytes_a / bytes_w / bytes_o
-    (input, weight-or-KV, output bytes), compute_time, memory_time,
-    comm_time, time (one execution) and total_time (count x time), seconds,
-    intensity (FLOP/byte), bound ('compute' / 'memory' / 'network'), m/k/n.
-    A decode step is the mean step over the output (the genz profile: GenZ's
-    step at context prompt + output).
+    name, group, count (times per pass), weight (times on the TTFT path, or
+    per pipeline round of decode: count, plus (nmb - 1) x the busiest
+    stage's runs for the pipeline's later micro-batches), flops, bytes_a /
+    bytes_w / bytes_o (input, weight-or-KV, output bytes), compute_time,
+    memory_time, comm_time (the whole collective), exposed_comm_time (what
+    `Parallel.overlap` leaves), time (one execution: max(compute, memory) +
+    exposed communication, times the phase's power-limit stretch
+    `Metrics.throttle` when the chips are held at TDP; decode: the mean over
+    the steps) and total_time
+    (weight x time), seconds, intensity (FLOP/byte), bound ('compute' /
+    'memory' / 'network'), m/k/n. A decode step's columns are those at the
+    mean context over the output (the genz profile: GenZ's step at prompt +
+    output); its time is the exact mean over the steps.
     """
     t, cols = _arrays(model, hardware, parallel, workload, phase, options)
     out = {"name": list(t.names), "group": list(t.groups)}

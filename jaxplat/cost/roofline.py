@@ -14,9 +14,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# Gauss-Legendre nodes for the smooth-mode decode sum (the smooth max of two
-# affine functions is smooth, so 8 nodes integrate it to float32 accuracy).
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
+# Smooth-mode decode sum (`sum_smooth_max_affine`): the exact sum of the max
+# plus the sum of the smooth max's excess over it, which is peaked at the
+# crossover of the two affine functions. The excess is summed term by term on
+# _WINDOW integers around the crossover and integrated beyond them on a graded
+# mesh (pieces _FIRST, 4x_FIRST, 16x_FIRST, ... steps long, _NODES
+# Gauss-Legendre nodes each) with the Euler-Maclaurin end correction that
+# turns the integral back into a sum. Sized against an exact float64 loop over
+# steps (1 to 5e5 steps, p = 20 to 300): worst relative error ~2e-6
+# (tests/test_physics.py); 8 plain Gauss-Legendre nodes were 1e-3 to 1e-1 off.
+_WINDOW, _NODES, _FIRST, _GROWTH, _PIECES = 8, 4, 2.0, 4.0, 10
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(_NODES)
 
 
 def safe_div(num, den):
@@ -104,16 +112,71 @@ def sum_max_affine(c0, c1, m0, m1, lo, hi):
     return _sum_affine(m0, m1, lo, hi) + _sum_relu_affine(c0 - m0, c1 - m1, lo, hi)
 
 
+def _excess(a, b, p):
+    """smooth_max(a, b, p) - max(a, b) for a, b >= 0, without cancellation:
+    max * expm1(log1p(r^p) / p), r = min / max."""
+    m = jnp.maximum(a, b)
+    ok = m > 0
+    ms = jnp.where(ok, m, 1.0)
+    r = jnp.where(ok, jnp.minimum(a, b), 0.0) / ms
+    return jnp.where(ok, ms * jnp.expm1(jnp.log1p(r ** p) / p), 0.0)
+
+
+def _excess_slope(c0, c1, m0, m1, s, p):
+    """d/ds of `_excess` at c = c0 + c1 s, m = m0 + m1 s."""
+    a, b = c0 + c1 * s, m0 + m1 * s
+    m = jnp.maximum(a, b)
+    ok = m > 0
+    ms = jnp.where(ok, m, 1.0)
+    # masked rows (a = b = 0) get ratios 1, so no branch divides by zero (gradients)
+    ra, rb = jnp.where(ok, a / ms, 1.0), jnp.where(ok, b / ms, 1.0)
+    norm = (ra ** p + rb ** p) ** (1.0 / p)  # smooth_max / max, in [1, 2^(1/p)]
+    slope = (ra ** (p - 1.0) * c1 + rb ** (p - 1.0) * m1) / norm ** (p - 1.0)
+    return jnp.where(ok, slope - jnp.where(a >= b, c1, m1), 0.0)
+
+
+def _graded_pieces():
+    """Static (start, end) distances of the graded mesh pieces from a window
+    edge, the last one open (its end is the tail's length)."""
+    ends = _FIRST * (_GROWTH ** np.arange(1, _PIECES + 1) - 1.0) / (_GROWTH - 1.0)
+    ends[-1] = np.inf
+    return np.concatenate([[0.0], ends[:-1]]), ends
+
+
 def sum_smooth_max_affine(c0, c1, m0, m1, lo, hi, p):
-    """Smooth twin of `sum_max_affine`: Gauss-Legendre quadrature of the
-    p-norm max over [lo - 1/2, hi + 1/2] (exact for affine integrands)."""
+    """Smooth twin of `sum_max_affine`: the sum over integer s in [lo, hi]
+    of smooth_max(c0 + c1 s, m0 + m1 s, p), to ~1e-5 relative at p <= 300.
+
+    The exact sum of the max (closed form) plus the excess of the smooth max,
+    which is largest at the crossover s* and decays away from it: summed
+    exactly on the _WINDOW integers nearest s*, integrated on each side on a
+    graded Gauss-Legendre mesh over [lo - 1/2, window) and (window, hi + 1/2]
+    with the first Euler-Maclaurin correction, -(f'(b) - f'(a)) / 24, that
+    makes a midpoint integral a sum (Abramowitz & Stegun 23.1.30 / 25.4.7).
+    """
+    c0, c1, m0, m1 = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.result_type(float)) for x in (c0, c1, m0, m1)))
     n = jnp.maximum(hi - lo + 1.0, 0.0)
-    mid = (lo + hi) / 2.0
-    total = 0.0
-    for x, w in zip(_GL_X, _GL_W):
-        s = mid + 0.5 * n * float(x)
-        total = total + float(w) * smooth_max(c0 + c1 * s, m0 + m1 * s, p)
-    return 0.5 * n * total
+    base = sum_max_affine(c0, c1, m0, m1, lo, hi)
+    star = safe_div(m0 - c0, c1 - m1)  # crossover (0 when parallel: any point will do)
+    top = jnp.maximum(lo, hi - _WINDOW + 1.0)
+    j0 = jnp.clip(jnp.round(star) - _WINDOW // 2, lo, top)  # window j0 .. j1
+    j1 = jnp.minimum(j0 + _WINDOW - 1.0, hi)
+    ex = lambda s: _excess(c0[..., None] + c1[..., None] * s, m0[..., None] + m1[..., None] * s, p)  # noqa: E731
+    win = j0[..., None] + np.arange(_WINDOW, dtype=np.float32)
+    total = jnp.sum(jnp.where(win <= hi, ex(win), 0.0), axis=-1)
+    d0, d1 = _graded_pieces()
+    for edge, length, sign in ((j0 - 0.5, j0 - lo, -1.0), (j1 + 0.5, hi - j1, 1.0)):
+        length = jnp.maximum(length, 0.0)[..., None]
+        a, b = jnp.minimum(d0, length), jnp.minimum(d1, length)  # [..., pieces]
+        half = 0.5 * (b - a)
+        mid = edge[..., None] + sign * 0.5 * (a + b)
+        s = (mid[..., None] + sign * half[..., None] * _GL_X).reshape(mid.shape[:-1] + (-1,))
+        w = (half[..., None] * _GL_W).reshape(s.shape)
+        far = edge + sign * length[..., 0]
+        em = _excess_slope(c0, c1, m0, m1, jnp.maximum(edge, far), p) \
+            - _excess_slope(c0, c1, m0, m1, jnp.minimum(edge, far), p)
+        total = total + jnp.sum(w * ex(s), axis=-1) - em / 24.0
+    return jnp.where(n > 0, base + total, 0.0)
 
 
 def sum_over_steps(c0, c1, m0, m1, comm, lo, hi, p=None):

@@ -11,6 +11,9 @@ from jaxplat.model.architecture import (
                                         ffn_factor,
                                         ffn_layers,
                                         kv_elements_per_token,
+                                        local_keys,
+                                        local_pairs,
+                                        local_tokens,
                                         moe_layers,
                                         param_count,
                                         ssm_conv_channels,
@@ -33,6 +36,6 @@ __all__ = ["ATTENTION_KINDS", "SSM_KINDS", "attention_layers", "ffn_layers", "ss
            "ssm_params", "ssm_state_elements", "CONVENTIONS", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS", "MAX_NET_LEVELS", "PROFILES", "TOPOLOGIES", "Hardware",
            "Model", "Options", "Parallel", "Technology", "Workload", "as_f32", "chips", "ffn_factor", "genz_h100",
            "genz_system", "hardware_from_dict", "kv_elements_per_token", "load_hardware", "load_model",
-           "load_technology", "load_workload", "model_from_config", "moe_layers", "network_level_names",
+           "load_technology", "load_workload", "local_keys", "local_pairs", "local_tokens", "model_from_config", "moe_layers", "network_level_names",
            "param_count", "pytree_dataclass", "replace", "stage_chips", "static", "technology_from_dict",
            "workload_from_dict"]

@@ -48,9 +48,19 @@ class Model:
         the dt projection). Zero for transformers.
       ssm_heads, ssm_groups: Mamba-2 heads (of d_inner / heads channels each)
         and B/C groups; zero for Mamba-1.
+      local_layers: attention layers whose attention is local (0 for none):
+        a sliding window of `window` tokens (Mistral, Gemma-2, gpt-oss) or,
+        with chunked = 1, the query's own chunk of `window` tokens (Llama-4's
+        attention_chunk_size). The other layers attend to the whole context.
+      window: tokens of the window or chunk (0 when no layer is local).
+      chunked: 1 for chunked-local attention, 0 for a sliding window.
+      max_context: max_position_embeddings, tokens (0 when unknown).
       attention: static, one of ATTENTION_KINDS.
       ssm: static, one of SSM_KINDS: "none" for transformers (no Mamba rows
         are built), else the kind of the Mamba layers.
+      windowed: static, True when the operator table has rows for local
+        layers (a model with local_layers > 0 needs it; models without
+        local layers leave it False and compile without those rows).
     """
 
     layers: jax.Array
@@ -79,8 +89,13 @@ class Model:
     dt_rank: jax.Array = _zero()
     ssm_heads: jax.Array = _zero()
     ssm_groups: jax.Array = _zero()
+    local_layers: jax.Array = _zero()
+    window: jax.Array = _zero()
+    chunked: jax.Array = _zero()
+    max_context: jax.Array = _zero()
     attention: str = static("gqa")
     ssm: str = static("none")
+    windowed: bool = static(False)
 
 
 def moe_layers(m: Model) -> jax.Array:
@@ -124,6 +139,41 @@ def ssm_state_elements(m: Model, d_inner_per_chip: jax.Array) -> jax.Array:
     Hugging Face's MambaCache keeps the same two tensors)."""
     conv = ssm_conv_channels(m) * d_inner_per_chip / jnp.maximum(m.d_inner, 1.0)
     return d_inner_per_chip * m.d_state + conv * m.d_conv
+
+
+def local_keys(m: Model, context):
+    """Keys a local-attention layer attends to for the query at position
+    `context` (1-based: the context holds `context` tokens): min(context,
+    window) for a sliding window; ((context - 1) mod window) + 1 for
+    chunked attention (the query sees its own chunk so far). `context`
+    itself when no layer is local (window 0)."""
+    w = jnp.where(m.window > 0, m.window, 1.0)
+    sliding = jnp.minimum(context, w)
+    chunk = context - jnp.floor(jnp.maximum(context - 1.0, 0.0) / w) * w
+    return jnp.where(m.window > 0, jnp.where(m.chunked > 0, chunk, sliding), context)
+
+
+def local_pairs(m: Model, n, floor=jnp.floor):
+    """Query-key pairs of causal local attention over n tokens per head:
+    sum of `local_keys` over positions 1..n. Sliding window W: n(n+1)/2 up
+    to W, then W per token (W(W+1)/2 + (n - W)W); chunked: full chunks of
+    C(C+1)/2 each plus r(r+1)/2 for the last r tokens (Beltagy et al.,
+    Longformer, arXiv 2004.05150; Llama 4's attention_chunk_size). `floor`:
+    jnp.floor or its straight-through twin in smooth mode."""
+    w = jnp.where(m.window > 0, m.window, 1.0)
+    c = jnp.minimum(n, w)
+    sliding = c * (c + 1.0) / 2.0 + jnp.maximum(n - w, 0.0) * w
+    q = floor(n / w)
+    r = n - q * w
+    chunk = q * w * (w + 1.0) / 2.0 + r * (r + 1.0) / 2.0
+    return jnp.where(m.window > 0, jnp.where(m.chunked > 0, chunk, sliding), n * (n + 1.0) / 2.0)
+
+
+def local_tokens(m: Model, context):
+    """Tokens of KV a local layer holds at `context` tokens: min(context,
+    window) (a chunk never needs more than its window); `context` when no
+    layer is local."""
+    return jnp.where(m.window > 0, jnp.minimum(context, m.window), context)
 
 
 def ffn_factor(m: Model) -> jax.Array:

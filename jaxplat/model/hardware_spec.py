@@ -81,11 +81,13 @@ def hardware_energy_fields(d: dict, src="hardware") -> dict:
     nets = [lv if isinstance(lv, dict) else {} for lv in d.get("network") or []]
     net = [level_energy("network", i, lv, DEFAULT_J_PER_BYTE_NET[min(i, 1)]) for i, lv in enumerate(nets)]
     net = (net + net[-1:] * MAX_NET_LEVELS)[:MAX_NET_LEVELS] if net else [0.0] * MAX_NET_LEVELS
-    tdp = d.get("tdp_w", 0.0) or 0.0
-    static = en.get("static_w", DEFAULT_STATIC_FRACTION * float(tdp) if not isinstance(tdp, str) else 0.0)
+    tdp = number(src, "tdp_w", d.get("tdp_w"))
+    static = number(src, "energy.static_w", en.get("static_w", DEFAULT_STATIC_FRACTION * tdp), allow_zero=True)
+    if static >= tdp:
+        raise SpecError(f"{src}: energy.static_w ({static:g} W) must be below tdp_w ({tdp:g} W)")
     return dict(energy_flop=np.array(flop), energy_sram=e_sram,
                 energy_mem=np.array((mem + [0.0] * MAX_MEM_LEVELS)[:MAX_MEM_LEVELS]),
-                energy_net=np.array(net), static_power=number(src, "energy.static_w", static, allow_zero=True))
+                energy_net=np.array(net), static_power=static)
 
 
 def mem_kind(name: str) -> str:
@@ -124,7 +126,12 @@ _EFF_KEYS = ("compute", "memory", "network")
 
 def hardware_from_dict(d: dict, src="hardware") -> Hardware:
     """Validate a hardware spec dict (schema in README) and build `Hardware`."""
+    # tdp_w is required: static power defaults to a share of it, and the
+    # chip is held to it (cost.energy.power_floor).
     check_keys(src, "", d, _HW_KEYS, required=("flops", "memory", "network"))
+    if "tdp_w" not in d:
+        raise SpecError(f"{src}: missing key 'tdp_w' (board power in W: static power is a share of it "
+                        "and the chip is held to it)")
     flops = d["flops"]
     if not isinstance(flops, dict) or not flops:
         raise SpecError(f"{src}: flops must map dtypes to FLOP/s, e.g. {{bf16: 989e12}}")
@@ -194,7 +201,7 @@ def hardware_from_dict(d: dict, src="hardware") -> Hardware:
         mem_size=np.array(mem_size), mem_bw=np.array(mem_bw), net_domain=np.array(dom),
         net_bw=np.array(bw), net_latency=np.array(lat), net_topology=np.array(topo),
         eff_compute=effs["compute"], eff_memory=effs["memory"], eff_network=effs["network"],
-        tdp=number(src, "tdp_w", d.get("tdp_w", 0.0), allow_zero=True),
+        tdp=number(src, "tdp_w", d["tdp_w"]),
         price=number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True),
         **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src))
 

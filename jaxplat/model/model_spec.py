@@ -11,8 +11,70 @@ _MAMBA_TYPES = ("mamba", "falcon_mamba", "mamba2")
 _NON_GATED_TYPES = ("opt", "gpt2", "gpt3", "gpt_neox", "gptj", "gpt_bigcode", "bloom", "falcon", "phi")
 _ALIASES = {  # other spellings of the keys we read (GPT-2 and OPT configs)
     "n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
-    "n_inner": "intermediate_size", "ffn_dim": "intermediate_size",
+    "n_inner": "intermediate_size", "ffn_dim": "intermediate_size", "n_positions": "max_position_embeddings",
 }
+_LAYER_TYPES = {"full_attention": "global", "sliding_attention": "sliding", "chunked_attention": "chunked"}
+
+
+def local_attention(cfg: dict, mtype: str, layers: int, src) -> dict:
+    """Model fields local_layers, window, chunked from a config's local
+    attention, as Hugging Face transformers reads it:
+
+    * `layer_types` (gpt-oss, recent configs): one entry per layer,
+      'sliding_attention' (window `sliding_window`), 'chunked_attention'
+      (window `attention_chunk_size`) or 'full_attention';
+    * Gemma 2: every other layer, from the first, has a `sliding_window`
+      window; Gemma 3: all but every `sliding_window_pattern`-th (default 6);
+    * Llama 4 (`attention_chunk_size`): chunked attention on the RoPE layers,
+      `no_rope_layers[i]` = 1, by default all but every
+      `no_rope_layer_interval`-th (4);
+    * Qwen2-style `use_sliding_window`: layers from `max_window_layers` on;
+      false or a null `sliding_window`: none. Otherwise (Mistral) a
+      `sliding_window` applies to every layer.
+    """
+    def window(key):
+        return number(src, key, cfg.get(key))
+
+    none = dict(local_layers=0.0, window=0.0, chunked=0.0)
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise SpecError(f"{src}: layer_types must list one entry per layer ({layers}), got {types!r:.80}")
+        bad = [t for t in types if t not in _LAYER_TYPES]
+        if bad:
+            raise SpecError(f"{src}: layer_types has {bad[0]!r}; supported: {', '.join(_LAYER_TYPES)}")
+        kinds = {_LAYER_TYPES[t] for t in types} - {"global"}
+        if len(kinds) > 1:
+            raise SpecError(f"{src}: layer_types mixes sliding and chunked attention; one kind is supported")
+        if not kinds:
+            return none
+        chunked = kinds == {"chunked"}
+        n_local = sum(_LAYER_TYPES[t] != "global" for t in types)
+        key = "attention_chunk_size" if chunked else "sliding_window"
+        return dict(local_layers=float(n_local), window=window(key), chunked=float(chunked))
+    if cfg.get("attention_chunk_size") is not None:  # Llama 4
+        rope = cfg.get("no_rope_layers")
+        if rope:
+            if not isinstance(rope, list) or len(rope) != layers:
+                raise SpecError(f"{src}: no_rope_layers must list one 0/1 per layer ({layers})")
+            n_local = sum(1 for x in rope if x)
+        else:
+            every = int(number(src, "no_rope_layer_interval", cfg.get("no_rope_layer_interval", 4)))
+            n_local = sum(1 for i in range(layers) if (i + 1) % every)
+        return dict(local_layers=float(n_local), window=window("attention_chunk_size"), chunked=1.0)
+    if cfg.get("sliding_window") is None or cfg.get("use_sliding_window") is False:
+        return none
+    if mtype == "gemma2":
+        n_local = (layers + 1) // 2
+    elif mtype.startswith("gemma3"):
+        every = int(number(src, "sliding_window_pattern", cfg.get("sliding_window_pattern", 6)))
+        n_local = layers - layers // every
+    elif cfg.get("use_sliding_window"):
+        n_local = layers - min(layers, int(number(src, "max_window_layers", cfg.get("max_window_layers", 0),
+                                                  allow_zero=True)))
+    else:
+        n_local = layers
+    return dict(local_layers=float(n_local), window=window("sliding_window"), chunked=0.0)
 
 
 def model_from_config(cfg: dict, src="model") -> Model:
@@ -87,11 +149,14 @@ def model_from_config(cfg: dict, src="model") -> Model:
     if mtype == "jamba" or cfg.get("attn_layer_period") is not None:
         ssm, dense_layers = _jamba_layers(cfg, num, L, experts, src)
     tied = cfg.get("tie_word_embeddings", True)  # the transformers default
+    max_ctx = num("max_position_embeddings") if cfg.get("max_position_embeddings") is not None else 0.0
+    local = local_attention(cfg, mtype, int(L), src)
     return as_f32(
         Model, layers=L, dense_layers=dense_layers, hidden=D, heads=H, kv_heads=Hkv, head_dim=head_dim,
         intermediate=dense_width or inter, vocab=num("vocab_size"), tied=float(bool(tied)),
         gated=float(gated), experts=experts, top_k=top_k, expert_intermediate=expert_width,
-        shared_experts=shared, attention="mla" if mla else "gqa", **mla_dims, **ssm)
+        shared_experts=shared, attention="mla" if mla else "gqa", max_context=max_ctx,
+        windowed=local["local_layers"] > 0, **local, **mla_dims, **ssm)
 
 
 def _jamba_layers(cfg, num, L, experts, src):

@@ -24,6 +24,9 @@ class Conventions:
         False: over tp, with the ep ranks running attention data parallel.
       scores_on_chip: attention scores stay on chip whatever
         `Options.fused_attention` says (GenZ).
+      fused_scores_in_registers: with `Options.fused_attention`, the scores
+        stay in the kernel's registers / shared memory and cost no memory
+        traffic (FlashAttention); False: charged at the SRAM level (GenZ).
       decode_io_on_chip: decode GEMM inputs/outputs and the query stay on chip (GenZ).
       prefix_once_per_sequence: decode attention over the prompt's KV is
         computed once per sequence, not per beam (a GenZ quirk).
@@ -53,12 +56,18 @@ class Conventions:
         flight) or "summed_stages" (GenZ: weights and one micro-batch's KV
         summed over stages, held against pp chips' off-chip memory).
       mla: multi-head latent attention is modelled (GenZ does not).
+      local_attention: sliding-window / chunked local layers
+        (Model.local_layers) attend over their window and hold its KV only.
+        GenZ: every layer attends to the whole context.
+      power_limit: a phase whose average power would exceed the chips' TDP
+        is slowed until it does not (cost.energy.power_floor). GenZ: no.
     """
 
     elementwise: bool = True
     causal_pairs: bool = True
     heads_over_ep: bool = False
     scores_on_chip: bool = False
+    fused_scores_in_registers: bool = True
     decode_io_on_chip: bool = False
     prefix_once_per_sequence: bool = False
     embedding_gemm: bool = False
@@ -74,15 +83,18 @@ class Conventions:
     ttft: str = "last_microbatch"
     footprint: str = "busiest_stage"
     mla: bool = True
+    local_attention: bool = True
+    power_limit: bool = True
 
 
 # GenZ 0.0.16's accounting (tests/data/genz/CONVENTIONS.md; GenZ-LLM-Analyzer).
 GENZ = Conventions(elementwise=False, causal_pairs=False, heads_over_ep=True, scores_on_chip=True,
+                   fused_scores_in_registers=False,
                    decode_io_on_chip=True, prefix_once_per_sequence=True, embedding_gemm=True,
                    lm_head_all_tokens=True, tied_head_stored=False, moe_accounting="genz",
                    mamba_accounting="genz", microbatching="batch_over_pp", collectives="genz", memory_hierarchy=False,
                    peak="bf16_scaled", decode="final_step", ttft="one_microbatch", footprint="summed_stages",
-                   mla=False)
+                   mla=False, local_attention=False, power_limit=False)
 CONVENTIONS = {"default": Conventions(), "genz": GENZ}
 PROFILES = tuple(CONVENTIONS)
 
@@ -97,11 +109,13 @@ class Options:
       smooth: use the smooth twins of max/ceil (p-norm max, straight-through
         ceil) so that gradients reach every input. Exact mode reports.
       fused_attention: FlashAttention-style fusion (Dao et al. 2022): scores
-        stay on chip. Off: scores go to main memory and back (a naive kernel).
+        stay on chip, in the kernel's registers / shared memory
+        (Conventions.fused_scores_in_registers; GenZ: at the SRAM level).
+        Off: scores go to main memory and back (a naive kernel).
       memory_hierarchy: place weights, KV cache and activations over the
         memory levels (fastest first, spilling down) and charge GEMM operands
         their tiling re-reads for the on-chip buffer
-        (memory.hierarchy_memory_fn). Off: the plain roofline (every off-chip
+        (memory.byte_prices). Off: the plain roofline (every off-chip
         byte once at main-memory bandwidth). Profiles whose conventions have
         no memory hierarchy (genz) ignore it.
     """

@@ -42,7 +42,14 @@ class Parallel:
       overlap: fraction of communication hidden behind compute (0 = none,
         GenZ's assumption; 1 = all of it).
       imbalance: MoE load imbalance, tokens of the busiest expert-parallel
-        rank over the mean (1 = perfectly balanced routing).
+        rank over the mean (1 = perfectly balanced routing; no effect
+        without expert parallelism, ep = moe_ep = 1, where every chip holds
+        a slice of every expert).
+      moe_ep: expert parallelism inside the tensor-parallel group, as
+        engines run it with attention TP (TRT-LLM moe_expert_parallel_size,
+        vLLM --enable-expert-parallel): the MoE experts are split moe_ep ways
+        over the tp chips and each expert's width tp / moe_ep ways (MoE TP).
+        Must divide tp and the experts. Attention stays TP over all tp chips.
     """
 
     tp: jax.Array = dataclasses.field(default_factory=_one)
@@ -53,6 +60,7 @@ class Parallel:
     microbatches: jax.Array = dataclasses.field(default_factory=_one)
     overlap: jax.Array = dataclasses.field(default_factory=_zero)
     imbalance: jax.Array = dataclasses.field(default_factory=_one)
+    moe_ep: jax.Array = dataclasses.field(default_factory=_one)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

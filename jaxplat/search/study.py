@@ -103,6 +103,7 @@ AXIS_KINDS = {
     # parallel degrees (jaxplat.parallel.Parallel)
     **{k: AxisKind("parallel", _set(k), "", f"{k} degree") for k in ("tp", "pp", "ep", "dp", "sp", "microbatches")},
     "overlap": AxisKind("parallel", _set("overlap"), "", "fraction of communication hidden"),
+    "moe_ep": AxisKind("parallel", _set("moe_ep"), "", "experts split over the tp chips (MoE TP = tp / moe_ep)"),
     # workload numbers (jaxplat.workload.Workload)
     "batch": AxisKind("workload", _set("batch"), "seq", "sequences per replica"),
     "prompt": AxisKind("workload", _set("prompt"), "tok", "prompt tokens"),
@@ -364,6 +365,8 @@ def study_from_dict(d: dict, src="study") -> Study:
     if len(kinds) > 1:
         raise SpecError(f"{src}: models mix attention or state-space kinds ({', '.join(sorted(kinds))}); "
                         "one study holds one kind, split it into two studies")
+    if any(m.windowed for m in models):  # one table structure: local-attention rows for all (zero for some)
+        models = tuple(dataclasses.replace(m, windowed=True) for m in models)
     workloads, workload_names = _named_list(src, "workloads", d, load_workload, workload_from_dict)
     hw_raw = d["hardware"]
     if isinstance(hw_raw, dict):

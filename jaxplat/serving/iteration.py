@@ -59,7 +59,7 @@ def max_load(model, hw, par, wl, srv, opts: Options = Options(), token_budget=DE
 
 
 # Columns that describe a row rather than its work: kept by `merge_tables`.
-_KEPT = ("count", "stage", "on_a", "on_w", "on_o", "comm_n", "comm_s", "k", "n")
+_KEPT = ("count", "stage", "on_a", "on_w", "on_o", "comm_n", "comm_s", "k", "n", "problems")
 
 
 def merge_tables(dec: OpTable, pre: OpTable) -> OpTable:
@@ -137,6 +137,8 @@ def iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies=No
     changes = {k: jnp.where(kv > 0, attn[k], getattr(pre, k) * (1.0 if k == "w0" else scale))
                for k in ("f0", "a0", "w0", "o0")}
     changes["m"] = pre.m * scale
+    # attention rows: one (sequence, head) problem per prefilling sequence and head
+    changes["problems"] = jnp.where(kv > 0, pre.problems * jnp.sum(copies * (chunk > 0)), pre.problems)
     changes["comm_b"] = pre.comm_b * scale
     pre = replace(pre, **changes)
     return merge_tables(dec, pre)

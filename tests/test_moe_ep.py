@@ -1,0 +1,96 @@
+"""MoE expert parallelism inside the tensor-parallel group (`Parallel.moe_ep`,
+`--moe-ep`), worked by hand on Mixtral-8x7B and Qwen3-235B-A22B, and the
+built-in chips added for published measurements."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from helpers import workload
+
+import jaxplat as jp
+from jaxplat.cli import main
+from jaxplat.cost import build_table, divisibility
+from jaxplat.search.study import AXIS_KINDS
+from jaxplat.specs.units import DTYPES
+
+WL = workload(batch=4, prompt=512, output=8)
+
+
+def _rows(model, par, wl=WL, phase="prefill"):
+    t = jax.device_get(build_table(model, par, wl, phase, jp.Options()))
+    return {n: {k: float(getattr(t, k)[i]) for k in ("f0", "w0", "stored", "m", "k", "n")}
+            for i, n in enumerate(t.names)}
+
+
+def test_mixtral_tp8_moe_ep8_by_hand():
+    # Mixtral-8x7B (8 experts, top-2, width 14336, gated), tp 8, prefill of
+    # 4 x 512 = 2048 tokens, present on every chip after the attention
+    # all-reduce. moe_ep 8: one whole expert per chip (MoE TP 1), which runs
+    # 2048 x 2 / 8 = 512 token copies: up+gate 2 x 512 x 4096 x 28672 FLOPs,
+    # 2 x 4096 x 14336 x 2 B = 234,881,024 B stored. Pure TP (moe_ep 1):
+    # 8 experts of width 14336 / 8 = 1792, all 4096 copies: the same FLOPs
+    # and bytes, shaped differently.
+    model = jp.load_model("mixtral-8x7b")
+    ep8 = _rows(model, jp.Parallel(tp=8, moe_ep=8))["experts_up_gate"]
+    assert (ep8["m"], ep8["k"], ep8["n"]) == (512.0, 4096.0, 28672.0)
+    assert ep8["f0"] == pytest.approx(2 * 512 * 4096 * 28672, rel=1e-6)
+    assert ep8["stored"] == pytest.approx(234_881_024, rel=1e-6)
+    tp = _rows(model, jp.Parallel(tp=8))["experts_up_gate"]
+    assert (tp["m"], tp["n"]) == (4096.0, 2 * 1792.0)
+    assert tp["f0"] == pytest.approx(ep8["f0"], rel=1e-6) and tp["stored"] == pytest.approx(ep8["stored"], rel=1e-6)
+    # Load imbalance 1.25 loads the busiest expert-holding chip with 640
+    # copies; with pure TP every chip holds a slice of every expert: no effect.
+    hot = _rows(model, jp.Parallel(tp=8, moe_ep=8, imbalance=1.25))["experts_up_gate"]
+    assert hot["m"] == 640.0
+    assert _rows(model, jp.Parallel(tp=8, imbalance=1.25))["experts_up_gate"]["m"] == 4096.0
+    # no all-to-all inside the tp group: dispatch spans ep = 1 chip
+    assert _rows(model, jp.Parallel(tp=8, moe_ep=8))["dispatch"]["f0"] == 0.0
+
+
+def test_qwen3_decode_touches_one_expert_per_chip():
+    # Qwen3-235B-A22B (128 experts, top-8, width 1536), tp 8 moe_ep 8, one
+    # decoding sequence: 16 experts per chip at full width (MoE TP 1); the
+    # token's 8 copies touch 8 experts, 1 per chip in expectation:
+    # 128 x (1 - (1 - 8/128)^1) / 8 = 1, so a step reads one expert's
+    # up+gate, 2 x 4096 x 1536 x 2 B = 25,165,824 B.
+    model = jp.load_model("qwen3-235b-a22b")
+    r = _rows(model, jp.Parallel(tp=8, moe_ep=8), workload(batch=1, prompt=512, output=8), "decode")
+    assert r["experts_up_gate"]["w0"] == pytest.approx(25_165_824, rel=1e-5)
+    assert r["experts_up_gate"]["stored"] == pytest.approx(16 * 25_165_824, rel=1e-6)
+
+
+def test_moe_ep_feasibility():
+    mixtral = jp.load_model("mixtral-8x7b")
+    checks = lambda **kw: {k: bool(v) for k, v in divisibility(mixtral, jp.Parallel(**kw)).items()}  # noqa: E731
+    assert all(checks(tp=8, moe_ep=8).values())
+    assert not checks(tp=8, moe_ep=3)["moe_ep"]          # 3 does not divide tp = 8
+    assert not checks(tp=8, moe_ep=8, ep=2)["experts"]   # 16-way expert split of 8 experts
+    assert not checks(tp=4, moe_ep=4.5)["whole"]
+    assert not divisibility(mixtral, jp.Parallel(tp=2, moe_ep=2), jp.Options(profile="genz"))["moe_ep"]
+    # a study axis sets it
+    assert float(AXIS_KINDS["moe_ep"].setter(jp.Parallel(tp=8), 4.0).moe_ep) == 4.0
+
+
+def test_estimate_moe_ep_flag(capsys):
+    args = ["estimate", "--model", "mixtral-8x7b", "--hardware", "h100-sxm", "--tp", "8", "--json"]
+    main(args + ["--moe-ep", "8"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["feasible"] and out["ttft_s"] > 0
+    main(args[:-1] + ["--moe-ep", "3"])
+    assert "moe_ep=3 does not divide tp=8" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, bf16, fp8, hbm, hbm_bw, tdp", [
+    ("gh200", 989.4e12, 1978.9e12, 144e9, 4.9e12, 1000.0),
+    ("mi325x", 1307.4e12, 2614.9e12, 256e9, 6e12, 1000.0),
+    ("mi355x", 2516.6e12, 5033.2e12, 288e9, 8e12, 1400.0),
+    ("gb300", 2.5e15, 5e15, 288e9, 8e12, 1400.0),
+])
+def test_new_chips_datasheet_numbers(name, bf16, fp8, hbm, hbm_bw, tdp):
+    hw = jp.load_hardware(name)
+    dt = DTYPES
+    np.testing.assert_allclose([hw.flops[dt.index("bf16")], hw.flops[dt.index("fp8")], hw.mem_size[0],
+                                hw.mem_bw[0], hw.tdp], [bf16, fp8, hbm, hbm_bw, tdp], rtol=1e-6)
+    assert float(hw.price) > 0 and float(hw.sram_size) > 0
