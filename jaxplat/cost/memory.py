@@ -210,7 +210,10 @@ def hierarchy_memory_fn(table: OpTable, hw: Hardware, wl: Workload, s_final):
     # at least one byte per class, so an empty class is priced where its next byte would go
     need = jnp.maximum(table_footprint(table, s_final), 1.0)
     tau_w, tau_kv, tau_act = seconds_per_byte(place(need, sizes), bws)
-    r_a, r_w = tiling_factors(table, reserve, wl.bytes_act)
+    # Each of a multi-core chip's cores tiles its share of a GEMM in its own
+    # share of the SRAM: the re-read bound ~2mnk/sqrt(S) summed over cores is
+    # that of one buffer of S / cores (cores = 1 without a compute block).
+    r_a, r_w = tiling_factors(table, reserve / hw.cores, wl.bytes_act)
     kv_r, kv_o = kv_read_mask(table), kv_write_mask(table)
     tau_wop = kv_r * tau_kv + (1.0 - kv_r) * tau_w
     tau_out = kv_o * tau_kv + (1.0 - kv_o) * tau_act
