@@ -78,11 +78,12 @@ def chip_tdp(tech: Technology, area, flops, stacks, link_bw) -> jax.Array:
 
 
 
-def chip_numbers(tech: Technology, flops, sram_bytes, stacks, link_bw):
+def chip_numbers(tech: Technology, flops, sram_bytes, stacks, link_bw, cores=0.0):
     """(die area mm², TDP W, price USD) of a chip with these numbers (bf16
     FLOP/s, SRAM bytes, HBM stacks, scale-up bytes/s per direction): the one
-    pricing of hypothetical chips, for co-design and sweeps alike."""
-    area = die_area(tech, flops, sram_bytes, stacks, link_bw)
+    pricing of hypothetical chips, for co-design and sweeps alike. `cores`:
+    compute cores that each add Technology.area_per_core (0: none counted)."""
+    area = die_area(tech, flops, sram_bytes, stacks, link_bw) + cores * tech.area_per_core
     return area, chip_tdp(tech, area, flops, stacks, link_bw), chip_price(tech, area, stacks)
 
 

@@ -87,6 +87,10 @@ OBJECTIVE_NAMES = {"cost_per_mtok": ("cost per million tokens", "USD/Mtok"),
                    "usd_per_tok_s": ("chip capex per token/s", "USD/(tok/s)"),
                    "joules_per_token": ("energy per token", "J/tok")}
 CHIP_ROWS = (  # key in summary["chip"], name, unit, SI per unit, key in summary["bounds"]
+    ("array_rows", "systolic array rows", "PEs", 1.0, "rows"),  # array space only (jaxplat.design.spaces)
+    ("array_cols", "systolic array columns", "PEs", 1.0, "cols"),
+    ("cores", "array cores", "", 1.0, "cores"),
+    ("sram_per_core_bytes", "SRAM per core", "MB", 1e6, "sram_per_core"),
     ("flops_bf16", "dense BF16 compute", "TFLOP/s", 1e12, "flops"),
     ("sram_bytes", "SRAM capacity", "MB", 1e6, "sram"),
     ("hbm_stacks", "HBM stacks", "", 1.0, "hbm_stacks"),

@@ -124,7 +124,16 @@ AXIS_KINDS = {
     "eff_network": AxisKind("hardware", _set("eff_network"), "", "achievable fraction of link bandwidth"),
     "price": AxisKind("hardware", _set("price"), "USD", "price per chip"),
     "tdp": AxisKind("hardware", _set("tdp"), "W", "board power"),
+    # compute structure (the `compute:` block; array axes need a chip with systolic arrays)
+    "array_rows": AxisKind("hardware", _set("array_rows"), "PEs", "systolic array rows"),
+    "array_cols": AxisKind("hardware", _set("array_cols"), "PEs", "systolic array columns"),
+    "cores": AxisKind("hardware", _set("cores"), "", "systolic array cores"),
+    "clock": AxisKind("hardware", _set("clock_hz"), "Hz", "systolic array clock"),
+    "vector_flops": AxisKind("hardware", _set("vector_flops"), "FLOP/s", "element-wise (vector) unit"),
+    "host_flops": AxisKind("hardware", _set("host_flops"), "FLOP/s", "offload host"),
+    "host_bandwidth": AxisKind("hardware", _set("host_bw"), "B/s", "link to the offload host"),
 }
+_ARRAY_AXES = ("array_rows", "array_cols", "cores", "clock")
 
 # ---------------------------------------------------------------- metrics
 #
@@ -385,6 +394,11 @@ def study_from_dict(d: dict, src="study") -> Study:
         if name == "domain" and np.any(vals >= float(hardware.net_domain[1])):
             raise SpecError(f"{src}: axes.domain must stay below the next network level's domain "
                             f"({float(hardware.net_domain[1]):g} chips)")
+        if name in _ARRAY_AXES and not hardware.dataflow:
+            raise SpecError(f"{src}: axes.{name} needs a chip with systolic arrays (a compute.array block)")
+        if name == "flops" and hardware.dataflow:
+            raise SpecError(f"{src}: axes.flops: this chip's GEMMs run on its systolic arrays; "
+                            "sweep array_rows, array_cols, cores or clock instead")
         (inner if AXIS_KINDS[name].group == "hardware" else outer).append(Axis(name, vals, labels))
 
     c = d.get("constraints", {}) or {}
