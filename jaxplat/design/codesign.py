@@ -380,8 +380,9 @@ def codesign(prob: Problem, starts=8, steps=200, seed=0, schedule=Schedule()) ->
 
 def grid_axes(prob: Problem, points) -> list[np.ndarray]:
     """Per-parameter grid values: log-spaced (`points[name]` of them), HBM
-    stacks on every integer, array rows, cols and cores on the integers
-    nearest the log-spaced points; a fixed parameter has one value."""
+    stacks on every integer, array rows, cols and cores on every integer
+    when there are at most `points[name]`, else on the integers nearest the
+    log-spaced points; a fixed parameter has one value."""
     axes = []
     for i, name in enumerate(prob.params):
         lo, hi = float(prob.lo[i]), float(prob.hi[i])
@@ -389,8 +390,10 @@ def grid_axes(prob: Problem, points) -> list[np.ndarray]:
             axes.append(np.array([lo]))
         elif name == "hbm_stacks":
             axes.append(np.arange(math.ceil(lo), math.floor(hi) + 1, dtype=np.float64))
-        elif name in spaces.INTEGER:
-            axes.append(np.unique(np.clip(np.round(np.geomspace(lo, hi, int(points.get(name, 16)))), lo, hi)))
+        elif name in spaces.INTEGER:  # every integer if there are few enough, else the nearest to log-spaced points
+            n = int(points.get(name, 16))
+            ints = np.arange(math.ceil(lo), math.floor(hi) + 1, dtype=np.float64)
+            axes.append(ints if len(ints) <= n else np.unique(np.clip(np.round(np.geomspace(lo, hi, n)), lo, hi)))
         else:
             axes.append(np.geomspace(lo, hi, int(points.get(name, 16))))
     return axes
