@@ -97,5 +97,22 @@ def test_array_study_errors_are_one_line():
 
 
 def test_shipped_array_study_loads():
-    p, run = cd.problem_from_dict(read_yaml(resolve("studies", "codesign-npu-array")))
-    assert p.space == "array" and run["grid"]["rows"] == 9
+    d = read_yaml(resolve("studies", "codesign-npu-array"))
+    # the fixture's profile and candidates: the candidate check reuses its compiled program
+    p, run = cd.problem_from_dict({**d, "profile": "genz", "candidates": STUDY["candidates"]})
+    assert p.space == "array" and run["grid"]["rows"] == 9 and p.params[:3] == ("rows", "cols", "cores")
+    assert float(p.lo[2]) == 1.0 and float(p.hi[2]) == 64.0
+
+
+def test_written_chip_spec_has_the_array(prob):
+    """`jaxplat codesign` writes the design as a hardware YAML with a compute
+    block: it loads back as the same array, SRAM and HBM."""
+    from jaxplat.cli.codesign import chip_spec
+    from jaxplat.model import hardware_from_dict
+
+    x = jnp.array([96.0, 160.0, 6.0, 3e6, 2.0, 6.4e10])
+    hw = cd.design_hardware(x, prob)
+    back = hardware_from_dict(chip_spec(hw, np.asarray(x), prob, "npu-case-study-iv", "npu-x"))
+    assert (back.dataflow, float(back.array_rows), float(back.array_cols), float(back.cores)) == ("ws", 96, 160, 6)
+    assert float(back.sram_size) == pytest.approx(1.8e7) and float(back.mem_bw[0]) == pytest.approx(float(hw.mem_bw[0]))
+    assert float(back.flops[DTYPES.index("bf16")]) == pytest.approx(2 * 96 * 160 * 6 * 1e9)
