@@ -169,10 +169,11 @@ def test_compute_block_errors_are_one_line():
 
 
 def test_offload_names_cover_every_operator(wl):
-    """Every row of every table (dense, MoE, MLA; both phases; both profiles)
-    can be named in compute.offload, by its name, its decode stem or its group."""
+    """Every row of every table (dense, MoE, MLA, Mamba, hybrid; both phases;
+    both profiles) can be named in compute.offload, by its name, its decode
+    stem or its group."""
     seen = set()
-    for name in ("llama-3.1-8b", "mixtral-8x7b", "deepseek-v3"):
+    for name in ("llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "falcon-mamba-7b", "jamba-1.5-mini"):
         model = jp.load_model(name)
         for profile in ("default", "genz"):
             if model.attention == "mla" and profile == "genz":

@@ -210,8 +210,8 @@ def run(args) -> int:
 
     print(f"{name}: {cfg['model']} / {cfg['workload']} on {cfg['technology']} "
           f"({prob.objective}, {len(prob.valid[prob.valid])} of {cfg['candidates']} candidates valid)\n")
-    array = ([["systolic arrays", f"{float(hw.cores):g} cores x {float(hw.array_rows):g} x {float(hw.array_cols):g} PEs "
-                                  f"({hw.dataflow}, {float(hw.clock_hz) / 1e9:.3g} GHz)"],
+    shape = f"{float(hw.cores):g} cores x {float(hw.array_rows):g} x {float(hw.array_cols):g} PEs"
+    array = ([["systolic arrays", f"{shape} ({hw.dataflow}, {float(hw.clock_hz) / 1e9:.3g} GHz)"],
               ["SRAM per core", units.fmt_bytes(float(x[3]))]] if prob.space == "array" else [])
     print(table(["chip", "value"], array + [
         ["dense bf16 FLOP/s", f"{v[0] / units.TFLOPS:.4g} TFLOP/s"],

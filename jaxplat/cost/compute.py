@@ -93,7 +93,9 @@ def array_utilization(table: OpTable, hw: Hardware, smooth: bool = False):
     per_key = 2.0 * live(m) * live(k) * live(n)
     groups1 = jnp.where(grow, table.f1 / per_key, 1.0)  # groups x keys added per generated token
     big = 4.0 * hw.array_rows * hw.array_cols * hw.cores  # every fold and wave count linear beyond this
-    at = lambda g: _cycles(*(jnp.where(grow & (x == 0), g, live(x)) for x in (m, n, k)), groups1, hw, True)  # noqa: E731
+
+    def at(g):  # smooth cycles with the growing (zero) dim set to g keys
+        return _cycles(*(jnp.where(grow & (x == 0), g, live(x)) for x in (m, n, k)), groups1, hw, True)
     cycles1 = jnp.where(grow, (at(2.0 * big) - at(big)) / big, 0.0)
     return u0, cycles1
 

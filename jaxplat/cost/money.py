@@ -94,10 +94,14 @@ def hbm_stacks(tech: Technology, mem_bytes, mem_bw) -> jax.Array:
 
 def priced_chip(hw: Hardware, tech: Technology) -> Hardware:
     """`hw` with its price, TDP and static power from the technology model of
-    its own numbers (bf16 peak, SRAM, HBM stacks for its level-0 size and
-    bandwidth, scale-up link), not from its spec. Energies per operation
+    its own numbers (bf16 peak, or its arrays' peak and cores; SRAM, HBM
+    stacks for its level-0 size and bandwidth, scale-up link), not from its spec. Energies per operation
     stay the chip's."""
     flops = hw.flops[DTYPES.index("bf16")]
+    cores = 0.0
+    if hw.dataflow:  # systolic arrays: their peak and their cores' own area (a `compute:` block)
+        flops = 2.0 * hw.array_rows * hw.array_cols * hw.cores * hw.clock_hz
+        cores = hw.cores
     stacks = hbm_stacks(tech, hw.mem_size[0], hw.mem_bw[0])
-    area, tdp, price = chip_numbers(tech, flops, hw.sram_size, stacks, hw.net_bw[0])
+    area, tdp, price = chip_numbers(tech, flops, hw.sram_size, stacks, hw.net_bw[0], cores)
     return replace(hw, price=price, tdp=tdp, static_power=tech.leakage * area)

@@ -3,7 +3,8 @@
 The continuous design x = (bf16 FLOP/s, SRAM bytes, HBM stacks, scale-up
 link bytes/s), or on a chip with systolic arrays (array rows, cols, cores,
 SRAM per core, HBM stacks, link; jaxplat.design.spaces), lives in log
-space, z = log x, inside a box from the study and the technology model. `chip_hardware` turns x into a `Hardware` (area, price,
+space, z = log x, inside a box from the study and the technology model.
+`chip_hardware` turns x into a `Hardware` (area, price,
 TDP and energy from `jaxplat.cost` / the technology spec), and the one cost
 model (`jaxplat.evaluate`, smooth mode) scores it on every discrete candidate
 (tp, pp, ep, dp, batch) at once: a vmap over a padded candidate list.
@@ -39,7 +40,12 @@ import optax
 
 from jaxplat.cost import evaluate, money
 from jaxplat.design import spaces
-from jaxplat.design.sensitivity import ELASTIC_METRICS, _scaled, elasticities, hardware_numbers  # noqa: F401 (re-exported)
+from jaxplat.design.sensitivity import (  # noqa: F401 (re-exported: codesign.elasticities etc.)
+    ELASTIC_METRICS,
+    _scaled,
+    elasticities,
+    hardware_numbers,
+)
 from jaxplat.model import (
     PROFILES,
     Hardware,
@@ -144,7 +150,8 @@ def chip_hardware(x, tech: Technology, base: Hardware, space: str = "chip") -> H
     flops, sram, stacks, link = v[0], v[1], v[2], v[3]
     area, tdp, price = chip_numbers(x, tech, space, base)
     return replace(
-        base, **spaces.array_fields(x, space), flops=flops * tech.flops_ratio, sram_size=sram, sram_bw=flops * tech.sram_bw_per_flops,
+        base, **spaces.array_fields(x, space), flops=flops * tech.flops_ratio, sram_size=sram,
+        sram_bw=flops * tech.sram_bw_per_flops,
         mem_size=base.mem_size.at[0].set(stacks * tech.stack_bytes),
         mem_bw=base.mem_bw.at[0].set(stacks * tech.stack_bw), net_bw=base.net_bw.at[0].set(link),
         tdp=tdp, price=price, energy_flop=tech.energy_flop, energy_sram=tech.energy_sram,
@@ -507,8 +514,9 @@ def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
             a = b = number(src, f"params.{name}", v)
         lo.append(a)
         hi.append(b)
-    if hi[names.index("hbm_stacks")] > float(tech.max_stacks):
-        raise SpecError(f"{src}: params.hbm_stacks max {hi[names.index('hbm_stacks')]:g} exceeds the technology's {float(tech.max_stacks):g}")
+    top = hi[names.index("hbm_stacks")]
+    if top > float(tech.max_stacks):
+        raise SpecError(f"{src}: params.hbm_stacks max {top:g} exceeds the technology's {float(tech.max_stacks):g}")
     cd = d["candidates"]
     if not isinstance(cd, dict):
         raise SpecError(f"{src}: candidates must map {', '.join(CANDIDATE_KEYS)} to lists")

@@ -158,7 +158,8 @@ _STUDY_KEYS = ("name", "description", "models", "workloads", "hardware", "option
 # (the default when a study varies one of them) every point's price, TDP and
 # static power come from the technology model of its own numbers
 # (cost.money.priced_chip, the pricing co-design uses), not the base chip's.
-PRICED_AXES = ("flops", "hbm_bandwidth", "hbm_size", "sram_size", "link_bandwidth")
+PRICED_AXES = ("flops", "hbm_bandwidth", "hbm_size", "sram_size", "link_bandwidth", "array_rows", "array_cols", "cores",
+               "clock")
 PRICINGS = ("fixed", "technology")
 _CONSTRAINT_KEYS = ("max_chips", "ttft", "tpot", "max_memory_fraction")
 _ENGINE_KEYS = ("block", "blocks_per_step", "pareto_points", "histogram_bins", "histogram_range", "fast_compile")
