@@ -74,6 +74,15 @@ def main():
             rows.append([label, "CPU" if off else "NPU"] + cells + [f"{100 * util[label, off, a.detail, 'all']:.1f}"])
     print(table(["design", "attention on"] + list(OPS) + ["prefill"], rows, "ll" + "r" * (len(OPS) + 1)))
 
+    print("\nArray utilization of the whole prefill by prompt length, % (FLOPs / (TTFT x peak)); in brackets, "
+          "of qkv alone (weight stationary: 2 x rows + cols fill and drain cycles per fold of `prompt` rows):")
+    rows = []
+    for label, *_ in DESIGNS:
+        for off in (False, True):
+            rows.append([label, "CPU" if off else "NPU"] + [
+                f"{100 * util[label, off, p, 'all']:.1f} ({100 * util[label, off, p, 'qkv']:.1f})" for p in a.prompts])
+    print(table(["design", "attention on"] + [f"{p} tok" for p in a.prompts], rows, "ll" + "r" * len(a.prompts)))
+
     print("\nTTFT, ms:")
     rows = []
     for label, *_ in DESIGNS:
