@@ -11,6 +11,7 @@ import yaml
 
 from jaxplat.cost import evaluate
 from jaxplat.design import codesign as cd
+from jaxplat.design import spaces
 from jaxplat.report import json_text, table
 from jaxplat.specs import SpecError, read_yaml, resolve, units
 from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
@@ -54,10 +55,11 @@ def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
         memory.append({**lv, "pj_per_bit": pj(hw.energy_mem[i])})
     network = [{**lv, "pj_per_bit": pj(hw.energy_net[i])} for i, lv in enumerate(base_d["network"])]
     network[0]["bandwidth"] = float(hw.net_bw[0])
-    area, _, _ = cd.chip_numbers(x, prob.tech)
-    return {
+    area, _, _ = cd.design_numbers(x, prob)
+    stacks = float(spaces.chip_vector(np.asarray(x), prob.space, prob.base)[2])
+    spec = {
         "name": name,
-        "description": f"co-designed chip: {float(area):.0f} mm², {float(x[2]):g} HBM stacks (jaxplat codesign)",
+        "description": f"co-designed chip: {float(area):.0f} mm², {stacks:g} HBM stacks (jaxplat codesign)",
         "flops": {dt: float(hw.flops[i]) for i, dt in enumerate(units.DTYPES)},
         "memory": memory, "network": network, "efficiency": base_d.get("efficiency", {}),
         "tdp_w": float(hw.tdp), "price_usd": float(hw.price),
@@ -66,9 +68,14 @@ def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
         "tco": {"lifetime_years": float(hw.lifetime) / SECONDS_PER_YEAR,
                 "usd_per_kwh": float(hw.energy_price) * J_PER_KWH, "pue": float(hw.pue)},
     }
+    if prob.space == "array":  # the base's compute block with the design's array; the peak follows from it
+        spec["compute"] = {**base_d["compute"], "array": [float(hw.array_rows), float(hw.array_cols)],
+                           "cores": float(hw.cores)}
+        del spec["flops"]
+    return spec
 
 
-def plot_trajectory(traj: dict, path: Path, best_start: int):
+def plot_trajectory(traj: dict, path: Path, best_start: int, params=cd.PARAMS):
     """Loss of every start, and the best start's numbers, against the step."""
     import matplotlib
     matplotlib.use("Agg")
@@ -81,7 +88,7 @@ def plot_trajectory(traj: dict, path: Path, best_start: int):
     a.set_ylabel("smooth loss (log objective + penalties)")
     a.legend()
     x = traj["x"][:, best_start, :]
-    for i, name in enumerate(cd.PARAMS):
+    for i, name in enumerate(params):
         b.plot(x[:, i] / x[-1, i], label=name)
     b.set_xlabel("step")
     b.set_ylabel("value / final value")
@@ -92,7 +99,8 @@ def plot_trajectory(traj: dict, path: Path, best_start: int):
     plt.close(fig)
 
 
-def write_outputs(out: Path, result: dict, traj: dict, best_start: int, labels, metric_names, grad, fd):
+def write_outputs(out: Path, result: dict, traj: dict, best_start: int, labels, metric_names, grad, fd,
+                  prob: cd.Problem | None = None):
     """summary.json (the --json object, non-finite numbers as null), trajectory.csv
     (one row per step and start: loss, the chip numbers in SI, the schedule) and
     sensitivities.csv (elasticities, autodiff and finite difference), for
@@ -103,14 +111,33 @@ def write_outputs(out: Path, result: dict, traj: dict, best_start: int, labels, 
     steps, starts = traj["loss"].shape
     rows = dict(step=np.repeat(np.arange(steps), starts), start=np.tile(np.arange(starts), steps),
                 loss=traj["loss"].reshape(-1))
+    # The chip numbers (FLOP/s, SRAM, stacks, link) in every space, and the
+    # design variables of another space beside them.
+    chip = traj["x"] if prob is None else np.asarray(spaces.chip_vector(traj["x"], prob.space, prob.base))
     for i, p in enumerate(cd.PARAMS):
-        rows[p] = traj["x"][:, :, i].reshape(-1)
+        rows[p] = chip[:, :, i].reshape(-1)
+    for i, p in enumerate(prob.params if prob is not None else ()):
+        rows.setdefault(p, traj["x"][:, :, i].reshape(-1))
     for k in ("tau", "hinge", "sharpness", "penalty"):
         rows[k] = np.repeat(traj[k], starts)
     pd.DataFrame(rows).to_csv(out / "trajectory.csv", index=False)
     pd.DataFrame([dict(number=lab, metric=mn, autodiff=float(grad[i, j]), finite_difference=float(fd[i, j]))
                   for i, lab in enumerate(labels) for j, mn in enumerate(metric_names)]
                  ).to_csv(out / "sensitivities.csv", index=False)
+
+
+def _array_keys(x, prob: cd.Problem) -> dict:
+    """summary["chip"] entries of the array space (none in the chip space)."""
+    if prob.space != "array":
+        return {}
+    return {"array_rows": float(x[0]), "array_cols": float(x[1]), "cores": float(x[2]),
+            "sram_per_core_bytes": float(x[3])}
+
+
+def _grid_chip(x, prob: cd.Problem) -> dict:
+    v = np.asarray(spaces.chip_vector(np.asarray(x), prob.space, prob.base))
+    return {"flops_bf16": float(v[0]), "sram_bytes": float(v[1]), "hbm_stacks": float(v[2]),
+            "link_bytes_s": float(v[3]), **_array_keys(x, prob)}
 
 
 def run(args) -> int:
@@ -124,10 +151,11 @@ def run(args) -> int:
     res = cd.codesign(prob, starts=starts, steps=steps, seed=cfg["seed"])
     t_opt = time.time() - t0
     x = res.x
-    hw = cd.chip_hardware(x, prob.tech, prob.base)
+    hw = cd.design_hardware(x, prob)
     par, wl = cd._candidate(prob, res.candidate)
     m = jax.device_get(evaluate(prob.model, hw, par, wl, prob.exact))
-    area, tdp, price = (float(v) for v in cd.chip_numbers(x, prob.tech))
+    area, tdp, price = (float(v) for v in cd.design_numbers(x, prob))
+    v = np.asarray(spaces.chip_vector(x, prob.space, prob.base))  # FLOP/s, SRAM, stacks, link
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -137,7 +165,7 @@ def run(args) -> int:
     chip_path.write_text(f"# written by jaxplat codesign {study}\n" + yaml.safe_dump(spec, sort_keys=False))
     best_start = int(np.argmin(res.trajectory["loss"][-1]))
     plot_path = out / f"{name}.trajectory.png"
-    plot_trajectory(res.trajectory, plot_path, best_start)
+    plot_trajectory(res.trajectory, plot_path, best_start, prob.params)
 
     labels, metric_names, grad, fd = cd.elasticities(prob.model, hw, par, wl, prob.exact)
     grid = None
@@ -155,33 +183,35 @@ def run(args) -> int:
         "grid_objective": grid[2] if grid else None, "gap": gap, "evaluations": res.evaluations,
         "grid_evaluations": grid[3] if grid else None, "starts": starts, "steps": steps,
         "optimizer_s": t_opt, "grid_s": t_grid if grid else None,
-        "chip": {"flops_bf16": float(x[0]), "sram_bytes": float(x[1]), "hbm_stacks": float(x[2]),
-                 "link_bytes_s": float(x[3]), "area_mm2": area, "tdp_w": tdp, "price_usd": price,
-                 "hbm_bytes": float(hw.mem_size[0]), "hbm_bytes_s": float(hw.mem_bw[0])},
+        "chip": {"flops_bf16": float(v[0]), "sram_bytes": float(v[1]), "hbm_stacks": float(v[2]),
+                 "link_bytes_s": float(v[3]), "area_mm2": area, "tdp_w": tdp, "price_usd": price,
+                 "hbm_bytes": float(hw.mem_size[0]), "hbm_bytes_s": float(hw.mem_bw[0]), **_array_keys(x, prob)},
         "limits": {"reticle_mm2": float(prob.tech.reticle), "power_limit_w": float(prob.tech.power_limit)},
-        "bounds": {p: [float(prob.lo[i]), float(prob.hi[i])] for i, p in enumerate(cd.PARAMS)},
+        "bounds": {p: [float(prob.lo[i]), float(prob.hi[i])] for i, p in enumerate(prob.params)},
         "slo": {"ttft_s": float(wl.ttft_slo), "tpot_s": float(wl.tpot_slo)},
-        "grid_chip": ({"flops_bf16": float(grid[0][0]), "sram_bytes": float(grid[0][1]),
-                       "hbm_stacks": float(grid[0][2]), "link_bytes_s": float(grid[0][3])} if grid else None),
+        "grid_chip": (_grid_chip(grid[0], prob) if grid else None),
         "parallel": cand,
         "metrics": {k: float(getattr(m, k)) for k, *_ in METRIC_ROWS},
         "hardware_path": str(chip_path), "plot_path": str(plot_path),
         "sensitivities": {lab: {mn: float(grad[i, j]) for j, mn in enumerate(metric_names)}
                           for i, lab in enumerate(labels)},
     }
-    write_outputs(out, result, res.trajectory, best_start, labels, metric_names, grad, fd)
+    write_outputs(out, result, res.trajectory, best_start, labels, metric_names, grad, fd, prob)
     if args.json:
         print(json_text(result))
         return 0
 
     print(f"{name}: {cfg['model']} / {cfg['workload']} on {cfg['technology']} "
           f"({prob.objective}, {len(prob.valid[prob.valid])} of {cfg['candidates']} candidates valid)\n")
-    print(table(["chip", "value"], [
-        ["dense bf16 FLOP/s", f"{x[0] / units.TFLOPS:.4g} TFLOP/s"],
-        ["SRAM", units.fmt_bytes(float(x[1]))],
-        ["HBM", f"{x[2]:g} stacks: {units.fmt_bytes(float(hw.mem_size[0]))}, "
+    shape = f"{float(hw.cores):g} cores x {float(hw.array_rows):g} x {float(hw.array_cols):g} PEs"
+    array = ([["systolic arrays", f"{shape} ({hw.dataflow}, {float(hw.clock_hz) / 1e9:.3g} GHz)"],
+              ["SRAM per core", units.fmt_bytes(float(x[3]))]] if prob.space == "array" else [])
+    print(table(["chip", "value"], array + [
+        ["dense bf16 FLOP/s", f"{v[0] / units.TFLOPS:.4g} TFLOP/s"],
+        ["SRAM", units.fmt_bytes(float(v[1]))],
+        ["HBM", f"{v[2]:g} stacks: {units.fmt_bytes(float(hw.mem_size[0]))}, "
                 f"{float(hw.mem_bw[0]) / units.TB:.3g} TB/s"],
-        ["scale-up link", f"{x[3] / units.GB:.4g} GB/s per direction"],
+        ["scale-up link", f"{v[3] / units.GB:.4g} GB/s per direction"],
         ["die area", f"{area:.0f} mm² (reticle {float(prob.tech.reticle):.0f})"],
         ["TDP", f"{tdp:.0f} W (limit {float(prob.tech.power_limit):.0f})"],
         ["price", f"${price:,.0f}"],

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost import energy, memory, money
+from jaxplat.cost import compute, energy, memory, money
 from jaxplat.cost.collectives import SMOOTH_MIN_P, chips_available, table_comm_times
 from jaxplat.cost.operators import OpTable, build_table, microbatching, stage_counts
 from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
@@ -91,11 +91,15 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=
     `p`: in smooth mode, the sharpness of the smooth minimum over collective
     algorithms (None: the default of collectives.SMOOTH_MIN_P).
 
-    Memory time: `memory.byte_prices` (the plain roofline charges off-chip
-    bytes at the main memory's bandwidth and on-chip bytes at the SRAM
-    bandwidth, free when the chip has none, both derated by the memory
-    efficiency: GenZ, CONVENTIONS.md "Per-operator"; with the hierarchy,
-    at the levels each tensor is placed on, with tiling re-reads).
+    Compute time comes from the chip's compute structure
+    (compute.row_compute_times: the peak, or systolic-array cycles, the
+    vector unit, the offload host). Memory time: `memory.byte_prices` (the
+    plain roofline charges off-chip bytes at the main memory's bandwidth and
+    on-chip bytes at the SRAM bandwidth, free when the chip has none, both
+    derated by the memory efficiency: GenZ, CONVENTIONS.md "Per-operator";
+    with the hierarchy, at the levels each tensor is placed on, with tiling
+    re-reads); offloaded rows pay their link transfer instead
+    (compute.offload_memory_times).
     `comm`: the rows' communication times if already computed
     (`tables_comm_times`), else computed here; `prices` likewise the
     table's `memory.byte_prices`.
@@ -107,8 +111,10 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=
     mem = prices.time
     if comm is None:
         (comm,) = tables_comm_times((table,), hw, opts, p)
-    return (table.f0 / peak, table.f1 / peak, mem(table.a0, table.w0, table.o0),
-            mem(table.a1, table.w1, table.o1), comm)
+    c0, c1 = compute.row_compute_times(table, hw, opts, peak)
+    m0, m1 = compute.offload_memory_times(table, hw, mem(table.a0, table.w0, table.o0),
+                                          mem(table.a1, table.w1, table.o1))
+    return c0, c1, m0, m1, comm
 
 
 def tables_comm_times(tables, hw: Hardware, opts: Options, p=None) -> tuple:

@@ -273,7 +273,10 @@ def byte_prices(table: OpTable, hw: Hardware, wl: Workload, s_final, hierarchy: 
     placed = place(jnp.maximum(table_footprint(table, s_final), 1.0), sizes)
     tau_w, tau_kv, tau_act = seconds_per_byte(placed, bws)
     eps_w, eps_kv, eps_act = joules_per_byte(placed, e_levels)
-    r_a, r_w = tiling_factors(table, reserve, wl.bytes_act)
+    # Each of a multi-core chip's cores tiles its share of a GEMM in its own
+    # share of the SRAM: the re-read bound ~2mnk/sqrt(S) summed over cores is
+    # that of one buffer of S / cores (cores = 1 without a compute block).
+    r_a, r_w = tiling_factors(table, reserve / hw.cores, wl.bytes_act)
     kv_r, kv_o = kv_read_mask(table), kv_write_mask(table)
     mix = lambda mask, yes, no: mask * yes + (1.0 - mask) * no  # noqa: E731
     off_a, off_w, off_o = 1.0 - table.on_a, 1.0 - table.on_w, 1.0 - table.on_o

@@ -87,7 +87,7 @@ def fold_cycles(rows, cols, t, dataflow="ws"):
     return fill + rows + cols + t - 2.0
 
 
-def gemm_cycles(m, n, k, rows, cols, dataflow="ws", cores=1, smooth=False):
+def gemm_cycles(m, n, k, rows, cols, dataflow="ws", cores=1, smooth=False, groups=1):
     """Compute cycles of an (m x k) . (k x n) GEMM on systolic arrays.
 
     SCALE-Sim's "Total Cycles" (COMPUTE_REPORT.csv): compute only, no DRAM
@@ -112,12 +112,15 @@ def gemm_cycles(m, n, k, rows, cols, dataflow="ws", cores=1, smooth=False):
       smooth: replace ceil by `fold_count`'s differentiable stand-in, which
         agrees with exact mode wherever the dims and the fold count divide
         evenly (and where a dim fits in one fold).
+      groups: independent GEMMs of this shape run together (attention
+        heads): their folds share the waves over the cores. 1 is SCALE-Sim's
+        single GEMM.
 
     Returns:
       Cycles (float array, the broadcast shape of the arguments).
     """
     sr, sc, t = _spatial_temporal(m, n, k, dataflow)
-    folds = fold_count(sr / rows, smooth) * fold_count(sc / cols, smooth)
+    folds = groups * fold_count(sr / rows, smooth) * fold_count(sc / cols, smooth)
     return wave_count(folds, cores, smooth) * fold_cycles(rows, cols, t, dataflow) - 1.0
 
 

@@ -78,11 +78,12 @@ def chip_tdp(tech: Technology, area, flops, stacks, link_bw) -> jax.Array:
 
 
 
-def chip_numbers(tech: Technology, flops, sram_bytes, stacks, link_bw):
+def chip_numbers(tech: Technology, flops, sram_bytes, stacks, link_bw, cores=0.0):
     """(die area mm², TDP W, price USD) of a chip with these numbers (bf16
     FLOP/s, SRAM bytes, HBM stacks, scale-up bytes/s per direction): the one
-    pricing of hypothetical chips, for co-design and sweeps alike."""
-    area = die_area(tech, flops, sram_bytes, stacks, link_bw)
+    pricing of hypothetical chips, for co-design and sweeps alike. `cores`:
+    compute cores that each add Technology.area_per_core (0: none counted)."""
+    area = die_area(tech, flops, sram_bytes, stacks, link_bw) + cores * tech.area_per_core
     return area, chip_tdp(tech, area, flops, stacks, link_bw), chip_price(tech, area, stacks)
 
 
@@ -93,10 +94,14 @@ def hbm_stacks(tech: Technology, mem_bytes, mem_bw) -> jax.Array:
 
 def priced_chip(hw: Hardware, tech: Technology) -> Hardware:
     """`hw` with its price, TDP and static power from the technology model of
-    its own numbers (bf16 peak, SRAM, HBM stacks for its level-0 size and
-    bandwidth, scale-up link), not from its spec. Energies per operation
+    its own numbers (bf16 peak, or its arrays' peak and cores; SRAM, HBM
+    stacks for its level-0 size and bandwidth, scale-up link), not from its spec. Energies per operation
     stay the chip's."""
     flops = hw.flops[DTYPES.index("bf16")]
+    cores = 0.0
+    if hw.dataflow:  # systolic arrays: their peak and their cores' own area (a `compute:` block)
+        flops = 2.0 * hw.array_rows * hw.array_cols * hw.cores * hw.clock_hz
+        cores = hw.cores
     stacks = hbm_stacks(tech, hw.mem_size[0], hw.mem_bw[0])
-    area, tdp, price = chip_numbers(tech, flops, hw.sram_size, stacks, hw.net_bw[0])
+    area, tdp, price = chip_numbers(tech, flops, hw.sram_size, stacks, hw.net_bw[0], cores)
     return replace(hw, price=price, tdp=tdp, static_power=tech.leakage * area)

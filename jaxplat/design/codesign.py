@@ -1,8 +1,10 @@
 """Co-design: optimize a chip's numbers with gradients, alongside parallelism.
 
 The continuous design x = (bf16 FLOP/s, SRAM bytes, HBM stacks, scale-up
-link bytes/s) lives in log space, z = log x, inside a box from the study and
-the technology model. `chip_hardware` turns x into a `Hardware` (area, price,
+link bytes/s), or on a chip with systolic arrays (array rows, cols, cores,
+SRAM per core, HBM stacks, link; jaxplat.design.spaces), lives in log
+space, z = log x, inside a box from the study and the technology model.
+`chip_hardware` turns x into a `Hardware` (area, price,
 TDP and energy from `jaxplat.cost` / the technology spec), and the one cost
 model (`jaxplat.evaluate`, smooth mode) scores it on every discrete candidate
 (tp, pp, ep, dp, batch) at once: a vmap over a padded candidate list.
@@ -28,6 +30,7 @@ The oracle is a dense grid over the same box, evaluated in exact mode.
 
 import dataclasses
 import functools
+import itertools
 import math
 
 import jax
@@ -36,6 +39,13 @@ import numpy as np
 import optax
 
 from jaxplat.cost import evaluate, money
+from jaxplat.design import spaces
+from jaxplat.design.sensitivity import (  # noqa: F401 (re-exported: codesign.elasticities etc.)
+    ELASTIC_METRICS,
+    _scaled,
+    elasticities,
+    hardware_numbers,
+)
 from jaxplat.model import (
     PROFILES,
     Hardware,
@@ -49,10 +59,9 @@ from jaxplat.model import (
     replace,
     static,
 )
-from jaxplat.specs.units import DTYPES
 
 PARAMS = ("flops", "sram", "hbm_stacks", "link_bw")
-PARAM_UNITS = {"flops": "FLOP/s (bf16, dense)", "sram": "bytes", "hbm_stacks": "stacks", "link_bw": "bytes/s"}
+PARAM_UNITS = spaces.UNITS
 OBJECTIVES = ("cost_per_mtok", "usd_per_tok_s", "joules_per_token")
 CANDIDATE_KEYS = ("tp", "pp", "ep", "dp", "batch")
 INVALID_LOSS = 1e3      # loss of a padded or non-dividing candidate (finite: no NaN in logsumexp)
@@ -87,10 +96,13 @@ class Problem:
       base: the template chip: network levels beyond the scale-up link,
         efficiencies, TCO figures. Its memory level 0 must be HBM.
       tech: `Technology` (one node, one HBM generation).
-      lo, hi: [4] box of x in SI units (PARAMS order); lo == hi fixes a number.
+      lo, hi: box of x in SI units (the space's order, spaces.SPACES);
+        lo == hi fixes a number.
       cand: dict of [C] float32 arrays for CANDIDATE_KEYS; valid: [C] bool.
       objective: one of OBJECTIVES. budget: max deployment capex in USD (inf: none).
       profile: cost-model profile ('default' or 'genz').
+      space: the design variables, "chip" (PARAMS) or "array" (systolic
+        array rows, cols, cores, SRAM per core, stacks, link; jaxplat.design.spaces).
     """
 
     model: Model
@@ -104,6 +116,12 @@ class Problem:
     budget: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(jnp.inf))
     objective: str = static("cost_per_mtok")
     profile: str = static("default")
+    space: str = static("chip")
+
+    @property
+    def params(self) -> tuple:
+        """Names of the design variables, in the order of x."""
+        return spaces.SPACES[self.space]
 
     @property
     def exact(self) -> Options:
@@ -117,23 +135,38 @@ class Problem:
 # ------------------------------------------------------------ the chip
 
 
-def chip_numbers(x, tech: Technology):
-    """Area (mm²), TDP (W) and price (USD) of the chip x = [4] (PARAMS order)."""
-    return money.chip_numbers(tech, x[0], x[1], x[2], x[3])
+def chip_numbers(x, tech: Technology, space: str = "chip", base: Hardware | None = None):
+    """Area (mm²), TDP (W) and price (USD) of the design x (PARAMS order, or
+    the order of `space` on the `base` chip)."""
+    v = spaces.chip_vector(x, space, base)
+    return money.chip_numbers(tech, v[0], v[1], v[2], v[3], cores=spaces.cores(x, space))
 
 
-def chip_hardware(x, tech: Technology, base: Hardware) -> Hardware:
+def chip_hardware(x, tech: Technology, base: Hardware, space: str = "chip") -> Hardware:
     """`Hardware` of the chip x = [4] (bf16 FLOP/s, SRAM bytes, HBM stacks,
-    link bytes/s per direction), other numbers from `base`. Traced, smooth in x."""
-    flops, sram, stacks, link = x[0], x[1], x[2], x[3]
-    area, tdp, price = chip_numbers(x, tech)
+    link bytes/s per direction), or of the design x of `space`, other numbers
+    from `base`. Traced, smooth in x."""
+    v = spaces.chip_vector(x, space, base)
+    flops, sram, stacks, link = v[0], v[1], v[2], v[3]
+    area, tdp, price = chip_numbers(x, tech, space, base)
     return replace(
-        base, flops=flops * tech.flops_ratio, sram_size=sram, sram_bw=flops * tech.sram_bw_per_flops,
+        base, **spaces.array_fields(x, space), flops=flops * tech.flops_ratio, sram_size=sram,
+        sram_bw=flops * tech.sram_bw_per_flops,
         mem_size=base.mem_size.at[0].set(stacks * tech.stack_bytes),
         mem_bw=base.mem_bw.at[0].set(stacks * tech.stack_bw), net_bw=base.net_bw.at[0].set(link),
         tdp=tdp, price=price, energy_flop=tech.energy_flop, energy_sram=tech.energy_sram,
         energy_mem=base.energy_mem.at[0].set(tech.energy_hbm), energy_net=base.energy_net.at[0].set(tech.energy_link),
         static_power=tech.leakage * area)
+
+
+def design_hardware(x, prob: Problem) -> Hardware:
+    """`chip_hardware` of the design x in the problem's space."""
+    return chip_hardware(x, prob.tech, prob.base, prob.space)
+
+
+def design_numbers(x, prob: Problem):
+    """`chip_numbers` of the design x in the problem's space."""
+    return chip_numbers(x, prob.tech, prob.space, prob.base)
 
 
 def _candidate(prob: Problem, i=None):
@@ -171,7 +204,7 @@ def _log(v):
 def candidate_losses(z, prob: Problem, k, p, w):
     """[C] smooth losses of the chip exp(z) on every candidate, and its chip loss."""
     x = jnp.exp(z)
-    hw = chip_hardware(x, prob.tech, prob.base)
+    hw = design_hardware(x, prob)
     par, wl = _candidate(prob)
     m = jax.vmap(lambda pa, w: evaluate(prob.model, hw, pa, w, prob.smooth, p))(par, wl)
     pen = (_hinge(_log(m.ttft / wl.ttft_slo), k) + _hinge(_log(m.tpot / wl.tpot_slo), k)
@@ -179,7 +212,7 @@ def candidate_losses(z, prob: Problem, k, p, w):
     pen = pen + _hinge(_log(m.chips * hw.price / jnp.minimum(prob.budget, 1e30)), k)  # inf: no budget
     ok = jnp.asarray(prob.valid)
     loss = jnp.where(ok, _log(objective_value(m, hw, prob.objective)) + w * pen, INVALID_LOSS)
-    area, tdp, _ = chip_numbers(x, prob.tech)
+    area, tdp, _ = design_numbers(x, prob)
     chip_pen = _hinge(_log(area / prob.tech.reticle), k) + _hinge(_log(tdp / prob.tech.power_limit), k)
     return loss, w * chip_pen
 
@@ -259,8 +292,8 @@ def exact_table(xs, prob: Problem):
     ok = jnp.asarray(prob.valid)
 
     def one_chip(x):
-        hw = chip_hardware(x, prob.tech, prob.base)
-        area, tdp, _ = chip_numbers(x, prob.tech)
+        hw = design_hardware(x, prob)
+        area, tdp, _ = design_numbers(x, prob)
         m = jax.vmap(lambda pa, w: evaluate(prob.model, hw, pa, w, prob.exact))(par, wl)
         feas = (ok & m.feasible & (m.ttft <= wl.ttft_slo) & (m.tpot <= wl.tpot_slo)
                 & (area <= prob.tech.reticle) & (tdp <= prob.tech.power_limit)
@@ -275,20 +308,23 @@ _exact_jit = jax.jit(exact_table)
 
 
 def round_starts(z, prob: Problem, inflate=(1.0, 1.005, 1.02, 1.05)):
-    """Rounded variants of each start: integer stacks (floor, ceil) x slightly
+    """Rounded variants of each start: integer variables (HBM stacks; array
+    rows, cols and cores) floored and ceiled in every combination x slightly
     larger FLOP/s and link bandwidth (the smooth optimum sits on a constraint
-    boundary, which exact mode may place a hair further). [N, 4] in SI units."""
+    boundary, which exact mode may place a hair further). [N, P] in SI units."""
     x = np.exp(np.asarray(z, np.float64))
-    out = []
+    ints = [i for i, p in enumerate(prob.params) if p in spaces.INTEGER]
+    grow = [i for i, p in enumerate(prob.params) if p in spaces.INFLATE]
+    out = set()
     for xi in x:
-        for stacks in {math.floor(xi[2] + 1e-6), math.ceil(xi[2] - 1e-6)}:
+        choices = [sorted({math.floor(xi[i] + 1e-6), math.ceil(xi[i] - 1e-6)}) for i in ints]
+        for combo in itertools.product(*choices):
             for f in inflate:
                 v = xi.copy()
-                v[2] = stacks
-                v[0] *= f
-                v[3] *= f
-                out.append(np.clip(v, prob.lo, prob.hi))
-    return np.asarray(out, np.float32)
+                v[ints] = combo
+                v[grow] *= f
+                out.add(tuple(np.clip(v, prob.lo, prob.hi).astype(np.float32)))
+    return np.asarray(sorted(out), np.float32)
 
 
 @dataclasses.dataclass
@@ -351,14 +387,20 @@ def codesign(prob: Problem, starts=8, steps=200, seed=0, schedule=Schedule()) ->
 
 def grid_axes(prob: Problem, points) -> list[np.ndarray]:
     """Per-parameter grid values: log-spaced (`points[name]` of them), HBM
-    stacks on integers; a fixed parameter has one value."""
+    stacks on every integer, array rows, cols and cores on every integer
+    when there are at most `points[name]`, else on the integers nearest the
+    log-spaced points; a fixed parameter has one value."""
     axes = []
-    for i, name in enumerate(PARAMS):
+    for i, name in enumerate(prob.params):
         lo, hi = float(prob.lo[i]), float(prob.hi[i])
         if lo == hi:
             axes.append(np.array([lo]))
         elif name == "hbm_stacks":
             axes.append(np.arange(math.ceil(lo), math.floor(hi) + 1, dtype=np.float64))
+        elif name in spaces.INTEGER:  # every integer if there are few enough, else the nearest to log-spaced points
+            n = int(points.get(name, 16))
+            ints = np.arange(math.ceil(lo), math.floor(hi) + 1, dtype=np.float64)
+            axes.append(ints if len(ints) <= n else np.unique(np.clip(np.round(np.geomspace(lo, hi, n)), lo, hi)))
         else:
             axes.append(np.geomspace(lo, hi, int(points.get(name, 16))))
     return axes
@@ -407,71 +449,6 @@ def _grid_chunk(start, tables, prob, shape, chunk):
     return obj.reshape(-1)[flat], xs[flat // obj.shape[1]], flat % obj.shape[1]
 
 
-# --------------------------------------------------------- sensitivities
-
-ELASTIC_METRICS = ("ttft", "tpot", "throughput", "energy_per_token_j", "cost_per_mtok_usd")
-_SKIP_FIELDS = ("net_topology",)  # an index, not a quantity
-
-
-def hardware_numbers(hw: Hardware, wl: Workload):
-    """[(label, field, index)] of the hardware numbers worth a sensitivity:
-    the compute dtype's peak, real memory and network levels, and the rest."""
-    out = []
-    dtype = int(wl.compute_dtype)
-    for f in dataclasses.fields(Hardware):
-        if f.name in _SKIP_FIELDS or f.metadata.get("static"):
-            continue
-        v = np.asarray(getattr(hw, f.name))
-        if v.ndim == 0:
-            out.append((f.name, f.name, None))
-            continue
-        for i in range(v.shape[0]):
-            if f.name in ("flops", "energy_flop"):
-                if i == dtype:
-                    out.append((f"{f.name}[{DTYPES[i]}]", f.name, i))
-            elif f.name.startswith("mem_") or f.name == "energy_mem":
-                if float(hw.mem_size[i]) > 0:
-                    out.append((f"{f.name}[{i}]", f.name, i))
-            elif f.name.startswith("net_") or f.name == "energy_net":
-                if float(hw.net_domain[i]) < 1e9:
-                    out.append((f"{f.name}[{i}]", f.name, i))
-    return out
-
-
-def _scaled(hw: Hardware, numbers, logscale):
-    """hw with number j multiplied by exp(logscale[j])."""
-    changes = {}
-    for j, (_, field, i) in enumerate(numbers):
-        v = changes.get(field, getattr(hw, field))
-        factor = jnp.exp(logscale[j])
-        changes[field] = v * factor if i is None else v.at[i].multiply(factor)
-    return replace(hw, **changes)
-
-
-def elasticities(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Options = Options(),
-                 fd_step=0.01):
-    """d log metric / d log number for every hardware number, by autodiff and
-    by central finite differences (±fd_step in log space).
-
-    Returns:
-      (labels [H], metric names [M], grad [H, M], fd [H, M]) numpy arrays.
-    """
-    numbers = hardware_numbers(hw, wl)
-
-    def logm(s):
-        m = evaluate(model, _scaled(hw, numbers, s), par, wl, options)
-        return jnp.log(jnp.stack([jnp.maximum(getattr(m, k), 1e-30) for k in ELASTIC_METRICS]))
-
-    def per_number(e):  # forward-mode derivative along e, and the two finite-difference points
-        _, tangent = jax.jvp(logm, (jnp.zeros_like(e),), (e,))
-        return tangent, logm(fd_step * e), logm(-fd_step * e)
-
-    eye = jnp.eye(len(numbers), dtype=jnp.float32)
-    grad, up, down = jax.jit(jax.vmap(per_number))(eye)  # one compiled program for all three
-    fd = np.asarray((up - down) / (2.0 * fd_step))
-    return [n[0] for n in numbers], list(ELASTIC_METRICS), np.asarray(grad), fd
-
-
 def candidate_validity(model: Model, base: Hardware, workload: Workload, cand: dict, profile="default") -> np.ndarray:
     """[C] bool: the candidate is feasible apart from memory (degrees divide
     what they split, chips exist): the cost model's own `feasible` flag on
@@ -509,7 +486,6 @@ def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
         if not isinstance(v, dict):
             raise SpecError(f"{src}: {key} must be a mapping, got {v!r}")
     check_keys(src, "optimizer.", opt, ("starts", "steps", "seed"))
-    check_keys(src, "grid.", grid, ("flops", "sram", "link_bw"))
     settings = dict(starts=integer(src, "optimizer.starts", opt.get("starts", 8)),
                     steps=integer(src, "optimizer.steps", opt.get("steps", 200)),
                     seed=integer(src, "optimizer.seed", opt.get("seed", 0), minimum=0),
@@ -522,14 +498,22 @@ def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
     if objective not in OBJECTIVES:
         raise SpecError(f"{src}: objective {objective!r} unknown; allowed: {', '.join(OBJECTIVES)}")
     params = d["params"]
+    every = sorted(set(spaces.SPACES["chip"]) | set(spaces.SPACES["array"]))
     if not isinstance(params, dict):
-        raise SpecError(f"{src}: params must map {', '.join(PARAMS)} to [min, max] or a fixed number")
-    check_keys(src, "params.", params, PARAMS)
-    defaults = {"flops": float(base.flops[DTYPES.index("bf16")]), "sram": max(float(base.sram_size), 1e6),
-                "hbm_stacks": max(round(float(base.mem_bw[0]) / float(tech.stack_bw)), 1),
-                "link_bw": float(base.net_bw[0])}
+        raise SpecError(f"{src}: params must map {', '.join(PARAMS)} (or the array space's "
+                        f"{', '.join(spaces.SPACES['array'])}) to [min, max] or a fixed number")
+    check_keys(src, "params.", params, every)
+    space = spaces.space_of(params)
+    if not space:
+        raise SpecError(f"{src}: params mix the chip space ({', '.join(PARAMS)}) with the array space "
+                        f"({', '.join(spaces.SPACES['array'])}); use one")
+    if space == "array" and not base.dataflow:
+        raise SpecError(f"{src}: params {', '.join(params)} need a base chip with systolic arrays "
+                        "(a compute.array block, e.g. base: npu-case-study-iv)")
+    names = spaces.SPACES[space]
+    defaults = spaces.defaults(space, base, tech)
     lo, hi = [], []
-    for name in PARAMS:
+    for name in names:
         v = params.get(name, defaults[name])
         if isinstance(v, (list, tuple)):
             if len(v) != 2:
@@ -541,8 +525,9 @@ def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
             a = b = number(src, f"params.{name}", v)
         lo.append(a)
         hi.append(b)
-    if hi[2] > float(tech.max_stacks):
-        raise SpecError(f"{src}: params.hbm_stacks max {hi[2]:g} exceeds the technology's {float(tech.max_stacks):g}")
+    top = hi[names.index("hbm_stacks")]
+    if top > float(tech.max_stacks):
+        raise SpecError(f"{src}: params.hbm_stacks max {top:g} exceeds the technology's {float(tech.max_stacks):g}")
     cd = d["candidates"]
     if not isinstance(cd, dict):
         raise SpecError(f"{src}: candidates must map {', '.join(CANDIDATE_KEYS)} to lists")
@@ -567,7 +552,8 @@ def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
     budget = number(src, "budget_usd", d["budget_usd"]) if "budget_usd" in d else math.inf
     prob = Problem(model=model, workload=workload, base=base, tech=tech,
                    lo=np.array(lo, np.float32), hi=np.array(hi, np.float32), cand=cand, valid=valid,
-                   objective=objective, budget=jnp.float32(budget), profile=profile)
+                   objective=objective, budget=jnp.float32(budget), profile=profile, space=space)
+    check_keys(src, "grid.", grid, tuple(p for p in names if p != "hbm_stacks"))
     run = dict(**settings, name=d.get("name", str(src)), model=d["model"],
                workload=d["workload"], technology=d.get("technology", "n5"), hbm=d.get("hbm"),
                base=d.get("base", "h100-sxm"), candidates=n)
@@ -575,6 +561,7 @@ def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
 
 
 __all__ = ["PARAMS", "OBJECTIVES", "Schedule", "Problem", "Result", "chip_numbers", "chip_hardware",
+           "design_hardware", "design_numbers",
            "candidate_losses", "loss_fn", "optimize_fn", "optimize", "exact_table", "exact_objectives",
            "round_starts", "best_exact", "codesign",
            "grid_axes", "grid_search", "hardware_numbers", "elasticities", "candidate_validity",

@@ -5,7 +5,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from jaxplat.model.pytree import pytree_dataclass
+from jaxplat.model.pytree import pytree_dataclass, static
 from jaxplat.specs.units import DTYPES
 
 # Memory and network levels are padded to these counts so that every chip has
@@ -42,6 +42,20 @@ class Hardware:
         effectiveness (facility energy / IT energy, >= 1).
       The spec loader fills technology defaults (jaxplat.energy, jaxplat.cost);
       a `Hardware` built directly gets zero energy and cost.
+
+    Compute structure (the optional `compute:` block, jaxplat.model.compute_spec;
+    used by jaxplat.cost.compute). Without it (dataflow "") every operator
+    runs at `flops` as before.
+      dataflow: static; "ws", "os" or "is" when GEMMs run on systolic arrays,
+        "" when the chip gives no array.
+      array_rows, array_cols: processing elements per array (height, width).
+      cores: identical arrays working in parallel, each with sram_size/cores
+        of the SRAM as its tiling buffer. clock_hz: array clock, Hz.
+      vector_flops: FLOP/s of the vector / special-function unit that runs
+        the element-wise operators (softmax, norms, activations); 0: `flops`.
+      offload: static; operator names or groups run on the host instead.
+      host_flops, host_bw, host_latency: the offload target (a CPU): FLOP/s,
+        bytes/s of the link to it, seconds per offloaded operator call.
     """
 
     flops: jax.Array
@@ -66,3 +80,14 @@ class Hardware:
     lifetime: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     energy_price: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     pue: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    # Compute structure (`compute:` block); neutral defaults leave the chip as it was.
+    array_rows: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    array_cols: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    cores: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    clock_hz: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    vector_flops: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    host_flops: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    host_bw: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    host_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    dataflow: str = static("")
+    offload: tuple = static(())

@@ -3,6 +3,7 @@ TCO numbers a spec leaves out."""
 
 import numpy as np
 
+from jaxplat.model.compute_spec import compute_fields
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.pytree import as_f32
 from jaxplat.specs import SpecError, check_keys, dtype_name, number, read_yaml, resolve
@@ -117,7 +118,7 @@ def tco_fields(d: dict | None, src="hardware") -> dict:
 
 
 
-_HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "tdp_w", "price_usd",
+_HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "compute", "tdp_w", "price_usd",
             "energy", "tco")  # energy, tco, pj_per_bit: jaxplat.energy / jaxplat.cost (defaults there)
 _MEM_KEYS = ("name", "size", "bandwidth", "pj_per_bit")
 _NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "pj_per_bit")
@@ -128,11 +129,17 @@ def hardware_from_dict(d: dict, src="hardware") -> Hardware:
     """Validate a hardware spec dict (schema in README) and build `Hardware`."""
     # tdp_w is required: static power defaults to a share of it, and the
     # chip is held to it (cost.energy.power_floor).
-    check_keys(src, "", d, _HW_KEYS, required=("flops", "memory", "network"))
+    check_keys(src, "", d, _HW_KEYS, required=("memory", "network"))
     if "tdp_w" not in d:
         raise SpecError(f"{src}: missing key 'tdp_w' (board power in W: static power is a share of it "
                         "and the chip is held to it)")
-    flops = d["flops"]
+    compute = compute_fields(d.get("compute"), src)
+    array_flops = compute.pop("array_flops", None)
+    if "flops" not in d and array_flops is None:
+        raise SpecError(f"{src}: missing key 'flops' (or a compute.array that gives the peak)")
+    # An array's peak, one multiply-add per PE per cycle, in every dtype (no
+    # dtype-dependent rate is modelled for arrays; SCALE-Sim has none either).
+    flops = d.get("flops", {dt: array_flops for dt in DTYPES})
     if not isinstance(flops, dict) or not flops:
         raise SpecError(f"{src}: flops must map dtypes to FLOP/s, e.g. {{bf16: 989e12}}")
     peak = {dtype_name(src, "flops", k): number(src, f"flops.{k}", v) for k, v in flops.items()}
@@ -203,7 +210,7 @@ def hardware_from_dict(d: dict, src="hardware") -> Hardware:
         eff_compute=effs["compute"], eff_memory=effs["memory"], eff_network=effs["network"],
         tdp=number(src, "tdp_w", d["tdp_w"]),
         price=number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True),
-        **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src))
+        **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src), **compute)
 
 
 def network_level_names(name_or_path) -> list[str]:

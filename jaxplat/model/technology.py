@@ -1,9 +1,11 @@
 """A process node and HBM generation as a pytree, from specs/technology."""
 
+import dataclasses
 import math
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.model.pytree import as_f32, pytree_dataclass
@@ -32,6 +34,8 @@ class Technology:
       energy_flop: [len(DTYPES)] J/FLOP. energy_sram, energy_hbm: J/byte.
       energy_link: J per byte sent on the scale-up links.
       stack_bytes, stack_bw, stack_cost: one HBM stack: bytes, bytes/s, USD.
+      area_per_core: mm² each compute core adds beyond its MACs and SRAM
+        (sequencer, DMA, NoC router); charged by co-design's array space.
     """
 
     area_per_flops: jax.Array
@@ -59,13 +63,14 @@ class Technology:
     stack_bytes: jax.Array
     stack_bw: jax.Array
     stack_cost: jax.Array
+    area_per_core: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
 
 
 
 _TECH_KEYS = ("name", "description", "compute_mm2_per_tflops", "flops_ratio", "sram_mm2_per_mb",
               "sram_bytes_per_flop", "hbm_phy_mm2", "link_mm2_per_100gbs", "fixed_mm2", "reticle_mm2",
               "max_hbm_stacks", "wafer_usd", "wafer_mm", "defects_per_cm2", "yield_alpha", "packaging_usd",
-              "overhead_usd", "markup", "leakage_w_per_mm2", "power_limit_w", "energy", "hbm")
+              "overhead_usd", "markup", "leakage_w_per_mm2", "power_limit_w", "energy", "hbm", "core_mm2")
 _TECH_ENERGY_KEYS = ("pj_per_flop", "sram_pj_per_bit", "link_pj_per_bit")
 _HBM_KEYS = ("stack_gb", "stack_tbs", "stack_usd", "pj_per_bit", "max_stacks")
 
@@ -76,7 +81,7 @@ def technology_from_dict(d: dict, hbm: str | None = None, src="technology") -> T
     Args:
       hbm: name of the HBM generation under `hbm:` (default: the first).
     """
-    check_keys(src, "", d, _TECH_KEYS, required=[k for k in _TECH_KEYS if k not in ("name", "description")])
+    check_keys(src, "", d, _TECH_KEYS, required=[k for k in _TECH_KEYS if k not in ("name", "description", "core_mm2")])
     num = lambda k, **kw: number(src, k, d[k], **kw)  # noqa: E731
     ratio = d["flops_ratio"]
     if not isinstance(ratio, dict) or "bf16" not in ratio:
@@ -116,7 +121,8 @@ def technology_from_dict(d: dict, hbm: str | None = None, src="technology") -> T
         energy_sram=number(src, "energy.sram_pj_per_bit", en["sram_pj_per_bit"]) * 8e-12,
         energy_hbm=gnum("pj_per_bit") * 8e-12, energy_link=number(src, "energy.link_pj_per_bit",
                                                                     en["link_pj_per_bit"]) * 8e-12,
-        stack_bytes=gnum("stack_gb") * 1e9, stack_bw=gnum("stack_tbs") * 1e12, stack_cost=gnum("stack_usd"))
+        stack_bytes=gnum("stack_gb") * 1e9, stack_bw=gnum("stack_tbs") * 1e12, stack_cost=gnum("stack_usd"),
+        area_per_core=number(src, "core_mm2", d.get("core_mm2", 0.0), allow_zero=True))
 
 
 def load_technology(name_or_path, hbm: str | None = None) -> Technology:

@@ -55,6 +55,13 @@ COLUMNS = {
     "eff_network": ("network efficiency", "%", 1e-2),
     "price": ("chip price", "USD", 1.0),
     "tdp": ("TDP", "W", 1.0),
+    "array_rows": ("array rows", "PEs", 1.0),
+    "array_cols": ("array columns", "PEs", 1.0),
+    "cores": ("array cores", "", 1.0),
+    "clock": ("array clock", "GHz", 1e9),
+    "vector_flops": ("vector unit", "TFLOP/s", 1e12),
+    "host_flops": ("offload host compute", "TFLOP/s", 1e12),
+    "host_bandwidth": ("offload host link", "GB/s", 1e9),
     # bookkeeping
     "rank": ("#", "", 1.0),
     "index": ("configuration no.", "", 1.0),
@@ -66,7 +73,8 @@ _METRIC_SUFFIXES = ("", "_s", "_tok_s")
 LOWER_IS_BETTER = {"link_latency", "scaleout_latency", "price", "tdp"}
 HARDWARE_AXES = {"flops", "hbm_bandwidth", "hbm_size", "sram_size", "sram_bandwidth", "link_bandwidth",
                  "link_latency", "domain", "scaleout_bandwidth", "scaleout_latency", "eff_compute", "eff_memory",
-                 "eff_network", "price", "tdp"}
+                 "eff_network", "price", "tdp", "array_rows", "array_cols", "cores", "clock", "vector_flops",
+                 "host_flops", "host_bandwidth"}
 CATEGORICAL_AXES = {"model", "workload", "dtype", "weight_dtype", "kv_dtype", "tp", "pp", "ep", "dp", "sp",
                     "microbatches", "chips", "batch", "beams", "domain"}
 
@@ -87,6 +95,10 @@ OBJECTIVE_NAMES = {"cost_per_mtok": ("cost per million tokens", "USD/Mtok"),
                    "usd_per_tok_s": ("chip capex per token/s", "USD/(tok/s)"),
                    "joules_per_token": ("energy per token", "J/tok")}
 CHIP_ROWS = (  # key in summary["chip"], name, unit, SI per unit, key in summary["bounds"]
+    ("array_rows", "systolic array rows", "PEs", 1.0, "rows"),  # array space only (jaxplat.design.spaces)
+    ("array_cols", "systolic array columns", "PEs", 1.0, "cols"),
+    ("cores", "array cores", "", 1.0, "cores"),
+    ("sram_per_core_bytes", "SRAM per core", "MB", 1e6, "sram_per_core"),
     ("flops_bf16", "dense BF16 compute", "TFLOP/s", 1e12, "flops"),
     ("sram_bytes", "SRAM capacity", "MB", 1e6, "sram"),
     ("hbm_stacks", "HBM stacks", "", 1.0, "hbm_stacks"),
@@ -122,7 +134,8 @@ _HW_FIELDS = {  # Hardware field -> name ({level} where it has levels)
     "eff_memory": "memory efficiency", "eff_network": "network efficiency", "tdp": "TDP", "price": "chip price",
     "energy_flop": "energy per FLOP", "energy_sram": "SRAM energy per byte", "energy_mem": "{level} energy per byte",
     "energy_net": "{level} energy per byte sent", "static_power": "static power", "lifetime": "lifetime",
-    "energy_price": "electricity price", "pue": "PUE",
+    "energy_price": "electricity price", "pue": "PUE", "clock_hz": "array clock", "vector_flops": "vector unit",
+    "host_flops": "offload host compute", "host_bw": "offload host link", "host_latency": "offload call latency",
 }
 _MEM_LEVELS = ("HBM", "host memory", "memory level 3")
 _NET_LEVELS = ("scale-up", "scale-out", "network level 3")

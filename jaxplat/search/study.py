@@ -133,7 +133,16 @@ AXIS_KINDS = {
                             better="more"),
     "price": AxisKind("hardware", _set("price"), "USD", "price per chip", better="less"),
     "tdp": AxisKind("hardware", _set("tdp"), "W", "board power", better="less"),
+    # compute structure (the `compute:` block; array axes need a chip with systolic arrays)
+    "array_rows": AxisKind("hardware", _set("array_rows"), "PEs", "systolic array rows", better="more"),
+    "array_cols": AxisKind("hardware", _set("array_cols"), "PEs", "systolic array columns", better="more"),
+    "cores": AxisKind("hardware", _set("cores"), "", "systolic array cores", better="more"),
+    "clock": AxisKind("hardware", _set("clock_hz"), "Hz", "systolic array clock", better="more"),
+    "vector_flops": AxisKind("hardware", _set("vector_flops"), "FLOP/s", "element-wise (vector) unit", better="more"),
+    "host_flops": AxisKind("hardware", _set("host_flops"), "FLOP/s", "offload host", better="more"),
+    "host_bandwidth": AxisKind("hardware", _set("host_bw"), "B/s", "link to the offload host", better="more"),
 }
+_ARRAY_AXES = ("array_rows", "array_cols", "cores", "clock")
 
 # ---------------------------------------------------------------- metrics
 #
@@ -158,7 +167,8 @@ _STUDY_KEYS = ("name", "description", "models", "workloads", "hardware", "option
 # (the default when a study varies one of them) every point's price, TDP and
 # static power come from the technology model of its own numbers
 # (cost.money.priced_chip, the pricing co-design uses), not the base chip's.
-PRICED_AXES = ("flops", "hbm_bandwidth", "hbm_size", "sram_size", "link_bandwidth")
+PRICED_AXES = ("flops", "hbm_bandwidth", "hbm_size", "sram_size", "link_bandwidth", "array_rows", "array_cols", "cores",
+               "clock")
 PRICINGS = ("fixed", "technology")
 _CONSTRAINT_KEYS = ("max_chips", "ttft", "tpot", "max_memory_fraction")
 _ENGINE_KEYS = ("block", "blocks_per_step", "pareto_points", "histogram_bins", "histogram_range", "fast_compile")
@@ -396,6 +406,11 @@ def study_from_dict(d: dict, src="study") -> Study:
         if name == "domain" and np.any(vals >= float(hardware.net_domain[1])):
             raise SpecError(f"{src}: axes.domain must stay below the next network level's domain "
                             f"({float(hardware.net_domain[1]):g} chips)")
+        if name in _ARRAY_AXES and not hardware.dataflow:
+            raise SpecError(f"{src}: axes.{name} needs a chip with systolic arrays (a compute.array block)")
+        if name == "flops" and hardware.dataflow:
+            raise SpecError(f"{src}: axes.flops: this chip's GEMMs run on its systolic arrays; "
+                            "sweep array_rows, array_cols, cores or clock instead")
         (inner if AXIS_KINDS[name].group == "hardware" else outer).append(Axis(name, vals, labels))
 
     c = d.get("constraints", {}) or {}

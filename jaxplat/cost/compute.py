@@ -1,0 +1,142 @@
+"""Compute time of each operator from the chip's compute structure.
+
+One function, `row_compute_times`, gives every operator row its compute
+seconds (at s = 0 and per generated token, as the table's FLOPs):
+
+  * a chip without a `compute:` block: FLOPs / the chip's achievable peak,
+    as the plain roofline always did;
+  * GEMM rows on a chip with systolic arrays: FLOPs / (array peak x array
+    utilization x eff_compute), the utilization being the useful
+    multiply-adds over the PE-cycles the GEMM occupies:
+        u = m n k groups / (cycles x rows x cols x cores),
+    cycles from `microarch.gemm_cycles` (SCALE-Sim's fold, fill and drain
+    arithmetic; waves over the cores). Equivalently cycles / clock /
+    eff_compute. The same form, peak x utilization(shape) x efficiency,
+    takes a tensor-core chip's tile and wave quantization in place of u;
+  * element-wise rows (no GEMM dims: softmax, norms, activations): the
+    vector unit, FLOPs / (vector_flops x eff_compute) when the chip gives
+    one, else the chip's peak;
+  * rows named in `Hardware.offload`: the host, FLOPs / host_flops.
+
+Offloaded rows also move their operands over the host link: the tensors the
+row reads from or writes to memory (its off-chip A, W and O bytes; what it
+keeps on chip, as FlashAttention's scores, stays on the host with it) at
+host_bw, plus host_latency per call. That transfer replaces the row's memory
+time (`offload_memory_times`): the host reads and writes them, not the chip.
+This is how GenZ's Case Study IV (arXiv 2406.01698) offloads attention to a
+CPU over PCIe.
+
+Decode attention grows with the KV length s. Its suffix rows (the keys
+generated so far) have the key dimension 0 at s = 0 in the table's m, k, n;
+their per-token slope is the secant of the smooth cycle count over large key
+counts, where every fold count is linear (exact for the smooth function).
+"""
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost.microarch import gemm_cycles
+from jaxplat.cost.operators import OpTable
+from jaxplat.cost.roofline import safe_div
+from jaxplat.model import Hardware, Options
+
+
+def offload_mask(table: OpTable, hw: Hardware) -> np.ndarray:
+    """[rows] 1.0 where the row runs on the host (static: from names, groups
+    and `hw.offload`). An entry names a group, an operator, or an operator's
+    decode halves (logit -> logit_prefix, logit_suffix)."""
+    names = set(hw.offload)
+
+    def hit(name, group):
+        return group in names or name in names or any(name.startswith(x + "_") for x in names)
+    return np.array([float(bool(names) and hit(n, g)) for n, g in zip(table.names, table.groups)], np.float32)
+
+
+def gemm_rows(table: OpTable):
+    """([rows] GEMM rows at s = 0, [rows] GEMM rows growing with s): the
+    latter have exactly one GEMM dim, the keys, at 0 and FLOPs per token."""
+    m, k, n = table.m, table.k, table.n
+    zero = (m == 0).astype(m.dtype) + (k == 0) + (n == 0)
+    return m * k * n > 0, (table.f1 > 0) & (zero == 1)
+
+
+def array_peak(hw: Hardware):
+    """Dense FLOP/s of the systolic arrays: 2 x rows x cols x cores x clock."""
+    return 2.0 * hw.array_rows * hw.array_cols * hw.cores * hw.clock_hz
+
+
+def _cycles(m, n, k, groups, hw: Hardware, smooth):
+    """Cycles the arrays are busy with `groups` m x k x n GEMMs: SCALE-Sim's
+    "Total Cycles" counts from 0, so the count is one more."""
+    return gemm_cycles(m, n, k, hw.array_rows, hw.array_cols, hw.dataflow, hw.cores, smooth, groups) + 1.0
+
+
+def array_utilization(table: OpTable, hw: Hardware, smooth: bool = False):
+    """Per-row array utilization ([rows], in (0, 1]) of the GEMM rows at s = 0
+    and the arrays' cycles per generated token of the rows that grow with s.
+
+    Returns (u0, cycles1): u0 = 1 where the row has no GEMM dims; cycles1 = 0
+    where the row does not grow. `groups` = f0 / (2 m k n): the heads of an
+    attention row, times the causal share of its query-key pairs (charged as
+    that share of its folds).
+    """
+    m, k, n = table.m, table.k, table.n
+    gemm, _ = gemm_rows(table)
+    ms, ks, ns = (jnp.where(gemm, x, 1.0) for x in (m, k, n))
+    groups = jnp.where(gemm, table.f0 / (2.0 * ms * ks * ns), 1.0)
+    cyc = jnp.maximum(_cycles(ms, ns, ks, groups, hw, smooth), 1.0)
+    pes = hw.array_rows * hw.array_cols * hw.cores
+    u0 = jnp.where(gemm, jnp.clip(ms * ns * ks * groups / (cyc * pes), 1e-9, 1.0), 1.0)
+
+    _, grow = gemm_rows(table)
+    live = lambda x: jnp.where(grow & (x > 0), x, 1.0)  # noqa: E731
+    per_key = 2.0 * live(m) * live(k) * live(n)
+    groups1 = jnp.where(grow, table.f1 / per_key, 1.0)  # groups x keys added per generated token
+    big = 4.0 * hw.array_rows * hw.array_cols * hw.cores  # every fold and wave count linear beyond this
+
+    def at(g):  # smooth cycles with the growing (zero) dim set to g keys
+        return _cycles(*(jnp.where(grow & (x == 0), g, live(x)) for x in (m, n, k)), groups1, hw, True)
+    cycles1 = jnp.where(grow, (at(2.0 * big) - at(big)) / big, 0.0)
+    return u0, cycles1
+
+
+def row_compute_times(table: OpTable, hw: Hardware, opts: Options, peak):
+    """(c0, c1): [rows] compute seconds at s = 0 and per generated token.
+
+    `peak`: the chip's achievable FLOP/s for this workload
+    (inference.peak_flops), used by every row when the chip has no compute
+    block and by non-GEMM rows when it gives no vector unit.
+    """
+    f0, f1 = table.f0, table.f1
+    gemm, grow = gemm_rows(table)
+    vec = jnp.where(hw.vector_flops > 0, hw.vector_flops * hw.eff_compute, peak)
+    if hw.dataflow:
+        u0, cycles1 = array_utilization(table, hw, opts.smooth)
+        rate0 = array_peak(hw) * u0 * hw.eff_compute
+        c0 = jnp.where(gemm, f0 / rate0, f0 / vec)
+        c1 = jnp.where(grow, cycles1 / (hw.clock_hz * hw.eff_compute), jnp.where(gemm, f1 / rate0, f1 / vec))
+    else:
+        # No array: GEMMs at the chip's peak (the plain roofline); element-wise
+        # rows on the vector unit when the spec gives one (else at the peak too).
+        ew = ~(gemm | grow)
+        c0, c1 = jnp.where(ew, f0 / vec, f0 / peak), jnp.where(ew, f1 / vec, f1 / peak)
+    if hw.offload:
+        off = jnp.asarray(offload_mask(table, hw)) > 0
+        host = jnp.where(off, hw.host_flops, 1.0)
+        c0, c1 = jnp.where(off, f0 / host, c0), jnp.where(off, f1 / host, c1)
+    return c0, c1
+
+
+def offload_memory_times(table: OpTable, hw: Hardware, m0, m1):
+    """(m0, m1) with the offloaded rows' memory time replaced by their link
+    transfer: off-chip A, W and O bytes at host_bw, plus host_latency per call."""
+    if not hw.offload:
+        return m0, m1
+    off = jnp.asarray(offload_mask(table, hw)) > 0
+    link = lambda a, w, o: ((1.0 - table.on_a) * a + (1.0 - table.on_w) * w + (1.0 - table.on_o) * o)  # noqa: E731
+    t0 = safe_div(link(table.a0, table.w0, table.o0), hw.host_bw) + hw.host_latency
+    t1 = safe_div(link(table.a1, table.w1, table.o1), hw.host_bw)
+    return jnp.where(off, t0, m0), jnp.where(off, t1, m1)
+
+
+__all__ = ["array_peak", "array_utilization", "gemm_rows", "offload_mask", "offload_memory_times", "row_compute_times"]

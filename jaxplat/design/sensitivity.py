@@ -1,0 +1,87 @@
+"""Sensitivities: elasticities d log metric / d log hardware number of one
+deployment, by autodiff and by finite differences (what-if analysis)."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost import evaluate
+from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
+from jaxplat.specs.units import DTYPES
+
+ELASTIC_METRICS = ("ttft", "tpot", "throughput", "energy_per_token_j", "cost_per_mtok_usd")
+# net_topology is an index, not a quantity; array rows, cols and cores are
+# whole numbers whose exact-mode effect is a staircase (fold and wave counts)
+# with no derivative: their gradients are co-design's, in smooth mode.
+_SKIP_FIELDS = ("net_topology", "array_rows", "array_cols", "cores")
+# Compute-block numbers that only mean something on a chip with systolic
+# arrays (Hardware.dataflow) or an offload target (Hardware.offload).
+_ARRAY_FIELDS = ("clock_hz",)
+_HOST_FIELDS = ("host_flops", "host_bw", "host_latency")
+
+
+def hardware_numbers(hw: Hardware, wl: Workload):
+    """[(label, field, index)] of the hardware numbers worth a sensitivity:
+    the compute dtype's peak, real memory and network levels, and the rest."""
+    out = []
+    dtype = int(wl.compute_dtype)
+    for f in dataclasses.fields(Hardware):
+        if f.name in _SKIP_FIELDS or f.metadata.get("static"):
+            continue
+        if ((f.name in _ARRAY_FIELDS and not hw.dataflow) or (f.name in _HOST_FIELDS and not hw.offload)
+                or (f.name == "vector_flops" and not float(hw.vector_flops))):
+            continue
+        v = np.asarray(getattr(hw, f.name))
+        if v.ndim == 0:
+            out.append((f.name, f.name, None))
+            continue
+        for i in range(v.shape[0]):
+            if f.name in ("flops", "energy_flop"):
+                if i == dtype:
+                    out.append((f"{f.name}[{DTYPES[i]}]", f.name, i))
+            elif f.name.startswith("mem_") or f.name == "energy_mem":
+                if float(hw.mem_size[i]) > 0:
+                    out.append((f"{f.name}[{i}]", f.name, i))
+            elif f.name.startswith("net_") or f.name == "energy_net":
+                if float(hw.net_domain[i]) < 1e9:
+                    out.append((f"{f.name}[{i}]", f.name, i))
+    return out
+
+
+def _scaled(hw: Hardware, numbers, logscale):
+    """hw with number j multiplied by exp(logscale[j])."""
+    changes = {}
+    for j, (_, field, i) in enumerate(numbers):
+        v = changes.get(field, getattr(hw, field))
+        factor = jnp.exp(logscale[j])
+        changes[field] = v * factor if i is None else v.at[i].multiply(factor)
+    return replace(hw, **changes)
+
+
+def elasticities(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Options = Options(),
+                 fd_step=0.01):
+    """d log metric / d log number for every hardware number, by autodiff and
+    by central finite differences (±fd_step in log space).
+
+    Returns:
+      (labels [H], metric names [M], grad [H, M], fd [H, M]) numpy arrays.
+    """
+    numbers = hardware_numbers(hw, wl)
+
+    def logm(s):
+        m = evaluate(model, _scaled(hw, numbers, s), par, wl, options)
+        return jnp.log(jnp.stack([jnp.maximum(getattr(m, k), 1e-30) for k in ELASTIC_METRICS]))
+
+    def per_number(e):  # forward-mode derivative along e, and the two finite-difference points
+        _, tangent = jax.jvp(logm, (jnp.zeros_like(e),), (e,))
+        return tangent, logm(fd_step * e), logm(-fd_step * e)
+
+    eye = jnp.eye(len(numbers), dtype=jnp.float32)
+    grad, up, down = jax.jit(jax.vmap(per_number))(eye)  # one compiled program for all three
+    fd = np.asarray((up - down) / (2.0 * fd_step))
+    return [n[0] for n in numbers], list(ELASTIC_METRICS), np.asarray(grad), fd
+
+
+__all__ = ["ELASTIC_METRICS", "elasticities", "hardware_numbers"]

@@ -1,0 +1,212 @@
+"""The `compute:` block: systolic-array cycles, the vector unit and host
+offload as each operator's compute time (jaxplat.cost.compute), checked
+against cycle counts worked out by hand from SCALE-Sim's fold arithmetic
+(tests/test_microarch.py checks that arithmetic against SCALE-Sim itself).
+
+One NPU (specs/hardware/npu-case-study-iv.yaml: 256x256 PEs, ws, 1 GHz,
+4 TFLOP/s vector unit, 8 TFLOP/s host over 128 GB/s with 2 us per call) and
+Llama-3.1-8B (32 heads of 128, 8 KV heads, hidden 4096). Array dims are
+traced: every design below shares one compiled breakdown per phase."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxplat as jp
+from jaxplat.cost import build_table
+from jaxplat.cost.microarch import gemm_cycles
+from jaxplat.model import OFFLOAD_GROUPS, OFFLOAD_NAMES, hardware_from_dict
+from jaxplat.specs import SpecError, read_yaml, resolve
+
+T = 2048.0  # prompt
+ATTN = ("logit", "softmax", "attend")
+
+
+@pytest.fixture(scope="module")
+def npu():
+    return jp.load_hardware("npu-case-study-iv")
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return jp.load_model("llama-3.1-8b")
+
+
+@pytest.fixture(scope="module")
+def wl():
+    return jp.replace(jp.load_workload("chatbot"), batch=1.0, beams=1.0, prompt=T, output=16.0)
+
+
+def _row(b, name):
+    i = b["name"].index(name)
+    return {k: v[i] for k, v in b.items() if isinstance(v, list)}
+
+
+@pytest.fixture(scope="module")
+def prefill(npu, llama8b, wl):
+    """Prefill breakdowns of the three Case Study IV designs (one compile)."""
+    return {(r, c, n): jp.breakdown(llama8b, jp.replace(npu, array_rows=r, array_cols=c, cores=n), jp.Parallel(),
+                                    wl, "prefill")
+            for r, c, n in ((256, 256, 1), (128, 128, 4), (64, 64, 16))}
+
+
+def test_spec_loads_and_derives_the_peak(npu):
+    assert npu.dataflow == "ws" and npu.offload == ()
+    assert float(npu.array_rows) == 256 and float(npu.cores) == 1 and float(npu.clock_hz) == 1e9
+    np.testing.assert_allclose(np.asarray(npu.flops), 2 * 256 * 256 * 1e9)  # 65,536 MACs x 2 x 1 GHz
+    got = [float(npu.host_bw), float(npu.host_flops), float(npu.vector_flops), float(npu.host_latency)]
+    np.testing.assert_allclose(got, [1.28e11, 8e12, 4e12, 2e-6], rtol=1e-7)  # float32
+
+
+def test_qkv_cycles_by_hand(prefill):
+    # qkv: m = 2048 tokens, k = 4096, n = (32 + 2 x 8) x 128 = 6144; ws puts k on rows, n on columns, streams m.
+    # 1 x 256x256: 16 x 24 = 384 folds of 2*256 + 256 + 2048 - 2 = 2814 cycles -> 1,080,576 cycles
+    # 4 x 128x128: 32 x 48 = 1536 folds in 384 waves of 256 + 128 + 2048 - 2 = 2430 -> 933,120
+    # 16 x 64x64: 64 x 96 = 6144 folds in 384 waves of 128 + 64 + 2048 - 2 = 2238 -> 859,392
+    for design, cycles in (((256, 256, 1), 1_080_576), ((128, 128, 4), 933_120), ((64, 64, 16), 859_392)):
+        r = _row(prefill[design], "qkv")
+        assert (r["m"], r["k"], r["n"]) == (2048, 4096, 6144)
+        assert r["compute_time"] * 1e9 == pytest.approx(cycles, abs=0.25)  # to a quarter cycle
+    # utilization of the one big array: useful MACs / PE-cycles = 2048*4096*6144 / (1,080,576 * 65,536)
+    r = _row(prefill[256, 256, 1], "qkv")
+    assert r["flops"] / (r["compute_time"] * 2 * 65536 * 1e9) == pytest.approx(0.72776, rel=1e-4)
+
+
+def test_causal_attention_heads_share_the_waves(prefill):
+    # logit: 32 heads of (2048 x 128) . (128 x 2048), causal: 2049/4096 of the pairs, so
+    # 32 x 2049/4096 = 16.0078 GEMMs of ceil(128/256) x ceil(2048/256) = 8 folds: 128.06 folds,
+    # 129 waves on one array of 2814 cycles = 363,006 cycles; on 16 cores of 64x64,
+    # 16.0078 x 2 x 32 = 1024.5 folds in ceil(64.03) = 65 waves of 2238 cycles = 145,470.
+    assert _row(prefill[256, 256, 1], "logit")["compute_time"] * 1e9 == pytest.approx(363_006, abs=0.25)
+    assert _row(prefill[64, 64, 16], "logit")["compute_time"] * 1e9 == pytest.approx(145_470, abs=0.25)
+
+
+def test_elementwise_rows_run_on_the_vector_unit(prefill):
+    for name in ("softmax", "attn_norm", "act"):
+        r = _row(prefill[256, 256, 1], name)
+        assert r["flops"] > 0 and r["compute_time"] == pytest.approx(r["flops"] / 4e12, rel=1e-6)
+
+
+def test_offloaded_attention_pays_host_and_link(npu, llama8b, wl):
+    hw = jp.replace(npu, offload=ATTN)
+    b = jp.breakdown(llama8b, hw, jp.Parallel(), wl, "prefill")
+    # logit reads Q (2048 x 32 x 128 x 2 B = 16,777,216) and K (2048 x 8 x 128 x 2 B = 4,194,304) over
+    # the link; its scores stay on the host (fused attention). attend reads V (4,194,304) and returns
+    # the output (16,777,216). 20,971,520 B / 128 GB/s + 2 us = 165.84 us each; softmax moves nothing.
+    for name in ("logit", "attend"):
+        r = _row(b, name)
+        assert r["compute_time"] == pytest.approx(r["flops"] / 8e12, rel=1e-6)
+        assert r["memory_time"] == pytest.approx(20_971_520 / 1.28e11 + 2e-6, rel=1e-6)
+    assert _row(b, "softmax")["memory_time"] == pytest.approx(2e-6, rel=1e-6)
+    assert _row(b, "softmax")["compute_time"] == pytest.approx(_row(b, "softmax")["flops"] / 8e12, rel=1e-6)
+    # rows not offloaded are untouched
+    base = jp.breakdown(llama8b, npu, jp.Parallel(), wl, "prefill")
+    for name in ("qkv", "up_gate", "down"):
+        assert _row(b, name)["time"] == _row(base, name)["time"]
+
+
+def test_decode_attention_slope_by_hand(npu, llama8b, wl):
+    b = jp.breakdown(llama8b, npu, jp.Parallel(), wl, "decode")
+    # A step attends over the 2048-token prompt (prefix) and the s tokens generated so far (suffix).
+    # logit_prefix: 32 heads of (1 x 128) . (128 x 2048): 32 x 8 folds of 2*256 + 256 + 1 - 2 = 767 cycles.
+    assert _row(b, "logit_prefix")["compute_time"] * 1e9 == pytest.approx(32 * 8 * 767, abs=0.25)
+    # logit_suffix: each generated token adds a key to 32 heads; ceil(N/256) folds per head, so the cycles
+    # grow by 32 x 767 / 256 = 95.875 per key (the exact count's slope: 32 x (32 - 16) x 767 / (8192 - 4096)).
+    # The breakdown shows the mean step, s = (1 + 15) / 2 = 8 keys.
+    assert _row(b, "logit_suffix")["compute_time"] == pytest.approx(8 * 95.875e-9, rel=1e-6)
+    assert _row(b, "attend_suffix")["compute_time"] == pytest.approx(8 * 95.875e-9, rel=1e-6)
+
+
+def test_groups_share_waves():
+    # 4 independent GEMMs on 4 cores take the time of one on one core (ws: 2 x 3 folds of 2*32 + 32 + 100 - 2).
+    one = gemm_cycles(100.0, 96.0, 64.0, 32.0, 32.0, "ws", cores=1)
+    assert float(one) == 6 * 194 - 1
+    assert float(gemm_cycles(100.0, 96.0, 64.0, 32.0, 32.0, "ws", cores=4, groups=4.0)) == float(one)
+    assert float(gemm_cycles(100.0, 96.0, 64.0, 32.0, 32.0, "ws", cores=4, groups=5.0)) == 8 * 194 - 1  # 30 folds
+
+
+def test_ttft_gradient_in_array_shape_matches_finite_differences(npu, llama8b, wl):
+    """Smooth mode: d TTFT / d (rows, cols, cores) through the whole of `evaluate`
+    equals central differences of the same smooth function (at a shape where
+    no fold count is whole, so the smooth folds are not at a kink)."""
+    opts = jp.Options(smooth=True)
+
+    def ttft(v):
+        hw = jp.replace(npu, array_rows=v[0], array_cols=v[1], cores=v[2])
+        return jp.evaluate(llama8b, hw, jp.Parallel(), jp.replace(wl, prompt=1000.0), opts).ttft
+
+    f = jax.jit(jax.value_and_grad(ttft))
+    v = jnp.array([90.0, 150.0, 3.0], jnp.float32)
+    g = np.asarray(f(v)[1])
+    h = np.array([0.5, 0.5, 0.02])
+    fd = np.array([(float(f(v.at[i].add(h[i]))[0]) - float(f(v.at[i].add(-h[i]))[0])) / (2 * h[i])
+                   for i in range(3)])
+    assert np.all(np.isfinite(g)) and np.all(g != 0)
+    np.testing.assert_allclose(g, fd, rtol=2e-2)
+    assert g[2] < 0  # more cores of the same shape: faster
+
+
+def _spec(**compute):
+    d = read_yaml(resolve("hardware", "npu-case-study-iv"))
+    return {**d, "compute": {**d["compute"], **compute}}
+
+
+def test_compute_block_errors_are_one_line():
+    for bad, word in (({"array": [256]}, "array"), ({"dataflow": "rs"}, "rs"), ({"array": [64.5, 64]}, "array"),
+                      ({"offload": ["logits"]}, "logits"), ({"clock_hz": "fast"}, "clock_hz"),
+                      ({"host": {"flops": 8e12}}, "bandwidth")):
+        with pytest.raises(SpecError) as e:
+            hardware_from_dict(_spec(**bad), src="npu.yaml")
+        assert word in str(e.value) and "npu.yaml" in str(e.value) and "\n" not in str(e.value)
+    d = _spec(offload=["attention"])
+    del d["compute"]["host"]
+    with pytest.raises(SpecError, match="needs compute.host"):
+        hardware_from_dict(d)
+    with pytest.raises(SpecError, match="give compute.array"):
+        hardware_from_dict({**_spec(), "compute": {"cores": 4}})
+    assert hardware_from_dict(_spec(offload=["logit", "attention"], clock_hz="9e8")).offload == ("logit", "attention")
+
+
+def test_offload_names_cover_every_operator(wl):
+    """Every row of every table (dense, MoE, MLA, Mamba, hybrid; both phases;
+    both profiles) can be named in compute.offload, by its name, its decode
+    stem or its group."""
+    seen = set()
+    for name in ("llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "falcon-mamba-7b", "jamba-1.5-mini"):
+        model = jp.load_model(name)
+        for profile in ("default", "genz"):
+            if model.attention == "mla" and profile == "genz":
+                continue
+            for phase in ("prefill", "decode"):
+                t = build_table(model, jp.Parallel(), wl, phase, jp.Options(profile=profile))
+                seen |= {(n, g) for n, g, k in zip(t.names, t.groups, t.comm_kinds) if not k}
+    for n, g in seen:
+        stem = n.rsplit("_", 1)[0] if n.endswith(("_prefix", "_suffix")) else n
+        assert stem in OFFLOAD_NAMES and g in OFFLOAD_GROUPS, (n, g)
+
+
+def test_npu_sweep_over_array_shape_matches_evaluate(npu, llama8b):
+    """A sweep over the array's rows, columns and cores (hardware axes, traced)
+    ranks the same TTFTs as `evaluate` one design at a time."""
+    from jaxplat import search
+    from jaxplat.search import study_from_dict
+
+    st = study_from_dict(dict(
+        name="npu", models=["llama-3.1-8b"], workloads=["chatbot"], hardware="npu-case-study-iv",
+        axes=dict(array_rows=[64, 128, 256], array_cols=[128, 256], cores=[1, 4]),
+        constraints=dict(ttft=None, tpot=None), objective={"minimize": "ttft"}, top_k=12,
+        engine=dict(block=16, blocks_per_step=1)))
+    res = search.run(search.Engine(st), progress=False)
+    assert res.counts[0] == res.counts[2] == 12  # evaluated, all within the (absent) constraints
+    one = jax.jit(lambda hw: jp.evaluate(llama8b, hw, jp.Parallel(), st.workloads[0]).ttft)
+    want = {}
+    for flat in range(12):
+        cfg = {k: float(v[0]) for k, v in st.decode([flat]).items() if k in ("array_rows", "array_cols", "cores")}
+        want[flat] = float(one(jp.replace(npu, **cfg)))
+    order = sorted(want, key=lambda i: (want[i], i))
+    assert list(res.top["index"]) == order
+    np.testing.assert_allclose(-res.top["score"], [want[i] for i in order], rtol=1e-5)
+    with pytest.raises(SpecError, match="systolic arrays"):
+        study_from_dict(dict(name="x", models=["llama-3.1-8b"], workloads=["chatbot"], hardware="npu-case-study-iv",
+                             axes=dict(flops=[1e14, 2e14]), objective={"minimize": "ttft"}))
