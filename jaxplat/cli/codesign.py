@@ -10,6 +10,7 @@ import numpy as np
 import yaml
 
 from jaxplat.cost import evaluate
+from jaxplat.model import EFFICIENCY_PARAMS
 from jaxplat.design import codesign as cd
 from jaxplat.design import spaces
 from jaxplat.report import json_text, table
@@ -61,7 +62,9 @@ def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
         "name": name,
         "description": f"co-designed chip: {float(area):.0f} mm², {stacks:g} HBM stacks (jaxplat codesign)",
         "flops": {dt: float(hw.flops[i]) for i, dt in enumerate(units.DTYPES)},
-        "memory": memory, "network": network, "efficiency": base_d.get("efficiency", {}),
+        "memory": memory, "network": network,
+        "efficiency": {k: float(getattr(hw, field)) for k, (field, *_) in EFFICIENCY_PARAMS.items()},
+        **({"compute": base_d["compute"]} if "compute" in base_d else {}),
         "tdp_w": float(hw.tdp), "price_usd": float(hw.price),
         "energy": {"pj_per_flop": {dt: float(hw.energy_flop[i]) * 1e12 for i, dt in enumerate(units.DTYPES)},
                    "static_w": float(hw.static_power)},

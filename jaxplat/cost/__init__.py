@@ -4,6 +4,8 @@ money, `evaluate` -> `Metrics`, and the per-operator breakdown (the same
 arrays `evaluate` reduces). Imports `jaxplat.model` and below.
 """
 
+from jaxplat.cost import efficiency
+from jaxplat.cost.efficiency import gemm_peak, iteration_overhead, quantization, row_rates
 from jaxplat.cost.inference import (
                                     DEFAULT_SHARPNESS,
                                     Metrics,
@@ -24,5 +26,6 @@ from jaxplat.cost.per_operator import breakdown, comm_breakdown
 from jaxplat.cost.roofline import safe_div
 
 __all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "Phases", "attention_split", "breakdown", "build_table",
-           "comm_breakdown", "context_ok", "divisibility", "evaluate", "microbatching", "peak_flops", "phases",
-           "row_components", "safe_div", "state_bytes", "kv_read_mask", "chip_numbers", "priced_chip"]
+           "comm_breakdown", "context_ok", "divisibility", "efficiency", "evaluate", "gemm_peak", "iteration_overhead",
+           "microbatching", "peak_flops", "phases", "quantization", "row_components", "row_rates", "safe_div",
+           "state_bytes", "kv_read_mask", "chip_numbers", "priced_chip"]

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost import compute, energy, memory, money
+from jaxplat.cost import compute, efficiency, energy, memory, money
 from jaxplat.cost.collectives import SMOOTH_MIN_P, chips_available, table_comm_times
 from jaxplat.cost.operators import OpTable, build_table, microbatching, stage_counts
 from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
@@ -75,14 +75,18 @@ class Metrics:
 
 
 def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Array:
-    """Achievable FLOP/s in the workload's compute dtype.
+    """Achievable FLOP/s of a large GEMM in the workload's compute dtype.
 
     GenZ has one peak (bf16) and scales it by 2 bytes / bytes per element
     (int8/fp8 run at twice the bf16 rate; CONVENTIONS.md "Units and system").
+    The default profile derates narrow dtypes (efficiency.gemm_peak); each
+    row's shape derates it further (efficiency.row_rates).
     """
     if opts.conv.peak == "bf16_scaled":
         return hw.flops[DTYPES.index("bf16")] * 2.0 / wl.bytes_act * hw.eff_compute
-    return hw.flops[wl.compute_dtype.astype(jnp.int32)] * hw.eff_compute
+    if opts.conv.efficiency == "flat":
+        return hw.flops[wl.compute_dtype.astype(jnp.int32)] * hw.eff_compute
+    return efficiency.gemm_peak(hw, wl.compute_dtype, wl.bytes_act)
 
 
 def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=None, comm=None, prices=None):
@@ -100,21 +104,24 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=
     with the hierarchy, at the levels each tensor is placed on, with tiling
     re-reads); offloaded rows pay their link transfer instead
     (compute.offload_memory_times).
+    Each row's achieved FLOP/s (dtype, tile and wave quantization, kernel
+    kind), its memory-time factor and fixed kernel latency come from its
+    shape (efficiency.row_rates).
     `comm`: the rows' communication times if already computed
     (`tables_comm_times`), else computed here; `prices` likewise the
     table's `memory.byte_prices`.
     Returns (c0, c1, m0, m1, comm), each [rows] seconds (per token for *1).
     """
-    peak = peak_flops(hw, wl, opts)
+    peak, mem_scale, latency = efficiency.row_rates(table, hw, wl, opts, peak_flops(hw, wl, opts))
     # Placement over levels + tiling reuse (memory.py), or the plain roofline.
     prices = memory.byte_prices(table, hw, wl, wl.output, opts.hierarchy) if prices is None else prices
     mem = prices.time
     if comm is None:
         (comm,) = tables_comm_times((table,), hw, opts, p)
     c0, c1 = compute.row_compute_times(table, hw, opts, peak)
-    m0, m1 = compute.offload_memory_times(table, hw, mem(table.a0, table.w0, table.o0),
-                                          mem(table.a1, table.w1, table.o1))
-    return c0, c1, m0, m1, comm
+    m0, m1 = compute.offload_memory_times(table, hw, mem(table.a0, table.w0, table.o0) * mem_scale,
+                                          mem(table.a1, table.w1, table.o1) * mem_scale)
+    return c0 + latency, c1, m0 + latency, m1, comm
 
 
 def tables_comm_times(tables, hw: Hardware, opts: Options, p=None) -> tuple:
@@ -321,10 +328,14 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
         replica = paths * par.pp
         pre_slow = _stretch(ttft, energy.power_floor(e_pre, hw, replica), p)
         dec_slow = _stretch(decode_time, energy.power_floor(e_dec, hw, replica), p)
+    # The engine's own time per iteration (the prefill pass, each decode
+    # step) adds to the kernels', throttled or not (efficiency.iteration_overhead).
+    overhead = efficiency.iteration_overhead(hw, options)
     return Phases(pre=pre, dec=dec, pre_core=pre_core, pre_comm=pre_comm, pre_weight=pre_weight,
                   dec_core=dec_core, dec_comm=dec_comm, dec_weight=dec_weight, steps=steps, nmb=nmb,
-                  e_pre=e_pre, e_dec=e_dec, pre_slow=pre_slow, dec_slow=dec_slow, ttft=pre_slow * ttft,
-                  decode_time=dec_slow * decode_time, tpot=dec_slow * tpot, comm_time=comm_time)
+                  e_pre=e_pre, e_dec=e_dec, pre_slow=pre_slow, dec_slow=dec_slow, ttft=pre_slow * ttft + overhead,
+                  decode_time=dec_slow * decode_time + steps * overhead, tpot=dec_slow * tpot + overhead,
+                  comm_time=comm_time)
 
 
 def _stretch(seconds, floor, p):

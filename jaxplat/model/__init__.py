@@ -22,6 +22,13 @@ from jaxplat.model.architecture import (
                                         ssm_state_elements,
 )
 from jaxplat.model.compute_spec import OFFLOAD_GROUPS, OFFLOAD_NAMES
+from jaxplat.model.efficiency_spec import (
+                                           PARAMS as EFFICIENCY_PARAMS,
+                                           Calibration,
+                                           calibration_from_dict,
+                                           default_calibration,
+                                           load_calibration,
+)
 from jaxplat.model.genz import GENZ_GB, genz_h100, genz_system
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.hardware_spec import hardware_from_dict, load_hardware, network_level_names
@@ -34,10 +41,10 @@ from jaxplat.model.workload import Workload
 from jaxplat.model.workload_spec import load_workload, workload_from_dict
 
 __all__ = ["ATTENTION_KINDS", "SSM_KINDS", "attention_layers", "ffn_layers", "ssm_conv_channels", "ssm_in_width",
-           "ssm_params", "ssm_state_elements", "CONVENTIONS", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS",
+           "ssm_params", "ssm_state_elements", "CONVENTIONS", "EFFICIENCY_PARAMS", "Calibration", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS",
            "MAX_NET_LEVELS", "OFFLOAD_GROUPS", "OFFLOAD_NAMES", "PROFILES", "TOPOLOGIES", "Hardware",
-           "Model", "Options", "Parallel", "Technology", "Workload", "as_f32", "chips", "ffn_factor", "genz_h100",
-           "genz_system", "hardware_from_dict", "kv_elements_per_token", "load_hardware", "load_model",
+           "Model", "Options", "Parallel", "Technology", "Workload", "as_f32", "calibration_from_dict", "chips", "default_calibration", "ffn_factor", "genz_h100",
+           "genz_system", "hardware_from_dict", "kv_elements_per_token", "load_calibration", "load_hardware", "load_model",
            "load_technology", "load_workload", "local_keys", "local_pairs", "local_tokens", "model_from_config", "moe_layers", "network_level_names",
            "param_count", "pytree_dataclass", "replace", "stage_chips", "static", "technology_from_dict",
            "workload_from_dict"]

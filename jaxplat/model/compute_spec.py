@@ -9,6 +9,13 @@
       host: {flops: 8.0e+12, bandwidth: 1.28e+11, latency: 1.0e-6}  # offload target and its link
       offload: [logit, softmax, attend]   # operators (names or groups) run on the host
 
+A tensor-core chip (GPU) gives instead its SMs or CUs and a GEMM kernel's
+tile, for tile and wave quantization (jaxplat.cost.efficiency):
+
+    compute:
+      units: 132             # SMs
+      tile: [128, 128, 64]   # output tile m x n, k-step
+
 Every number becomes a traced `Hardware` leaf (swept, differentiated); the
 dataflow and the offload list are static (they choose the code path). The
 cost of all this is jaxplat.cost.compute. A chip without the block is
@@ -18,7 +25,7 @@ unchanged: every operator at its `flops`.
 from jaxplat.specs import SpecError, check_keys, number
 
 DATAFLOWS = ("ws", "os", "is")  # as jaxplat.cost.microarch.DATAFLOWS (the cost layer is above this one)
-COMPUTE_KEYS = ("array", "cores", "dataflow", "clock_hz", "vector_flops", "host", "offload")
+COMPUTE_KEYS = ("array", "cores", "dataflow", "clock_hz", "vector_flops", "host", "offload", "units", "tile")
 HOST_KEYS = ("flops", "bandwidth", "latency")
 
 # What `offload:` may name: operator groups and operator names of the
@@ -71,6 +78,18 @@ def compute_fields(d: dict | None, src="hardware") -> dict:
         for key in ("cores", "dataflow", "clock_hz"):
             if key in d:
                 raise SpecError(f"{src}: compute.{key} describes a systolic array; give compute.array too")
+    if ("units" in d) != ("tile" in d):
+        raise SpecError(f"{src}: compute.units and compute.tile go together (SMs and a GEMM kernel's tile)")
+    if "tile" in d:
+        if "array" in d:
+            raise SpecError(f"{src}: compute.tile describes tensor cores, compute.array systolic arrays: give one")
+        tile = d["tile"]
+        if not isinstance(tile, (list, tuple)) or len(tile) != 3:
+            raise SpecError(f"{src}: compute.tile must be [m, n, k] (a GEMM kernel's output tile and k-step), "
+                            f"got {tile!r}")
+        out["units"] = number(src, "compute.units", d["units"])
+        for axis, v in zip("mnk", tile):
+            out[f"tile_{axis}"] = number(src, f"compute.tile.{axis}", v)
     if "vector_flops" in d:
         out["vector_flops"] = number(src, "compute.vector_flops", d["vector_flops"])
     host = d.get("host")

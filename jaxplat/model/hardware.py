@@ -30,7 +30,21 @@ class Hardware:
         levels, innermost first: chips per domain, bytes/s per chip per
         direction, seconds, index into TOPOLOGIES. Padded levels have an
         infinite-like domain (1e9 chips) copied from the outermost real level.
-      eff_compute, eff_memory, eff_network: achievable fractions of peak.
+      eff_compute, eff_memory, eff_network: achievable fractions of peak on
+        large, well-shaped work (a big GEMM in 16-bit, a long stream, a big
+        collective); the shape-dependent rest is jaxplat.cost.efficiency.
+      eff_narrow: per halving of the operand width below 16 bits, the share
+        of the wider dtype's achieved fraction that kernels keep (FP8 GEMMs
+        reach less of their 2x peak than BF16 ones of theirs).
+      eff_attention: attention kernels' efficiency relative to GEMMs, on
+        both their compute and their memory time.
+      kernel_latency: s each GEMM or attention kernel costs beyond its
+        roofline time (launch, prologue/epilogue, the tail of its last wave).
+      iteration_overhead: s per engine iteration (scheduling, sampling,
+        graph launch) outside the kernels.
+      units, tile_m, tile_n, tile_k: a tensor-core chip's SMs or CUs and a
+        GEMM kernel's output tile and k-step (the `compute:` block's `units`
+        and `tile`); units = 0 when not given: no tile or wave quantization.
       tdp, price: board power in W and price in USD (0 when unknown).
       energy_flop: [len(DTYPES)] J per FLOP in each dtype (0 when unknown).
       energy_sram: J per byte moved to or from on-chip SRAM.
@@ -80,6 +94,15 @@ class Hardware:
     lifetime: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     energy_price: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     pue: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    # Shape-dependent efficiency (jaxplat.cost.efficiency); neutral defaults.
+    eff_narrow: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    eff_attention: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    kernel_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    iteration_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    units: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    tile_m: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    tile_n: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    tile_k: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     # Compute structure (`compute:` block); neutral defaults leave the chip as it was.
     array_rows: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     array_cols: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))

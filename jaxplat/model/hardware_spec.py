@@ -4,6 +4,7 @@ TCO numbers a spec leaves out."""
 import numpy as np
 
 from jaxplat.model.compute_spec import compute_fields
+from jaxplat.model.efficiency_spec import Calibration, default_calibration, efficiency_fields
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.pytree import as_f32
 from jaxplat.specs import SpecError, check_keys, dtype_name, number, read_yaml, resolve
@@ -122,11 +123,16 @@ _HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "
             "energy", "tco")  # energy, tco, pj_per_bit: jaxplat.energy / jaxplat.cost (defaults there)
 _MEM_KEYS = ("name", "size", "bandwidth", "pj_per_bit")
 _NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "pj_per_bit")
-_EFF_KEYS = ("compute", "memory", "network")
 
 
-def hardware_from_dict(d: dict, src="hardware") -> Hardware:
-    """Validate a hardware spec dict (schema in README) and build `Hardware`."""
+def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None = None,
+                       defaults: Calibration | None = None) -> Hardware:
+    """Validate a hardware spec dict (schema in README) and build `Hardware`.
+
+    Efficiency parameters the spec leaves out are neutral, or `defaults`'
+    (`load_hardware` passes the shipped calibration); `calibration`
+    overrides the spec's own (efficiency_spec, "precedence").
+    """
     # tdp_w is required: static power defaults to a share of it, and the
     # chip is held to it (cost.energy.power_floor).
     check_keys(src, "", d, _HW_KEYS, required=("memory", "network"))
@@ -196,18 +202,11 @@ def hardware_from_dict(d: dict, src="hardware") -> Hardware:
         lat.append(lat[-1])
         topo.append(topo[-1])
 
-    eff = d.get("efficiency", {}) or {}
-    check_keys(src, "efficiency.", eff, _EFF_KEYS)
-    effs = {}
-    for k in _EFF_KEYS:
-        effs[k] = number(src, f"efficiency.{k}", eff.get(k, 1.0))
-        if effs[k] > 1.0:
-            raise SpecError(f"{src}: efficiency.{k} is a fraction of peak in (0, 1], got {effs[k]}")
     return as_f32(
         Hardware, flops=np.array([peak[dt] for dt in DTYPES]), sram_size=sram_size, sram_bw=sram_bw,
         mem_size=np.array(mem_size), mem_bw=np.array(mem_bw), net_domain=np.array(dom),
         net_bw=np.array(bw), net_latency=np.array(lat), net_topology=np.array(topo),
-        eff_compute=effs["compute"], eff_memory=effs["memory"], eff_network=effs["network"],
+        **efficiency_fields(d, src, defaults, calibration),
         tdp=number(src, "tdp_w", d["tdp_w"]),
         price=number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True),
         **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src), **compute)
@@ -219,9 +218,16 @@ def network_level_names(name_or_path) -> list[str]:
     return [str(lv.get("name", f"level {i}")) for i, lv in enumerate(nets)]
 
 
-def load_hardware(name_or_path) -> Hardware:
-    """Load a built-in chip by name (e.g. 'h100-sxm') or a YAML/JSON file."""
+def load_hardware(name_or_path, calibration: Calibration | None = None) -> Hardware:
+    """Load a built-in chip by name (e.g. 'h100-sxm') or a YAML/JSON file.
+
+    Efficiency parameters the spec leaves out come from the shipped
+    calibration (specs/calibration/default.yaml); `calibration` (a file from
+    `jaxplat calibrate`) overrides them all.
+    """
     path = resolve("hardware", name_or_path)
-    return hardware_from_dict(read_yaml(path), src=str(path))
+    d = read_yaml(path)
+    d.setdefault("name", path.stem)
+    return hardware_from_dict(d, src=str(path), calibration=calibration, defaults=default_calibration())
 
 

@@ -61,6 +61,10 @@ class Conventions:
         GenZ: every layer attends to the whole context.
       power_limit: a phase whose average power would exceed the chips' TDP
         is slowed until it does not (cost.energy.power_floor). GenZ: no.
+      efficiency: "shape" (each operator's efficiency from its shape, dtype
+        and kernel kind, plus kernel and per-iteration latencies:
+        jaxplat.cost.efficiency) or "flat" (GenZ: one compute and one memory
+        fraction for every operator).
     """
 
     elementwise: bool = True
@@ -85,6 +89,7 @@ class Conventions:
     mla: bool = True
     local_attention: bool = True
     power_limit: bool = True
+    efficiency: str = "shape"
 
 
 # GenZ 0.0.16's accounting (tests/data/genz/CONVENTIONS.md; GenZ-LLM-Analyzer).
@@ -94,7 +99,7 @@ GENZ = Conventions(elementwise=False, causal_pairs=False, heads_over_ep=True, sc
                    lm_head_all_tokens=True, tied_head_stored=False, moe_accounting="genz",
                    mamba_accounting="genz", microbatching="batch_over_pp", collectives="genz", memory_hierarchy=False,
                    peak="bf16_scaled", decode="final_step", ttft="one_microbatch", footprint="summed_stages",
-                   mla=False, local_attention=False, power_limit=False)
+                   mla=False, local_attention=False, power_limit=False, efficiency="flat")
 CONVENTIONS = {"default": Conventions(), "genz": GENZ}
 PROFILES = tuple(CONVENTIONS)
 

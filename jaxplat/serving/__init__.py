@@ -9,8 +9,9 @@ Units: SI (seconds, bytes, requests/s, tokens/s).
 
 import jax
 
+from jaxplat.serving.concurrency import ClosedLoop, closed_loop, max_load
 from jaxplat.serving.disaggregation import disaggregated, kv_transfer_time
-from jaxplat.serving.iteration import capacity, decode_time, iteration_table, iteration_time, max_load, merge_tables
+from jaxplat.serving.iteration import capacity, decode_time, iteration_table, iteration_time, merge_tables
 from jaxplat.serving.queue_model import goodput, queueing, slo_met
 from jaxplat.serving.settings import (
                                       DEFAULT_MEM_FRACTION,
@@ -30,12 +31,13 @@ from jaxplat.serving.speculative import expected_tokens, speculative_tpot
 queueing_jit = jax.jit(queueing, static_argnames=("opts", "fixed_point_steps"))
 goodput_jit = jax.jit(goodput, static_argnames=("opts", "steps"))
 max_load_jit = jax.jit(max_load, static_argnames=("opts",))
+closed_loop_jit = jax.jit(closed_loop, static_argnames=("opts", "steps"))
 capacity_jit = jax.jit(capacity, static_argnames=("opts",))
 iteration_time_jit = jax.jit(iteration_time, static_argnames=("opts",))
 speculative_tpot_jit = jax.jit(speculative_tpot, static_argnames=("opts",))
 disaggregated_jit = jax.jit(disaggregated, static_argnames=("opts", "level"))
 
-__all__ = ["DEFAULT_MEM_FRACTION", "DEFAULT_TOKEN_BUDGET", "SATURATED", "Requests", "Serving", "ServingMetrics",
+__all__ = ["ClosedLoop", "closed_loop", "closed_loop_jit", "DEFAULT_MEM_FRACTION", "DEFAULT_TOKEN_BUDGET", "SATURATED", "Requests", "Serving", "ServingMetrics",
            "capacity", "capacity_jit", "decode_time", "disaggregated", "disaggregated_jit", "expected_tokens", "goodput", "goodput_jit", "iteration_table",
            "iteration_time", "iteration_time_jit", "kv_transfer_time", "lognormal_params", "lognormal_quantile", "max_load", "max_load_jit",
            "merge_tables", "normal_score", "queueing", "queueing_jit", "sample_requests", "serving", "simulate", "simulate_sampled",

@@ -13,49 +13,41 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost import OpTable, build_table, evaluate, row_components, safe_div
+from jaxplat.cost import iteration_overhead
 from jaxplat.cost.inference import pipeline_round
 from jaxplat.cost.memory import kv_read_mask
 from jaxplat.cost.operators import NUMERIC, microbatching
 from jaxplat.cost.roofline import combine
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
-from jaxplat.serving.settings import DEFAULT_TOKEN_BUDGET, Serving
+from jaxplat.serving.settings import Serving
 
 
 def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Serving,
-             opts: Options = Options(), token_budget=DEFAULT_TOKEN_BUDGET):
+             opts: Options = Options(), token_budget=None):
     """Largest batch whose weights, activations and KV cache fit per chip.
 
     KV pool = mem_fraction x (capacity - weights - activations), activations
-    of one iteration at `token_budget` tokens (TensorRT-LLM reserves them
-    before sizing its KV pool). Each sequence holds prompt + output tokens of
-    KV (beams share the prompt). Capped by srv.max_batch when that is > 0.
+    of one iteration at `token_budget` tokens (default srv.budget;
+    TensorRT-LLM reserves them before sizing its KV pool). Each sequence
+    holds prompt + output tokens of KV (beams share the prompt), in whole
+    blocks of srv.kv_block tokens (paged attention; Kwon et al., SOSP 2023).
+    Capped by srv.max_batch when that is > 0.
     Returns (max_batch, kv_bytes_per_sequence, kv_pool_bytes), floats.
     """
+    budget = srv.budget if token_budget is None else token_budget
     one = evaluate(model, hw, par, replace(wl, batch=1.0), opts)
-    act = evaluate(model, hw, par, replace(wl, batch=1.0, prompt=token_budget, output=1.0), opts).activation_bytes
+    act = evaluate(model, hw, par, replace(wl, batch=1.0, prompt=budget, output=1.0), opts).activation_bytes
     pool = jnp.maximum(srv.mem_fraction * (one.capacity_bytes - one.weights_bytes - act), 0.0)
-    b = jnp.floor(safe_div(pool, one.kv_bytes))
+    tokens = wl.prompt + wl.beams * wl.output
+    blk = jnp.maximum(srv.kv_block, 1.0)
+    paged = jnp.where(srv.kv_block > 0, jnp.ceil(tokens / blk) * blk / tokens, 1.0)
+    kv_seq = one.kv_bytes * paged
+    b = jnp.floor(safe_div(pool, kv_seq))
     if opts.smooth:  # straight-through floor: exact forward, gradient of the ratio
-        raw = safe_div(pool, one.kv_bytes)
+        raw = safe_div(pool, kv_seq)
         b = raw + jax.lax.stop_gradient(b - raw)
     b = jnp.where(srv.max_batch > 0, jnp.minimum(b, srv.max_batch), b)
-    return b, one.kv_bytes, pool
-
-
-def max_load(model, hw, par, wl, srv, opts: Options = Options(), token_budget=DEFAULT_TOKEN_BUDGET):
-    """Offline (max-load) throughput: every slot busy at the capacity batch.
-
-    Continuous batching keeps `max_batch` sequences in flight; in steady
-    state a slot spends one prefill and output - 1 decode steps per request,
-    so output tokens/s equal the static batch's at that size
-    (`evaluate(...).throughput`, whose decode sum runs over the staggered
-    contexts). Returns (max_batch, throughput tok/s of all dp replicas).
-    """
-    b, _, _ = capacity(model, hw, par, wl, srv, opts, token_budget)
-    m = evaluate(model, hw, par, replace(wl, batch=jnp.maximum(b, 1.0)), opts)
-    return b, jnp.where(b >= 1.0, m.throughput, 0.0)
-
-
+    return b, kv_seq, pool
 
 
 # Columns that describe a row rather than its work: kept by `merge_tables`.
@@ -158,7 +150,8 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
       logits: LM-head rows per prefilling sequence (1; k + 1 to verify
         speculative drafts).
     Returns:
-      float scalar seconds (exact or smooth roofline per row, as `evaluate`).
+      float scalar seconds (exact or smooth roofline per row, as `evaluate`),
+      the chip's per-iteration overhead included (efficiency.iteration_overhead).
     With n_dec = 0 and one chunk (P, 0) this is `evaluate`'s TTFT at batch 1;
     with no chunk it is its decode step at context ctx_dec, pipeline included.
 
@@ -173,7 +166,8 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     c0, _, m0, _, comm = row_components(table, hw, replace(wl, output=0.0), opts)
     p = None if not opts.smooth else 20.0
     t = combine(c0, m0, comm, p)
-    return pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
+    return (pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
+            + iteration_overhead(hw, opts))
 
 
 def decode_time(model, hw, par, wl, opts, n_dec, ctx):

@@ -32,6 +32,13 @@ class Serving:
         kv_cache_free_gpu_mem_fraction; vLLM's gpu_memory_utilization).
       slo_quantile: fraction of requests that must meet the SLOs for
         goodput (DistServe, Zhong et al. OSDI 2024, uses 0.9).
+      max_num_tokens: tokens one iteration may hold, decodes and prompts
+        together, when prompts join whole (TensorRT-LLM max_num_tokens; with
+        chunked prefill `chunk` is the budget). The engine reserves the
+        activations of an iteration this large before sizing its KV pool.
+      kv_block: tokens per KV-cache block (paged attention: vLLM 16,
+        TensorRT-LLM 32, SGLang 1); a sequence holds whole blocks. 0: no
+        rounding.
     """
 
     rate: jax.Array
@@ -41,13 +48,22 @@ class Serving:
     chunk: jax.Array
     mem_fraction: jax.Array
     slo_quantile: jax.Array
+    max_num_tokens: jax.Array
+    kv_block: jax.Array
+
+    @property
+    def budget(self):
+        """Tokens per iteration: the chunked-prefill budget, else max_num_tokens."""
+        return jnp.where(self.chunk > 0, self.chunk, self.max_num_tokens)
 
 
 def serving(rate=0.0, prompt_cv=0.0, output_cv=0.0, max_batch=0.0, chunk=0.0,
-            mem_fraction=DEFAULT_MEM_FRACTION, slo_quantile=0.9) -> Serving:
+            mem_fraction=DEFAULT_MEM_FRACTION, slo_quantile=0.9, max_num_tokens=DEFAULT_TOKEN_BUDGET,
+            kv_block=0.0) -> Serving:
     """Build `Serving` with float32 leaves (one compiled program for all values)."""
     f = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-    return Serving(f(rate), f(prompt_cv), f(output_cv), f(max_batch), f(chunk), f(mem_fraction), f(slo_quantile))
+    return Serving(f(rate), f(prompt_cv), f(output_cv), f(max_batch), f(chunk), f(mem_fraction), f(slo_quantile),
+                   f(max_num_tokens), f(kv_block))
 
 
 @pytree_dataclass

@@ -55,17 +55,24 @@ def _rank(mask):
 
 
 def simulate(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Serving, reqs: Requests,
-             opts: Options = Options(), warmup=0.2, *, slots: int = 64, iterations: int = 4096):
+             opts: Options = Options(), warmup=0.2, *, slots: int = 64, iterations: int = 4096,
+             closed: bool = False):
     """Run the engine over `reqs` and summarize latencies.
 
     Args:
-      srv: uses max_batch (running sequences, <= slots; 0 = slots) and
-        chunk (prefill token budget per iteration including decodes;
-        0 = whole prompts, in-flight batching).
+      srv: uses max_batch (running sequences, <= slots; 0 = slots), chunk
+        (prefill token budget per iteration including decodes; 0 = whole
+        prompts, in-flight batching) and max_num_tokens (the budget of an
+        iteration with whole prompts: prompts that fit join it whole).
       reqs: `Requests` sorted by arrival.
       slots, iterations: static sizes (request slots; scan length).
       warmup: fraction of the first requests left out of the statistics
         (traced).
+      closed: closed loop (static): srv.max_batch clients, each sending its
+        next request when its last ends. Pass requests that have all
+        arrived (arrival 0, `sample_requests` at rate 0): a request is
+        admitted in the iteration after a slot frees, which is when its
+        client sent it, so its latencies count from admission.
     Returns:
       (ServingMetrics over finished requests after the warm-up, dict with
       'finished' fraction, 'first' and 'finish' [n] seconds after each
@@ -73,7 +80,7 @@ def simulate(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     """
     n = reqs.arrival.shape[0]
     cap = jnp.where(srv.max_batch > 0, jnp.minimum(srv.max_batch, slots), float(slots))
-    budget = jnp.where(srv.chunk > 0, srv.chunk, _BIG)
+    budget = srv.budget
     ids = jnp.arange(slots)
     f32 = jnp.float32
 
@@ -97,7 +104,7 @@ def simulate(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
         gen = jnp.where(take, 0.0, gen)
         # Latencies accumulate per slot in small numbers (float32 keeps ~1e-7
         # relative of each; an absolute clock of 1e3 s would lose 6e-5 s).
-        age = jnp.where(take, t - reqs.arrival[rid], age)
+        age = jnp.where(take, 0.0 if closed else t - reqs.arrival[rid], age)
         nxt = nxt + k
         active = req >= 0
         # Schedule: decodes first (one token each), then prompt chunks in
@@ -109,7 +116,12 @@ def simulate(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
         left_sorted = jnp.where(pre, left, 0.0)[order]
         before = jnp.cumsum(left_sorted) - left_sorted
         avail = jnp.maximum(budget - n_dec, 0.0)
-        alloc_sorted = jnp.clip(avail - before, 0.0, left_sorted)
+        # Chunked: the budget's tokens go to prompts in order, the last one
+        # cut. Whole prompts: those that fit whole, in order (the first one
+        # always, or a prompt over the budget would never run).
+        chunks = jnp.clip(avail - before, 0.0, left_sorted)
+        whole = jnp.where((before + left_sorted <= avail) | (before == 0.0), left_sorted, 0.0)
+        alloc_sorted = jnp.where(srv.chunk > 0, chunks, whole)
         alloc = jnp.zeros_like(left).at[order].set(alloc_sorted)
         ctx_dec = jnp.where(n_dec > 0, jnp.sum(jnp.where(dec, ctx + 1.0, 0.0)) / jnp.maximum(n_dec, 1.0), 0.0)
         work = (n_dec > 0) | jnp.any(alloc > 0)
@@ -165,7 +177,7 @@ def summarize(reqs: Requests, first, finish, warmup=0.2) -> ServingMetrics:
                           batch=jnp.float32(0.0), utilization=jnp.float32(0.0), stable=done > 0.99)
 
 
-simulate_jit = jax.jit(simulate, static_argnames=("opts", "slots", "iterations"))
+simulate_jit = jax.jit(simulate, static_argnames=("opts", "slots", "iterations", "closed"))
 
 
 @functools.partial(jax.jit, static_argnames=("opts", "n_requests", "slots", "iterations"))

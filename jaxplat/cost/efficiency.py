@@ -1,0 +1,121 @@
+"""Achieved efficiency of each operator as a function of its shape.
+
+A datasheet peak is reached by no kernel. What a kernel reaches depends on
+  * the chip's kernels in general: a large, well-shaped 16-bit GEMM reaches a
+    share `eff_compute` of the dense peak (clock and power limits, the
+    mainloop's bubbles), a long stream `eff_memory` of the bandwidth;
+  * the dtype: each halving of the operand width below 16 bits keeps a share
+    `eff_narrow` of that (FP8 and FP4 peaks are harder to feed: twice the
+    operands per cycle through the same register file and shared memory);
+  * the shape, through the chip's structure (`Hardware.units` SMs or CUs and
+    a kernel's tile_m x tile_n output tile with tile_k k-steps): tile
+    quantization (a partial tile is paid in full, so a skinny decode GEMM
+    with m = 8 rows pays for a whole tile_m) and wave quantization (the last
+    wave leaves SMs idle), NVIDIA, "Matrix Multiplication Background User's
+    Guide"; the same for attention, whose tiles are few at short lengths,
+    small batches and few heads per chip;
+  * the kind of kernel: attention (FlashAttention, paged decode attention)
+    reaches `eff_attention` of what GEMMs reach, on compute and bandwidth;
+  * fixed costs: `kernel_latency` seconds per GEMM or attention kernel
+    (launch, prologue and epilogue, the drain of its pipeline), added to
+    both its compute and memory time, so to its roofline time.
+Every parameter is a named field of `Hardware` (the `efficiency:` and
+`compute:` blocks of a hardware spec, jaxplat.model.efficiency_spec), traced,
+so a sweep varies it and calibration (jaxplat.design.calibration) fits it by
+gradient. A chip without a `compute:` block has units = 0: no quantization.
+
+Tile and wave counts use the microarchitecture's piece counts
+(`microarch.fold_count`, `microarch.wave_count`; their smooth twins in smooth
+mode). GEMM libraries run skinny and odd shapes split-K or stream-K (CUTLASS
+stream-K, Osama et al., PPoPP 2023): the k-loop iterations of all tiles are
+shared evenly by the SMs, so the waves here count k-loop iterations, not
+whole tiles, and a decode GEMM with one tile column still fills the chip.
+The profile's `Conventions.efficiency` "flat" (GenZ) keeps the three flat
+fractions and none of the rest.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost.microarch import fold_count, wave_count
+from jaxplat.cost.operators import OpTable
+from jaxplat.model import Hardware, Options, Workload
+from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
+
+# Rows run by the attention kernel (scores, softmax and the weighted sum).
+ATTENTION_PREFIXES = ("logit", "attend", "softmax")
+
+
+def attention_mask(table: OpTable) -> np.ndarray:
+    """[rows] 1.0 for rows of the attention kernel (static, from names)."""
+    return np.array([float(n.startswith(ATTENTION_PREFIXES)) for n in table.names], np.float32)
+
+
+def halvings(bytes_per_element):
+    """Halvings of the operand width below 16 bits: 0 (>= 16 bit), 1 (8), 2 (4)."""
+    return jnp.maximum(jnp.log2(2.0 / bytes_per_element), 0.0)
+
+
+def dtype_index(bytes_per_element):
+    """Index into units.DTYPES of the float dtype of this width (fp32, bf16, fp8, fp4)."""
+    idx = [DTYPES.index(d) for d in ("fp32", "bf16", "fp8", "fp4")]
+    widths = jnp.array([BYTES_PER_ELEMENT[DTYPES[i]] for i in idx])
+    return jnp.array(idx, jnp.float32)[jnp.argmin(jnp.abs(widths - bytes_per_element))]
+
+
+def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False):
+    """Useful share of the tensor-core work a GEMM pays for, in (0, 1].
+
+    `groups` independent m x k x n GEMMs (attention heads) are cut into
+    ceil(m / tile_m) x ceil(n / tile_n) output tiles each, every tile loops
+    over ceil(k / tile_k) k-steps, and those k-loop iterations run in
+    ceil(iterations / units) waves over the units (stream-K). The share is
+    the useful multiply-adds over the paid ones:
+        m n k groups / (waves x units x tile_m tile_n tile_k).
+    1 where the chip gives no structure (units = 0) or the row is no GEMM.
+    """
+    tm, tn, tk = hw.tile_m, hw.tile_n, hw.tile_k
+    ok = (hw.units > 0) & (m * n * k > 0)
+    ms, ns, ks = (jnp.where(ok, x, 1.0) for x in (m, n, k))
+    units = jnp.where(ok, hw.units, 1.0)
+    iters = groups * fold_count(ms / tm, smooth) * fold_count(ns / tn, smooth) * fold_count(ks / tk, smooth)
+    paid = wave_count(iters, units, smooth) * units * tm * tn * tk
+    return jnp.where(ok, jnp.clip(ms * ns * ks * groups / paid, 1e-6, 1.0), 1.0)
+
+
+def gemm_peak(hw: Hardware, dtype, bytes_per_element):
+    """FLOP/s a large, well-shaped GEMM reaches in `dtype` (an index)."""
+    return hw.flops[dtype.astype(jnp.int32)] * hw.eff_compute * hw.eff_narrow ** halvings(bytes_per_element)
+
+
+def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_peak):
+    """Per-row achieved FLOP/s, memory-time factor and fixed latency.
+
+    Returns (peak [rows] FLOP/s, mem_scale [rows] (memory time is multiplied
+    by it), latency [rows] s added to the compute and the memory time). With the "flat"
+    convention: (flat_peak, 1, 0) for every row.
+    Attention runs at the KV cache's precision when it is wider than the
+    activations' (Blackwell FP4 GEMMs with FP8 attention), else at theirs.
+    """
+    if opts.conv.efficiency == "flat":
+        return flat_peak, 1.0, 0.0
+    attn = jnp.asarray(attention_mask(table))
+    wide_kv = (attn > 0) & (wl.bytes_kv > wl.bytes_act)
+    dtype = jnp.where(wide_kv, dtype_index(wl.bytes_kv), wl.compute_dtype)
+    width = jnp.where(wide_kv, wl.bytes_kv, wl.bytes_act)
+    mkn = table.m * table.k * table.n
+    groups = jnp.where(mkn > 0, jnp.maximum(table.f0 / jnp.where(mkn > 0, 2.0 * mkn, 1.0), 1.0), 1.0)
+    q = quantization(table.m, table.n, table.k, groups, hw, opts.smooth)
+    kind = jnp.where(attn > 0, hw.eff_attention, 1.0)
+    peak = gemm_peak(hw, dtype, width) * q * kind
+    latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0)
+    return peak, 1.0 / kind, latency
+
+
+def iteration_overhead(hw: Hardware, opts: Options):
+    """Seconds per engine iteration outside the kernels (0 with "flat")."""
+    return 0.0 if opts.conv.efficiency == "flat" else hw.iteration_overhead
+
+
+__all__ = ["ATTENTION_PREFIXES", "attention_mask", "dtype_index", "gemm_peak", "halvings", "iteration_overhead",
+           "quantization", "row_rates"]

@@ -1,0 +1,107 @@
+"""The `efficiency:` and `compute:` blocks of a hardware spec, and
+calibration files (written by `jaxplat calibrate`, applied by
+`--calibration FILE` and, for every chip, by the shipped defaults).
+
+A chip's efficiency parameters come, in this order (later wins):
+  1. neutral values (ideal kernels: fractions 1, latencies 0);
+  2. the shipped calibration (`specs/calibration/default.yaml`), its global
+     parameters then its entry for the chip, when the spec is loaded by
+     `load_hardware` (a built-in name or a file) or from a study;
+  3. the spec's own `efficiency:` block;
+  4. a calibration file given with `--calibration`, global then per chip.
+The function that turns them into per-operator efficiencies is
+`jaxplat.cost.efficiency`; a chip without measurements gets its shape
+effects from its own `compute:` block (units, tile: jaxplat.model.compute_spec)
+and peaks through that function.
+"""
+
+import dataclasses
+import functools
+
+from jaxplat.specs import SPEC_ROOT, SpecError, check_keys, number, read_yaml
+
+# YAML name -> (Hardware field, neutral value, unit, physical meaning).
+# Fractions lie in (0, 1]; times are seconds in [0, 1].
+PARAMS = {
+    "compute": ("eff_compute", 1.0, "fraction",
+                "share of the dense datasheet peak a large, well-shaped 16-bit GEMM reaches"),
+    "memory": ("eff_memory", 1.0, "fraction", "share of peak memory bandwidth a long streaming read reaches"),
+    "network": ("eff_network", 1.0, "fraction", "share of link bandwidth a large collective reaches"),
+    "narrow_dtype": ("eff_narrow", 1.0, "fraction",
+                     "per halving of operand width below 16 bits, the share of the wider dtype's "
+                     "achieved fraction that its kernels keep (FP8: x1, FP4: x2)"),
+    "attention": ("eff_attention", 1.0, "fraction",
+                  "attention kernels' efficiency relative to GEMMs (compute and memory time)"),
+    "kernel_latency": ("kernel_latency", 0.0, "s",
+                       "time each GEMM or attention kernel costs beyond its roofline time"),
+    "iteration_overhead": ("iteration_overhead", 0.0, "s",
+                           "time per engine iteration outside the kernels (scheduling, sampling, launch)"),
+}
+CALIBRATION_KEYS = ("parameters", "chips", "fit", "description")
+
+
+def check_params(src, where, values: dict) -> dict:
+    """Validate a mapping of efficiency parameters; return {name: float}."""
+    if not isinstance(values, dict):
+        raise SpecError(f"{src}: {where.rstrip('.')} must be a mapping with keys {', '.join(PARAMS)}")
+    check_keys(src, where, values, tuple(PARAMS))
+    out = {}
+    for k, v in values.items():
+        unit = PARAMS[k][2]
+        x = number(src, f"{where}{k}", v, allow_zero=unit == "s")
+        if x > 1.0:
+            what = "a fraction of peak in (0, 1]" if unit == "fraction" else "seconds in [0, 1]"
+            raise SpecError(f"{src}: {where}{k} is {what}, got {x}")
+        out[k] = x
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """Efficiency parameters: global ones and per-chip overrides (by name)."""
+
+    parameters: dict
+    chips: dict = dataclasses.field(default_factory=dict)
+    source: str = ""
+
+    def for_chip(self, name: str | None) -> dict:
+        """The parameters a chip of this name gets: global, then its own."""
+        return {**self.parameters, **self.chips.get(name or "", {})}
+
+
+def calibration_from_dict(d: dict, src="calibration") -> Calibration:
+    check_keys(src, "", d, CALIBRATION_KEYS, required=("parameters",))
+    chips = d.get("chips") or {}
+    if not isinstance(chips, dict):
+        raise SpecError(f"{src}: chips must map chip names to parameter mappings")
+    return Calibration(parameters=check_params(src, "parameters.", d["parameters"] or {}),
+                       chips={str(c): check_params(src, f"chips.{c}.", v or {}) for c, v in chips.items()},
+                       source=str(src))
+
+
+def load_calibration(path) -> Calibration:
+    """Read a calibration YAML (as `jaxplat calibrate --out` writes it)."""
+    return calibration_from_dict(read_yaml(path), src=str(path))
+
+
+DEFAULT_CALIBRATION = SPEC_ROOT / "calibration" / "default.yaml"
+
+
+@functools.cache
+def default_calibration() -> Calibration | None:
+    """The shipped calibration (None when the file is absent)."""
+    return load_calibration(DEFAULT_CALIBRATION) if DEFAULT_CALIBRATION.is_file() else None
+
+
+def efficiency_fields(d: dict, src="hardware", defaults: Calibration | None = None,
+                      calibration: Calibration | None = None) -> dict:
+    """`Hardware` fields of the efficiency parameters (precedence in the
+    module docstring)."""
+    name = d.get("name")
+    values = {k: p[1] for k, p in PARAMS.items()}
+    if defaults is not None:
+        values.update(defaults.for_chip(name))
+    values.update(check_params(src, "efficiency.", d.get("efficiency", {}) or {}))
+    if calibration is not None:
+        values.update(calibration.for_chip(name))
+    return {PARAMS[k][0]: v for k, v in values.items()}

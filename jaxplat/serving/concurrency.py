@@ -1,0 +1,136 @@
+"""Closed-loop load: N clients, each sending its next request the moment its
+last one ends (`vllm bench serve --max-concurrency N`, AIPerf's concurrency
+mode, trtllm-bench's concurrency). There is no arrival rate: the engine's own
+speed sets it. Offline max load is the same loop with every slot busy.
+
+Steady state, per replica. R = min(N, slots) requests run; the rest wait for
+a slot. Slots are the KV capacity, the batch cap, and the token budget C:
+each running request passes one prefill per O - 1 decode steps, so an
+average iteration of n decodes also holds n P / (O - 1) prompt tokens and
+n (P + O - 1) / (O - 1) <= C, i.e. R <= C O / (P + O - 1).
+
+Prompts join in groups of g. With fixed lengths (no spread) the clients stay
+in step: those admitted in one iteration finish in one iteration and come
+back together, so g is as many prompts as the budget admits at once
+(floor((C - n) / P), at most R). With spread lengths they drift apart: g = 1.
+A group's prefill is k = g P / c iterations' worth of prompt tokens, c per
+iteration (c = g P for whole prompts, at most C - n when chunked); such an
+iteration lasts t_m (`iteration_time` with the chunk and the other groups'
+decodes), a decode-only one t_d. The group's own prefill lasts
+a = j t_d + k (t_m - t_d), j the iterations it touches (1 for whole
+prompts, k + 1 on average when chunks fall anywhere). During one request's decode phase D the
+other groups' prefills come at rate X k (R - g) / (R g) (X: requests/s) and
+each stretches an iteration by t_m - t_d, while every iteration still gives
+the request one token:
+    D = (O - 1) t_d / (1 - kappa X (t_m - t_d)),  kappa = k (R - g) / (R g).
+Little's law with R requests in the loop, R = X (a + D), is then a
+quadratic in X, solved in closed form (its smaller root); the mean number of
+decoding requests n = X D feeds back into t_d and t_m, a fixed point reached
+in a few steps. Reported: TPOT = D / (O - 1); TTFT = N / X - (O - 1) TPOT
+(Little's law over all N, so a wait for a slot is included); throughput
+X O dp. Checked against the request simulator run closed loop
+(`simulator.simulate(..., closed=True)`, tests/test_engine.py).
+"""
+
+import jax
+import jax.numpy as jnp
+
+from jaxplat.cost import safe_div
+from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass, replace
+from jaxplat.serving.iteration import capacity, iteration_time
+from jaxplat.serving.settings import Serving
+
+
+@pytree_dataclass
+class ClosedLoop:
+    """Closed-loop steady state, SI units.
+
+    rate: requests/s per replica (X). ttft, tpot: mean seconds (TTFT includes
+    any wait for a slot). throughput: output tokens/s of all dp replicas.
+    running: requests in the engine (R). batch: mean decoding requests.
+    group: prompts prefilled together (g). feasible: one request fits.
+    """
+
+    rate: jax.Array
+    ttft: jax.Array
+    tpot: jax.Array
+    throughput: jax.Array
+    running: jax.Array
+    batch: jax.Array
+    group: jax.Array
+    feasible: jax.Array
+
+
+def _times(model, hw, par, wl, srv, opts, n, running, in_step):
+    """(t_d, t_m, k, g): decode-only and prefill iteration seconds, prefill
+    iterations per group and group size, at n decoding requests."""
+    P, C = wl.prompt, srv.budget
+    avail = jnp.maximum(C - n, 1.0)
+    g = jnp.where(in_step, jnp.clip(jnp.floor(avail / P), 1.0, running), 1.0)
+    c = jnp.where(srv.chunk > 0, jnp.minimum(g * P, avail), g * P)  # prompt tokens per prefill iteration
+    k = g * P / c  # iterations' worth of the group's prompt tokens
+    per = jnp.minimum(c, P)  # one prompt's tokens in it: a chunk, or whole prompts
+    others = n * jnp.maximum(running - g, 0.0) / running  # decodes beside a group's prefill
+    one = jnp.ones((1,), jnp.float32)
+    ctx = P + wl.output / 2.0
+    fn = lambda nd, tok: iteration_time(model, hw, par, wl, opts, nd, ctx, tok * one,  # noqa: E731
+                                        (P - per) / 2.0 * one, safe_div(c, per) * one)
+    t = jax.vmap(fn)(jnp.stack([n, others]), jnp.stack([jnp.zeros_like(per), per]))
+    return t[0], t[1], k, g
+
+
+def closed_loop(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Serving, concurrency,
+                opts: Options = Options(), max_batch=None, steps: int = 6) -> ClosedLoop:
+    """Steady state of `concurrency` clients per replica in a closed loop
+    (module docstring). srv.rate is ignored; fixed lengths (srv.prompt_cv =
+    srv.output_cv = 0) keep the clients in step. `max_batch`: slots from
+    memory if None (`capacity`). `steps`: fixed-point steps on the number of
+    decoding requests (it moves by under 1e-3 after 6 in the tests' cases).
+    """
+    N = jnp.asarray(concurrency, jnp.float32)
+    if max_batch is None:
+        max_batch, _, _ = capacity(model, hw, par, wl, srv, opts)
+    P, O = wl.prompt, wl.output
+    dsteps = jnp.maximum(O - 1.0, 1.0)
+    budget_slots = srv.budget * O / (P + dsteps)
+    running = jnp.maximum(jnp.minimum(jnp.minimum(N, max_batch), budget_slots), 1.0)
+    in_step = (srv.prompt_cv == 0) & (srv.output_cv == 0)
+
+    def solve(n):
+        t_d, t_m, k, g = _times(model, hw, par, wl, srv, opts, n, running, in_step)
+        d = jnp.maximum(t_m - t_d, 0.0)
+        # Own prefill: the iterations the prompt is in (whole: one; chunked:
+        # k + 1 on average, a chunk boundary falling anywhere), each at least
+        # a decode iteration, plus the extra work of its tokens.
+        touched = jnp.where(srv.chunk > 0, k + 1.0, 1.0)
+        a, b = touched * t_d + k * d, dsteps * t_d
+        kd = k * jnp.maximum(running - g, 0.0) / (running * g) * d  # kappa (t_m - t_d)
+        s = a + b + running * kd
+        x = 2.0 * running / (s + jnp.sqrt(jnp.maximum(s * s - 4.0 * a * kd * running, 0.0)))
+        tpot = t_d / jnp.maximum(1.0 - kd * x, 1e-6)
+        return x, tpot, g
+
+    def step(_, state):  # one traced copy of the iteration times
+        x, tpot, g = solve(state[0])
+        return jnp.clip(x * dsteps * tpot, 0.0, running), x, tpot, g
+    zero = jnp.zeros_like(running)
+    _, x, tpot, g = jax.lax.fori_loop(0, steps, step, (running * dsteps / (dsteps + 1.0), zero, zero, zero))
+    ttft = jnp.maximum(safe_div(N, x) - dsteps * tpot, 0.0)
+    feasible = max_batch >= 1.0
+    return ClosedLoop(rate=jnp.where(feasible, x, 0.0), ttft=ttft, tpot=tpot,
+                      throughput=jnp.where(feasible, par.dp * x * O, 0.0), running=running,
+                      batch=x * dsteps * tpot, group=g, feasible=feasible)
+
+
+def max_load(model, hw, par, wl, srv, opts: Options = Options(), max_batch=None):
+    """Offline (max-load) throughput: the closed loop with every slot busy
+    (as many clients as the engine has slots; queued requests beyond them
+    change nothing). Returns (slots from memory and the batch cap,
+    throughput tok/s of all dp replicas)."""
+    if max_batch is None:
+        max_batch, _, _ = capacity(model, hw, par, wl, srv, opts)
+    cl = closed_loop(model, hw, par, wl, srv, jnp.maximum(max_batch, 1.0), opts, max_batch)
+    return max_batch, cl.throughput
+
+
+__all__ = ["ClosedLoop", "closed_loop", "max_load"]
