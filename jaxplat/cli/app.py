@@ -8,7 +8,7 @@ import sys
 
 from jaxplat.specs import SpecError
 
-COMMANDS = ("estimate", "sweep", "codesign", "requirements", "report")
+COMMANDS = ("estimate", "sweep", "codesign", "requirements", "report", "calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ import numpy as np
 import yaml
 
 from jaxplat.cost import evaluate
-from jaxplat.model import EFFICIENCY_PARAMS
+from jaxplat.model import EFFICIENCY_PARAMS, load_calibration
 from jaxplat.design import codesign as cd
 from jaxplat.design import spaces
 from jaxplat.report import json_text, table
@@ -41,6 +41,7 @@ def register(sub):
     p.add_argument("--starts", type=int, help="random starts (overrides the study)")
     p.add_argument("--steps", type=int, help="optimizer steps (overrides the study)")
     p.add_argument("--no-grid", action="store_true", help="skip the grid oracle")
+    p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE`")
     p.set_defaults(func=run)
 
 
@@ -148,7 +149,8 @@ def run(args) -> int:
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise SpecError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     study = resolve("studies", args.study)
-    prob, cfg = cd.problem_from_dict(read_yaml(study), src=str(study))
+    prob, cfg = cd.problem_from_dict(read_yaml(study), src=str(study),
+                                     calibration=load_calibration(args.calibration) if args.calibration else None)
     starts, steps = args.starts or cfg["starts"], args.steps or cfg["steps"]
     t0 = time.time()
     res = cd.codesign(prob, starts=starts, steps=steps, seed=cfg["seed"])

@@ -10,6 +10,7 @@ from jaxplat.model import (
     PROFILES,
     Options,
     Parallel,
+    load_calibration,
     load_hardware,
     load_model,
     load_workload,
@@ -62,6 +63,8 @@ def register(sub):
                    help=f"print the numbers of an infeasible configuration (degrees that do not divide the model, "
                         f"memory that does not fit) and exit 0; without it such a configuration exits "
                         f"{EXIT_INFEASIBLE} with the reasons")
+    p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE` "
+                                         "(default: the shipped specs/calibration/default.yaml)")
     serving_args.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -151,7 +154,8 @@ def decode_title(opts) -> str:
 
 
 def run(args) -> int:
-    model, hw = load_model(args.model), load_hardware(args.hardware)
+    model = load_model(args.model)
+    hw = load_hardware(args.hardware, load_calibration(args.calibration) if args.calibration else None)
     wl = _overrides(load_workload(args.workload), args)
     par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp, microbatches=args.microbatches,
                    overlap=args.overlap, imbalance=args.imbalance, moe_ep=args.moe_ep)

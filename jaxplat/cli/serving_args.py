@@ -1,5 +1,6 @@
-"""Serving options of `jaxplat estimate` (--rate, --max-batch, --chunk,
---disagg, --draft) and the JSON fields they add.
+"""Serving options of `jaxplat estimate` (--rate, --concurrency, --max-batch,
+--chunk, --max-num-tokens, --kv-block, --disagg, --draft) and the JSON
+fields they add.
 
 estimate.py calls `add_arguments(parser)` when it builds its parser and, after
 `evaluate`, merges `serving_json(args, model, hw, par, wl)` into its output.
@@ -22,8 +23,16 @@ def add_arguments(p) -> None:
                         "(adds max_batch and throughput_tok_s at that batch). With a rate > 0: TTFT/TPOT "
                         "percentiles and goodput_req_s, the highest arrival rate per replica at which 90%% of "
                         "requests meet both the TTFT and the TPOT SLO of the workload (DistServe's goodput)")
+    g.add_argument("--concurrency", type=int, default=None,
+                   help="closed loop: N clients over the deployment, each sending its next request when its "
+                        "last ends (vllm bench serve --max-concurrency); reports ttft_s, tpot_s, throughput_tok_s")
     g.add_argument("--max-batch", type=int, default=0,
                    help="cap on running sequences (default: as many as the KV cache holds)")
+    g.add_argument("--max-num-tokens", type=int, default=int(serving.DEFAULT_TOKEN_BUDGET),
+                   help="tokens per iteration with whole prompts, decodes included (TensorRT-LLM max_num_tokens; "
+                        f"default {int(serving.DEFAULT_TOKEN_BUDGET)})")
+    g.add_argument("--kv-block", type=int, default=0,
+                   help="KV-cache block in tokens (paged attention: vLLM 16, TensorRT-LLM 32; default 0: none)")
     g.add_argument("--chunk", type=int, default=0,
                    help="chunked prefill: token budget per iteration, decodes included (default: whole prompts)")
     g.add_argument("--mem-fraction", type=float, default=serving.DEFAULT_MEM_FRACTION,
@@ -109,7 +118,9 @@ def goodput_note(model, hw, par, wl, srv, opts, mb) -> str:
 def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
     """JSON fields of the serving flags (empty when none is given).
 
-    Returns max_batch, and for --rate > 0 ttft_p50_s, ttft_p99_s,
+    Returns max_batch; with --concurrency the closed loop's ttft_s, tpot_s,
+    throughput_tok_s, request_rate_req_s (they replace the static batch's);
+    for --rate > 0 ttft_p50_s, ttft_p99_s,
     tpot_p50_s, tpot_p99_s, goodput_req_s (queueing approximation: the
     highest arrival rate per replica at which 90% of requests meet both the
     TTFT and the TPOT SLO; goodput_note says why when it is 0), for --rate 0
@@ -118,10 +129,18 @@ def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
     add a line to `warnings` (a list).
     """
     warnings = [] if warnings is None else warnings
-    if args.rate is None and not (args.max_batch or args.chunk or args.disagg or args.draft):
+    if args.rate is None and args.concurrency is None and not (args.max_batch or args.chunk or args.disagg
+                                                                or args.draft):
         return {}
     if args.rate is not None and args.rate < 0:
         raise SpecError(f"--rate must be >= 0, got {args.rate}")
+    if args.concurrency is not None and (args.concurrency < 1 or args.rate is not None):
+        raise SpecError("--concurrency must be a positive number of clients, without --rate")
+    for flag in ("max_batch", "chunk", "kv_block"):
+        if getattr(args, flag) < 0:
+            raise SpecError(f"--{flag.replace('_', '-')} must be >= 0, got {getattr(args, flag)}")
+    if args.max_num_tokens < 1:
+        raise SpecError(f"--max-num-tokens must be positive, got {args.max_num_tokens}")
     if not 0 < args.mem_fraction <= 1:
         raise SpecError(f"--mem-fraction must be in (0, 1], got {args.mem_fraction}")
     opts = Options(profile=args.profile)
@@ -132,12 +151,19 @@ def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
                         "are not used under --rate/--max-batch/--chunk/--disagg/--draft")
     wl = replace(wl, beams=1.0)
     rate = float(args.rate or 0.0)
-    srv = serving.serving(rate=rate, max_batch=args.max_batch, chunk=args.chunk, mem_fraction=args.mem_fraction)
+    srv = serving.serving(rate=rate, max_batch=args.max_batch, chunk=args.chunk, mem_fraction=args.mem_fraction,
+                          max_num_tokens=args.max_num_tokens, kv_block=args.kv_block)
     out = {}
     mb, thr = jax.device_get(serving.max_load_jit(model, hw, par, wl, srv, opts))
     out["max_batch"] = float(mb)
     if args.max_batch and float(mb) < args.max_batch:
         warnings.append(f"--max-batch {args.max_batch} capped at {float(mb):g}: the KV cache holds no more sequences")
+    if args.concurrency is not None:
+        cl = jax.device_get(serving.closed_loop_jit(model, hw, par, wl, srv, args.concurrency / par.dp, opts, mb))
+        out.update(concurrency=args.concurrency, ttft_s=float(cl.ttft), tpot_s=float(cl.tpot),
+                   throughput_tok_s=float(cl.throughput), request_rate_req_s=float(cl.rate * par.dp),
+                   running=float(cl.running))
+        return out
     if rate == 0.0:
         out["throughput_tok_s"] = float(thr)
     if args.disagg:

@@ -15,7 +15,9 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     Guide"; the same for attention, whose tiles are few at short lengths,
     small batches and few heads per chip;
   * the kind of kernel: attention (FlashAttention, paged decode attention)
-    reaches `eff_attention` of what GEMMs reach, on compute and bandwidth;
+    reaches `eff_attention` of what GEMMs reach, on compute and bandwidth,
+    and the routed experts' grouped GEMMs (many small GEMMs of uneven size,
+    block-scaled FP8 weights) `eff_moe`;
   * fixed costs: `kernel_latency` seconds per GEMM or attention kernel
     (launch, prologue and epilogue, the drain of its pipeline), added to
     both its compute and memory time, so to its roofline time.
@@ -44,11 +46,18 @@ from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
 
 # Rows run by the attention kernel (scores, softmax and the weighted sum).
 ATTENTION_PREFIXES = ("logit", "attend", "softmax")
+# Rows run by the routed experts' grouped GEMMs (not the shared experts).
+MOE_PREFIXES = ("experts_",)
 
 
 def attention_mask(table: OpTable) -> np.ndarray:
     """[rows] 1.0 for rows of the attention kernel (static, from names)."""
     return np.array([float(n.startswith(ATTENTION_PREFIXES)) for n in table.names], np.float32)
+
+
+def moe_mask(table: OpTable) -> np.ndarray:
+    """[rows] 1.0 for rows of the routed experts' kernels (static, from names)."""
+    return np.array([float(n.startswith(MOE_PREFIXES)) for n in table.names], np.float32)
 
 
 def halvings(bytes_per_element):
@@ -106,7 +115,7 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     mkn = table.m * table.k * table.n
     groups = jnp.where(mkn > 0, jnp.maximum(table.f0 / jnp.where(mkn > 0, 2.0 * mkn, 1.0), 1.0), 1.0)
     q = quantization(table.m, table.n, table.k, groups, hw, opts.smooth)
-    kind = jnp.where(attn > 0, hw.eff_attention, 1.0)
+    kind = jnp.where(attn > 0, hw.eff_attention, jnp.where(jnp.asarray(moe_mask(table)) > 0, hw.eff_moe, 1.0))
     peak = gemm_peak(hw, dtype, width) * q * kind
     latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0)
     return peak, 1.0 / kind, latency
@@ -117,5 +126,5 @@ def iteration_overhead(hw: Hardware, opts: Options):
     return 0.0 if opts.conv.efficiency == "flat" else hw.iteration_overhead
 
 
-__all__ = ["ATTENTION_PREFIXES", "attention_mask", "dtype_index", "gemm_peak", "halvings", "iteration_overhead",
+__all__ = ["ATTENTION_PREFIXES", "MOE_PREFIXES", "attention_mask", "moe_mask", "dtype_index", "gemm_peak", "halvings", "iteration_overhead",
            "quantization", "row_rates"]

@@ -472,9 +472,10 @@ def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
+def problem_from_dict(d: dict, src="study", calibration=None) -> tuple[Problem, dict]:
     """Validate a codesign study (specs/studies/codesign-*.yaml) and build the
-    `Problem`, plus the run settings {starts, steps, seed, grid points, names}."""
+    `Problem`, plus the run settings {starts, steps, seed, grid points, names}.
+    `calibration`: efficiency parameters for the base chip (`--calibration`)."""
     from jaxplat.model import load_hardware, load_model, load_workload
     from jaxplat.specs import SpecError, check_keys, integer, number
 
@@ -491,7 +492,7 @@ def problem_from_dict(d: dict, src="study") -> tuple[Problem, dict]:
                     seed=integer(src, "optimizer.seed", opt.get("seed", 0), minimum=0),
                     grid={k: integer(src, f"grid.{k}", v) for k, v in grid.items()})
     tech = load_technology(d.get("technology", "n5"), d.get("hbm"))
-    base = load_hardware(d.get("base", "h100-sxm"))
+    base = load_hardware(d.get("base", "h100-sxm"), calibration)
     if float(base.sram_size) <= 0 or float(base.mem_size[0]) <= 0:
         raise SpecError(f"{src}: base chip must list an sram level, then its HBM (e.g. h100-sxm)")
     objective = d.get("objective", "cost_per_mtok")

@@ -32,6 +32,8 @@ PARAMS = {
                      "achieved fraction that its kernels keep (FP8: x1, FP4: x2)"),
     "attention": ("eff_attention", 1.0, "fraction",
                   "attention kernels' efficiency relative to GEMMs (compute and memory time)"),
+    "moe": ("eff_moe", 1.0, "fraction",
+            "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs (compute and memory time)"),
     "kernel_latency": ("kernel_latency", 0.0, "s",
                        "time each GEMM or attention kernel costs beyond its roofline time"),
     "iteration_overhead": ("iteration_overhead", 0.0, "s",

@@ -38,6 +38,8 @@ class Hardware:
         reach less of their 2x peak than BF16 ones of theirs).
       eff_attention: attention kernels' efficiency relative to GEMMs, on
         both their compute and their memory time.
+      eff_moe: routed experts' grouped-GEMM kernels' efficiency relative to
+        dense GEMMs (compute and memory time).
       kernel_latency: s each GEMM or attention kernel costs beyond its
         roofline time (launch, prologue/epilogue, the tail of its last wave).
       iteration_overhead: s per engine iteration (scheduling, sampling,
@@ -97,6 +99,7 @@ class Hardware:
     # Shape-dependent efficiency (jaxplat.cost.efficiency); neutral defaults.
     eff_narrow: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     eff_attention: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    eff_moe: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     kernel_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     iteration_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     units: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))

@@ -31,6 +31,7 @@ import numpy as np
 from jaxplat.model import (
     PROFILES,
     Options,
+    default_calibration,
     hardware_from_dict,
     load_hardware,
     load_model,
@@ -365,8 +366,10 @@ def _metric(src, key, name):
     return name
 
 
-def study_from_dict(d: dict, src="study") -> Study:
-    """Validate a study dict and build a `Study` (one-line SpecError otherwise)."""
+def study_from_dict(d: dict, src="study", calibration=None) -> Study:
+    """Validate a study dict and build a `Study` (one-line SpecError otherwise).
+    `calibration`: efficiency parameters applied to the study's chip
+    (jaxplat.model.Calibration, from `--calibration FILE`)."""
     if "params" in d and "technology" in d:  # a codesign study (jaxplat.codesign), not a sweep
         raise SpecError(f"{src}: this is a co-design study; run it with `jaxplat codesign {src}`")
     check_keys(src, "", d, _STUDY_KEYS, required=("models", "workloads", "hardware", "objective"))
@@ -380,9 +383,11 @@ def study_from_dict(d: dict, src="study") -> Study:
     workloads, workload_names = _named_list(src, "workloads", d, load_workload, workload_from_dict)
     hw_raw = d["hardware"]
     if isinstance(hw_raw, dict):
-        hardware, hw_name = hardware_from_dict(hw_raw, src=f"{src}: hardware"), str(hw_raw.get("name", "hardware"))
+        hardware = hardware_from_dict(hw_raw, src=f"{src}: hardware", calibration=calibration,
+                                      defaults=default_calibration())
+        hw_name = str(hw_raw.get("name", "hardware"))
     elif isinstance(hw_raw, str):
-        hardware, hw_name = load_hardware(hw_raw), hw_raw
+        hardware, hw_name = load_hardware(hw_raw, calibration), hw_raw
     else:
         raise SpecError(f"{src}: hardware must be a built-in chip name, a path or a mapping")
 
@@ -478,7 +483,8 @@ def study_from_dict(d: dict, src="study") -> Study:
     if study.n_outer >= 2**31 or study.n_inner >= 2**31:
         raise SpecError(f"{src}: too many points on one side of the grid (outer {study.n_outer}, "
                         f"hardware {study.n_inner}); at most 2^31 - 1 each")
-    return dataclasses.replace(study, fingerprint=_fingerprint(d))
+    cal = {} if calibration is None else {"calibration": [calibration.parameters, calibration.chips]}
+    return dataclasses.replace(study, fingerprint=_fingerprint({**d, **cal}))
 
 
 def _pricing(src, d, inner):
@@ -509,9 +515,9 @@ def _fingerprint(d: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def load_study(path) -> Study:
-    """Load and validate a study YAML file."""
-    return study_from_dict(read_yaml(path), src=str(path))
+def load_study(path, calibration=None) -> Study:
+    """Load and validate a study YAML file (`calibration` as in `study_from_dict`)."""
+    return study_from_dict(read_yaml(path), src=str(path), calibration=calibration)
 
 
 __all__ = ["AXIS_KINDS", "METRICS", "PRICED_AXES", "PRICINGS", "Axis", "Study", "study_from_dict", "load_study"]

@@ -29,8 +29,9 @@ def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     KV pool = mem_fraction x (capacity - weights - activations), activations
     of one iteration at `token_budget` tokens (default srv.budget;
     TensorRT-LLM reserves them before sizing its KV pool). Each sequence
-    holds prompt + output tokens of KV (beams share the prompt), in whole
-    blocks of srv.kv_block tokens (paged attention; Kwon et al., SOSP 2023).
+    holds prompt + output tokens of KV (beams share the prompt) with fixed
+    lengths, its time-average length with spread ones, in whole blocks of
+    srv.kv_block tokens (paged attention; Kwon et al., SOSP 2023).
     Capped by srv.max_batch when that is > 0.
     Returns (max_batch, kv_bytes_per_sequence, kv_pool_bytes), floats.
     """
@@ -38,9 +39,16 @@ def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     one = evaluate(model, hw, par, replace(wl, batch=1.0), opts)
     act = evaluate(model, hw, par, replace(wl, batch=1.0, prompt=budget, output=1.0), opts).activation_bytes
     pool = jnp.maximum(srv.mem_fraction * (one.capacity_bytes - one.weights_bytes - act), 0.0)
-    tokens = wl.prompt + wl.beams * wl.output
+    # Paged KV grows with each sequence. Clients in step (fixed lengths)
+    # reach prompt + output together, so each needs all of it; with spread
+    # lengths the running sequences are at every stage and hold, on average
+    # over time, prompt + E[O^2] / (2 E[O]) (length-biased, as queueing's
+    # context).
+    full = wl.prompt + wl.beams * wl.output
+    spread = (srv.prompt_cv > 0) | (srv.output_cv > 0)
+    tokens = jnp.where(spread, wl.prompt + wl.beams * wl.output * (1.0 + srv.output_cv ** 2) / 2.0, full)
     blk = jnp.maximum(srv.kv_block, 1.0)
-    paged = jnp.where(srv.kv_block > 0, jnp.ceil(tokens / blk) * blk / tokens, 1.0)
+    paged = jnp.where(srv.kv_block > 0, jnp.ceil(tokens / blk) * blk, tokens) / full
     kv_seq = one.kv_bytes * paged
     b = jnp.floor(safe_div(pool, kv_seq))
     if opts.smooth:  # straight-through floor: exact forward, gradient of the ratio

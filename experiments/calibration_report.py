@@ -1,0 +1,118 @@
+"""Before/after calibration: errors per source, and a parity plot.
+
+"Before": the efficiency the chips had before calibration (the flat
+fractions compute 0.7, memory 0.8, network 0.8 the hardware specs used to
+carry, no dtype, attention or latency terms). "After": the shipped
+calibration (specs/calibration/default.yaml). With --held-out, a third set:
+each row predicted by the fit that left its chip out (leave-one-chip-out,
+the figure a new chip would get). Prints one table per source and writes a
+log-log parity plot (one panel per metric, one colour per chip; hollow =
+before, filled = after or held out).
+
+    .venv/bin/python experiments/calibration_report.py [--held-out] [--out experiments/calibration_parity.png]
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from jaxplat.design import calibration as cal  # noqa: E402
+from jaxplat.design.measured import METRICS, read_rows  # noqa: E402
+from jaxplat.model import EFFICIENCY_PARAMS, default_calibration  # noqa: E402
+from jaxplat.report import table  # noqa: E402
+
+DATA = ROOT / "data" / "measured" / "calibration_rows.csv"
+BEFORE = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 1.0, "attention": 1.0, "moe": 1.0,
+          "kernel_latency": 1.0000001e-7, "iteration_overhead": 1.0000001e-5}  # latencies at the fit's lower bound
+UNITS = {"throughput_tok_s": "output tokens/s", "ttft_s": "s", "tpot_s": "s"}
+
+
+def errors(pred, rows, keep):
+    e = pred[keep] / np.array([r.value for r in rows])[keep] - 1.0
+    return (f"{100 * np.median(np.abs(e)):.1f}%", f"{100 * np.median(e):+.1f}%") if e.size else ("-", "-")
+
+
+def parity_plot(rows, sets, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chips = sorted({r.hardware for r in rows})
+    colours = {c: plt.get_cmap("tab10")(i) for i, c in enumerate(chips)}
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    for ax, metric in zip(axes, METRICS):
+        idx = [i for i, r in enumerate(rows) if r.metric == metric]
+        if not idx:
+            ax.set_visible(False)
+            continue
+        meas = np.array([rows[i].value for i in idx])
+        lo, hi = meas.min() / 3, meas.max() * 3
+        for label, pred, filled in sets:
+            p = pred[idx]
+            for c in chips:
+                k = np.array([rows[i].hardware == c for i in idx]) & np.isfinite(p)
+                if not k.any():
+                    continue
+                ax.scatter(meas[k], p[k], s=30 if filled else 22, marker="o" if filled else "s",
+                           facecolors=colours[c] if filled else "none", edgecolors=colours[c], linewidths=1.0,
+                           alpha=0.85, label=f"{c}" if filled else None)
+                lo, hi = min(lo, p[k].min() / 1.5), max(hi, p[k].max() * 1.5)
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        for f in (0.9, 1.1):
+            ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_aspect("equal")
+        ax.set_xlabel(f"measured {metric.split('_')[0].upper()} ({UNITS[metric]})")
+        ax.set_ylabel(f"predicted ({UNITS[metric]})")
+        ax.set_title(f"{metric.split('_')[0].upper()}: {len(idx)} rows (dotted: ±10%)")
+        ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    handles, labels = axes[0].get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    fig.legend(uniq.values(), uniq.keys(), loc="lower center", ncol=len(uniq), frameon=False)
+    names = " / ".join(f"{'filled' if f else 'hollow'}: {label}" for label, _, f in sets)
+    fig.suptitle(f"jaxplat predicted vs measured ({names})")
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(DATA))
+    ap.add_argument("--held-out", action="store_true", help="add leave-one-chip-out predictions (refits)")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--out", default=str(ROOT / "experiments" / "calibration_parity.png"))
+    args = ap.parse_args(argv)
+    rows = read_rows(args.data)
+    names = [n for n in EFFICIENCY_PARAMS if n in cal.BOUNDS]
+    pred = cal.Predictor(rows, names)
+    shipped = default_calibration().parameters
+    before = np.asarray(pred.predict(cal.z_of(pred, BEFORE)))
+    after = np.asarray(pred.predict(cal.z_of(pred, {**pred.base, **shipped})))
+    sets = [("before", before, False), ("after (shipped calibration)", after, True)]
+    if args.held_out:
+        held, _ = cal.held_out_predictions(pred, lambda r: r.hardware, args.steps)
+        sets = [("before", before, False), ("leave-one-chip-out", held, True)]
+    sources = sorted({r.source for r in rows})
+    header = ["source", "metric", "rows"] + [f"{label} {k}" for label, *_ in sets for k in ("|err|", "signed")]
+    out = []
+    for src in sources + ["all"]:
+        for metric in METRICS:
+            keep = np.array([(src == "all" or r.source == src) and r.metric == metric for r in rows])
+            if keep.any():
+                out.append([src, metric, int(keep.sum())] + [x for _, p, _ in sets for x in errors(p, rows, keep)])
+    print("Median |predicted / measured - 1| and median signed error, per source and metric")
+    print(table(header, out, "llr" + "rr" * len(sets)))
+    parity_plot(rows, sets, args.out)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

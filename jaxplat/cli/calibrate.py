@@ -1,0 +1,149 @@
+"""`jaxplat calibrate MEASURED.csv --out calibration.yaml`: fit the efficiency
+parameters to measured rows, report the fit and the leave-one-group-out
+error, write a file that `estimate`, `sweep` and `codesign` take with
+`--calibration FILE`."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from jaxplat.design import calibration as cal
+from jaxplat.design.measured import read_rows
+from jaxplat.model import EFFICIENCY_PARAMS
+from jaxplat.report import table
+from jaxplat.specs import SpecError
+
+
+def register(sub):
+    p = sub.add_parser("calibrate", help="fit efficiency parameters to measured throughput and latency",
+                       description="Fit the efficiency parameters (log space, bounded, Huber loss on the log "
+                                   "ratio, optax L-BFGS) to measured rows (schema in the README), print the fit "
+                                   "and the leave-one-model-out and leave-one-chip-out errors, write a "
+                                   "calibration file.")
+    p.add_argument("measured", help="measured CSV (e.g. data/measured/calibration_rows.csv)")
+    p.add_argument("--out", help="calibration YAML to write (for --calibration FILE)")
+    p.add_argument("--fit", nargs="+", default=list(cal.DEFAULT_FIT), metavar="NAME",
+                   help=f"parameters to fit (default: {' '.join(cal.DEFAULT_FIT)}; any of {', '.join(cal.BOUNDS)})")
+    p.add_argument("--steps", type=int, default=40, help="L-BFGS iterations per fit (default 40)")
+    p.add_argument("--train", nargs="+", default=[], metavar="COLUMN=VALUE",
+                   help="fit only on rows matching all of these (e.g. hardware=h100-sxm); the rest are held out")
+    p.add_argument("--no-holdout", action="store_true", help="skip the leave-one-group-out refits")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.set_defaults(func=run)
+
+
+def _key(column):
+    return lambda r: getattr(r, column) if hasattr(r, column) else r.par.get(column)
+
+
+def _category(r) -> str:
+    if r.metric == "throughput_tok_s":
+        return f"throughput, {r.load}"
+    return f"{r.metric[:-2].upper()}, {'Poisson load' if r.load == 'rate' else r.load}"
+
+
+def _rows_table(title, pred, rows, mask, key):
+    groups = sorted({key(r) for r, m in zip(rows, mask) if m})
+    out = []
+    for g in groups:
+        s = cal.summarize(pred, rows, np.asarray(mask) & np.array([key(r) == g for r in rows]))
+        out.append([str(g), s["n"], f"{100 * s['median_abs']:.1f}%", f"{100 * s['median_signed']:+.1f}%"])
+    s = cal.summarize(pred, rows, mask)
+    out.append(["all", s["n"], f"{100 * s['median_abs']:.1f}%", f"{100 * s['median_signed']:+.1f}%"])
+    return f"{title}\n" + table(["group", "rows", "median |error|", "median signed"], out, "lrrr")
+
+
+def _summary(pred, rows, mask):
+    cats = sorted({_category(r) for r in rows})
+    return {c: cal.summarize(pred, rows, np.asarray(mask) & np.array([_category(r) == c for r in rows]))
+            for c in cats} | {"all": cal.summarize(pred, rows, mask)}
+
+
+def run(args) -> int:
+    rows = read_rows(args.measured)
+    train = np.ones(len(rows), bool)
+    for cond in args.train:
+        col, _, val = cond.partition("=")
+        if not val:
+            raise SpecError(f"--train expects COLUMN=VALUE, got {cond!r}")
+        train &= np.array([str(_key(col)(r)) == val for r in rows])
+    if not train.any():
+        raise SpecError(f"--train {' '.join(args.train)} matches no row of {args.measured}")
+    log = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
+    t0 = time.time()
+    pred = cal.Predictor(rows, args.fit)
+    log(f"{len(rows)} rows, {len(pred.configs)} configurations, {len(pred.groups)} programs")
+    before = np.asarray(pred.predict(pred.z0()))
+    values, loss, hist = cal.fit(pred, train.astype(np.float32), args.steps,
+                                 log=lambda i, v: log(f"  fit step {i}: loss {v:.5f}"))
+    fitted = np.asarray(pred.predict(cal.z_of(pred, values)))
+    held = {}
+    if not args.no_holdout:
+        for col in ("model", "hardware"):
+            p, per = cal.held_out_predictions(pred, _key(col), args.steps,
+                                              log=lambda g, i, v: log(f"  leave out {g}: step {i} loss {v:.5f}"))
+            held[col] = (p, per)
+    seconds = time.time() - t0
+
+    params = {**pred.base, **values}
+    flags = {n: ("at its bound" if min(abs(v / b - 1) for b in cal.BOUNDS[n]) < 1e-3 else
+                 "above the physical maximum" if v > cal.PHYSICAL_MAX.get(n, np.inf) else "")
+             for n, v in values.items()}
+    summary = {"rows": len(rows), "fitted_rows": int(train.sum()), "loss": loss, "steps": len(hist),
+               "seconds": seconds, "before": _summary(before, rows, train), "fit": _summary(fitted, rows, train)}
+    if not train.all():
+        summary["held_out_rows"] = _summary(fitted, rows, ~train)
+    for col, (p, _) in held.items():
+        summary[f"leave_one_{col}_out"] = _summary(p, rows, ~np.isnan(p))
+    ratio_src = held.get("hardware", (fitted,))[0]
+    ratios = cal.chip_ratio_errors(np.nan_to_num(ratio_src, nan=1.0), rows)
+    if ratios:
+        summary["chip_ratio_median_abs"] = float(np.median([abs(e) for *_, e in ratios]))
+
+    if args.out:
+        doc = {"description": f"jaxplat calibrate {args.measured} --fit {' '.join(args.fit)}"
+                              + (f" --train {' '.join(args.train)}" if args.train else ""),
+               "parameters": {n: float(f"{params[n]:.6g}") for n in EFFICIENCY_PARAMS},
+               "fit": json.loads(json.dumps(summary))}
+        Path(args.out).write_text("# Efficiency parameters fitted by `jaxplat calibrate` (meanings: README,\n"
+                                  "# 'Calibration'); use with --calibration FILE.\n"
+                                  + yaml.safe_dump(doc, sort_keys=False))
+    if args.json:
+        print(json.dumps({"parameters": params, "flags": flags, **summary,
+                          "chip_ratios": [{"pair": a, "measured": b, "predicted": c, "error": e}
+                                          for a, b, c, e in ratios]}))
+        return 0
+
+    print(f"\nFitted on {int(train.sum())} of {len(rows)} rows in {seconds:.0f} s ({len(hist)} steps, loss {loss:.4g})")
+    print(table(["parameter", "value", "bounds", "meaning", "note"],
+                [[n, f"{params[n]:.4g}" + (" s" if EFFICIENCY_PARAMS[n][2] == "s" else ""),
+                  f"{cal.BOUNDS[n][0]:g}..{cal.BOUNDS[n][1]:g}" if n in values else "not fitted",
+                  EFFICIENCY_PARAMS[n][3], flags.get(n, "")] for n in EFFICIENCY_PARAMS], "lrrll"))
+    print()
+    print(_rows_table("Before the fit (parameters as loaded)", before, rows, train, _category))
+    print()
+    print(_rows_table("Fit (rows it saw), by kind of measurement", fitted, rows, train, _category))
+    print()
+    print(_rows_table("Fit, by source", fitted, rows, train, lambda r: r.source))
+    if not train.all():
+        print()
+        print(_rows_table(f"Held out: rows outside --train {' '.join(args.train)}", fitted, rows, ~train, _category))
+    for col, (p, per) in held.items():
+        print()
+        print(_rows_table(f"Leave one {col} out: each row predicted by the fit without its {col}",
+                          p, rows, ~np.isnan(p), _category))
+        print(_rows_table(f"  ... by {col}", p, rows, ~np.isnan(p), _key(col)))
+    if ratios:
+        print()
+        print("Per-chip offline throughput ratios between chips in the same MLPerf round"
+              + (" (leave-one-chip-out predictions)" if "hardware" in held else ""))
+        print(table(["pair", "measured", "predicted", "error"],
+                    [[a, f"{b:.3g}", f"{c:.3g}", f"{100 * e:+.1f}%"] for a, b, c, e in ratios], "lrrr"))
+        print(f"median |error| of the ratios: {100 * summary['chip_ratio_median_abs']:.1f}%")
+    if args.out:
+        print(f"\nwrote {args.out}")
+    return 0

@@ -1,0 +1,311 @@
+"""Gradient calibration of the efficiency parameters on measured rows.
+
+The parameters (`jaxplat.model.EFFICIENCY_PARAMS`: what each means
+physically) are fitted globally, the same for every chip: a chip's own
+numbers (peaks, bandwidths, SMs, tile, dtype support) then give its
+per-operator efficiencies through `jaxplat.cost.efficiency`, so a chip that
+was never measured is predicted by the same function, and leaving a chip's
+rows out of the fit (leave-one-group-out) measures exactly that.
+
+Each parameter is optimized in log space inside physical bounds
+(`BOUNDS`): value = exp(log lo + (log hi - log lo) sigmoid(z)). The loss is
+the mean Huber loss of log(predicted / measured) (robust to the odd
+outlier: quadratic inside `HUBER_DELTA`, linear beyond), minimized with
+optax's L-BFGS. Predictions come from the one cost model: offline rows from
+`serving.max_load`, closed-loop rows from `serving.closed_loop`, Poisson
+rows from `serving.queueing`, static batches from `evaluate`; rows of one
+model and one kind of load are one vmapped, jitted program.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxplat.cost import evaluate
+from jaxplat.design.measured import METRICS, Row, row_pytrees
+from jaxplat.model import EFFICIENCY_PARAMS, Options, load_model, replace
+from jaxplat.search import compile_lowered
+from jaxplat.serving import capacity, closed_loop, queueing
+
+# Physical bounds of the fit (log space). A value at its bound says the
+# model lacks something, not that the chip reaches it.
+BOUNDS = {
+    "compute": (0.2, 1.0),          # share of dense peak on large 16-bit GEMMs
+    "memory": (0.3, 1.0),           # share of HBM peak on long streams
+    "network": (0.2, 1.0),          # share of link bandwidth on large collectives
+    "narrow_dtype": (0.3, 1.0),     # per halving of width below 16 bits
+    "attention": (0.1, 1.0),        # attention kernels relative to GEMMs
+    "moe": (0.05, 1.0),             # routed experts' grouped GEMMs relative to dense GEMMs
+    "kernel_latency": (1e-7, 1e-4),  # s per GEMM/attention kernel (launch ~2-5 us without graphs)
+    "iteration_overhead": (1e-5, 0.05),  # s per engine iteration (scheduling, sampling)
+}
+# Upper values no real kernel exceeds on these chips (clock throttling at TDP,
+# DRAM refresh and page switches, protocol overheads): a fit above them is
+# reported as a modelling error.
+PHYSICAL_MAX = {"compute": 0.9, "memory": 0.92, "network": 0.9, "narrow_dtype": 1.0, "attention": 1.0, "moe": 1.0}
+DEFAULT_FIT = ("compute", "memory", "narrow_dtype", "attention", "moe", "kernel_latency", "iteration_overhead")
+HUBER_DELTA = 0.1  # |log ratio| where the loss turns linear (~10%)
+RIDGE = 1e-3       # pull of z towards its start (keeps unidentified parameters put)
+OPTS = Options()
+QUEUE_STEPS = 24  # fixed-point steps of the queueing model (converged to ~1e-4 at the loads measured)
+
+
+def to_z(name, value):
+    lo, hi = BOUNDS[name]
+    u = (np.log(np.clip(value, lo * 1.0001, hi * 0.9999)) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    return float(np.log(u / (1.0 - u)))
+
+
+def from_z(name, z):
+    lo, hi = BOUNDS[name]
+    return jnp.exp(jnp.log(lo) + (jnp.log(hi) - jnp.log(lo)) * jax.nn.sigmoid(z))
+
+
+def _stack(trees):
+    return jax.tree.map(lambda *x: jnp.stack(x), *trees)
+
+
+def predict_one(model, hw, par, wl, srv, kind, amount, offline=False, cap=None):
+    """[3] (throughput tok/s of the deployment, mean TTFT s, mean TPOT s) of
+    one measured configuration. kind: "batch" (amount = batch per replica),
+    "rate" (requests/s of the deployment), "loop" (clients of the
+    deployment, or every slot busy where `offline`). `cap`: the engine's
+    slots if known (`capacity`; no efficiency parameter changes them)."""
+    if kind == "batch":
+        m = evaluate(model, hw, par, replace(wl, batch=amount), OPTS)
+        return jnp.stack([m.throughput, m.ttft, m.tpot])
+    cap, _, _ = capacity(model, hw, par, wl, srv, OPTS) if cap is None else (cap, None, None)
+    if kind == "rate":
+        sm = queueing(model, hw, par, wl, replace(srv, rate=amount / par.dp), OPTS, cap, QUEUE_STEPS)
+        return jnp.stack([amount * wl.output, sm.ttft_mean, sm.tpot_mean])
+    clients = jnp.where(offline, jnp.maximum(cap, 1.0), amount / par.dp)
+    cl = closed_loop(model, hw, par, wl, srv, clients, OPTS, cap)
+    return jnp.stack([cl.throughput, cl.ttft, cl.tpot])
+
+
+@dataclasses.dataclass
+class _Group:
+    model_name: str
+    load: str
+    configs: list          # indices into Predictor.configs
+    args: tuple            # stacked (hw, par, wl, srv, amount, offline, slots)
+    jac: object = None     # values -> ([configs, 3, params], [configs, 3])
+
+
+class Predictor:
+    """Predictions of every row as a function of the fitted parameters.
+
+    Rows sharing a deployment and load share one prediction (`configs`);
+    configurations of one model and one kind of load are one vmapped program
+    and its forward-mode Jacobian in the parameters (few parameters, and
+    fixed-point loops: forward mode is the cheaper to compile and run). The
+    engine's slots (`capacity`) depend on no efficiency parameter and are
+    computed once.
+    """
+
+    def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None):
+        unknown = [n for n in names if n not in BOUNDS]
+        if unknown:
+            raise ValueError(f"cannot fit {unknown[0]!r}; parameters: {', '.join(BOUNDS)}")
+        self.rows, self.names = rows, tuple(names)
+        index, self.configs = {}, []
+        for r in rows:
+            index.setdefault(r.config_key(), len(index))
+            if len(self.configs) < len(index):
+                self.configs.append(r)
+        self.row_config = np.array([index[r.config_key()] for r in rows])
+        self.row_metric = np.array([METRICS.index(r.metric) for r in rows])
+        self.measured = np.array([r.value for r in rows])
+        by = {}
+        for i, r in enumerate(self.configs):
+            by.setdefault((r.model, "batch" if r.load == "batch" else "rate" if r.load == "rate" else "loop"),
+                          []).append(i)
+        self.groups = []
+        for (model_name, kind), idx in by.items():
+            model = load_model(model_name)
+            hw, par, wl, srv = (_stack(t) for t in zip(*(row_pytrees(self.configs[i], calibration) for i in idx)))
+            amount = jnp.array([self.configs[i].amount for i in idx], jnp.float32)
+            offline = jnp.array([self.configs[i].load == "offline" for i in idx])
+            slots = (jnp.zeros_like(amount) if kind == "batch" else
+                     jax.jit(jax.vmap(lambda h, p, w, s: capacity(model, h, p, w, s, OPTS)[0]))(hw, par, wl, srv))
+            g = _Group(model_name, kind, idx, (hw, par, wl, srv, amount, offline, slots))
+            g.jac = self._compile(model, kind, g.args)
+            self.groups.append(g)
+        self.base = {n: float(jnp.mean(getattr(self.groups[0].args[0], EFFICIENCY_PARAMS[n][0])))
+                     for n in BOUNDS}
+
+    def _compile(self, model, kind, args):
+        """values -> ([configs, 3, params] Jacobian, [configs, 3] predictions),
+        compiled with XLA's cheapest settings: it runs in milliseconds, and a
+        fit evaluates it a few hundred times."""
+        fields = [EFFICIENCY_PARAMS[n][0] for n in self.names]
+
+        def one(values, hw, par, wl, srv, amount, offline, slots):
+            hw = replace(hw, **dict(zip(fields, values)))
+            return predict_one(model, hw, par, wl, srv, kind, amount, offline, slots)
+        batched = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, 0, 0, 0))
+
+        def with_aux(values, *a):
+            out = batched(values, *a)
+            return out, out
+        values = jnp.ones((len(self.names),), jnp.float32)
+        lowered = jax.jit(jax.jacfwd(with_aux, has_aux=True)).lower(values, *args)
+        return compile_lowered(lowered, jax.default_backend(), cheap=True)
+
+    def values(self, z):
+        return jnp.stack([from_z(n, z[i]) for i, n in enumerate(self.names)])
+
+    def config_predictions(self, z):
+        """[configs, 3] predictions at parameters z (unconstrained)."""
+        v = self.values(z)
+        out = np.zeros((len(self.configs), 3))
+        for g in self.groups:
+            out[np.array(g.configs)] = np.asarray(g.jac(v, *g.args)[1])
+        return out
+
+    def predict(self, z):
+        """[rows] predicted value of each row's metric."""
+        return self.config_predictions(z)[self.row_config, self.row_metric]
+
+    def predict_and_jac(self, z):
+        """([rows] predictions, [rows, params] their derivatives in z)."""
+        v = self.values(z)
+        dv = np.asarray(jax.jacfwd(self.values)(z))  # [params, params], diagonal
+        out = np.zeros((len(self.configs), 3))
+        jac = np.zeros((len(self.configs), 3, len(self.names)))
+        for g in self.groups:
+            j, o = g.jac(v, *g.args)
+            out[np.array(g.configs)] = np.asarray(o)
+            jac[np.array(g.configs)] = np.asarray(j) @ dv
+        return out[self.row_config, self.row_metric], jac[self.row_config, self.row_metric]
+
+    def z0(self, start=None):
+        start = start or {}
+        return jnp.array([to_z(n, start.get(n, self.base[n])) for n in self.names], jnp.float32)
+
+
+def huber_log(pred, meas, weights):
+    """Weighted mean Huber loss of log(pred / meas) (quadratic within
+    HUBER_DELTA, linear beyond) and its derivative in pred."""
+    r = np.log(np.maximum(pred, 1e-30) / meas)
+    a = np.abs(r)
+    h = np.where(a <= HUBER_DELTA, 0.5 * r * r, HUBER_DELTA * (a - 0.5 * HUBER_DELTA))
+    dh = np.where(a <= HUBER_DELTA, r, HUBER_DELTA * np.sign(r)) / np.maximum(pred, 1e-30)
+    total = max(float(np.sum(weights)), 1.0)
+    return float(np.sum(weights * h)) / total, weights * dh / total
+
+
+def fit(pred: Predictor, weights=None, steps: int = 40, start=None, log=None):
+    """Fit the parameters on the rows with weight > 0 (optax L-BFGS, its
+    line search on the loss). Returns ({name: value}, final loss, loss per step)."""
+    w = np.ones(len(pred.rows)) if weights is None else np.asarray(weights, float)
+    z0 = pred.z0(start)
+    meas = pred.measured
+
+    def loss(z):
+        zz = np.asarray(z)
+        return huber_log(pred.predict(z), meas, w)[0] + RIDGE * float(np.sum((zz - np.asarray(z0)) ** 2))
+
+    def loss_and_grad(z):
+        p, j = pred.predict_and_jac(z)
+        value, dp = huber_log(p, meas, w)
+        zz = np.asarray(z)
+        g = dp @ j + 2.0 * RIDGE * (zz - np.asarray(z0))
+        return value + RIDGE * float(np.sum((zz - np.asarray(z0)) ** 2)), jnp.asarray(g, jnp.float32)
+    # optax's L-BFGS direction; the Armijo backtracking runs here on the host,
+    # since the predictions are compiled programs called one group at a time.
+    opt = optax.scale_by_lbfgs()
+    z, state = z0, opt.init(z0)
+    history = []
+    for i in range(steps):
+        value, grad = loss_and_grad(z)
+        history.append(value)
+        if log:
+            log(i, value)
+        direction, state = opt.update(grad, state, z)
+        slope = float(jnp.dot(grad, direction))
+        if not slope > 0:  # not a descent direction: fall back to the gradient
+            direction, slope = grad, float(jnp.dot(grad, grad))
+        step = 1.0
+        for _ in range(12):
+            trial = z - step * direction
+            if loss(trial) <= value - 1e-4 * step * slope:
+                break
+            step *= 0.5
+        else:
+            break  # no decrease along the direction: converged as far as float32 allows
+        z = trial
+        if i > 3 and abs(history[-2] - history[-1]) < 1e-6 * max(abs(history[-1]), 1e-6):
+            break
+    vals = pred.values(z)
+    return {n: float(vals[i]) for i, n in enumerate(pred.names)}, float(loss(z)), history
+
+
+def z_of(pred: Predictor, values: dict):
+    return jnp.array([to_z(n, values[n]) for n in pred.names], jnp.float32)
+
+
+def summarize(pred_values, rows: list[Row], mask=None) -> dict:
+    """Errors of predicted vs measured over rows (mask: which): count,
+    median |error|, median signed error (predicted / measured - 1)."""
+    p = np.asarray(pred_values, float)
+    m = np.array([r.value for r in rows])
+    keep = np.ones(len(rows), bool) if mask is None else np.asarray(mask, bool)
+    e = p[keep] / m[keep] - 1.0
+    if not e.size:
+        return {"n": 0, "median_abs": float("nan"), "median_signed": float("nan")}
+    return {"n": int(e.size), "median_abs": float(np.median(np.abs(e))), "median_signed": float(np.median(e))}
+
+
+def leave_one_out(pred: Predictor, key, steps=40, start=None, log=None):
+    """Leave-one-group-out: for each value of key(row), fit without its rows
+    and predict them. Returns {group: (predictions [rows], fitted values)}."""
+    out = {}
+    groups = sorted({key(r) for r in pred.rows})
+    for g in groups:
+        held = np.array([key(r) == g for r in pred.rows])
+        if held.all():
+            continue
+        vals, _, _ = fit(pred, weights=(~held).astype(np.float32), steps=steps, start=start,
+                         log=(lambda i, v, g=g: log(g, i, v)) if log else None)
+        out[g] = (np.asarray(pred.predict(z_of(pred, vals))), vals)
+    return out
+
+
+def held_out_predictions(pred: Predictor, key, steps=40, start=None, log=None):
+    """[rows] predictions of every row from the fit that left its group out
+    (rows whose group is all the data keep NaN)."""
+    p = np.full(len(pred.rows), np.nan)
+    per = leave_one_out(pred, key, steps, start, log)
+    for g, (values, _) in per.items():
+        held = np.array([key(r) == g for r in pred.rows])
+        p[held] = values[held]
+    return p, per
+
+
+def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
+    """Per-chip throughput ratios between chips running the same benchmark
+    (same model, source, load; offline rows), predicted vs measured: list of
+    (label, measured ratio, predicted ratio, error)."""
+    by = {}
+    for i, r in enumerate(rows):
+        if r.metric == "throughput_tok_s" and r.load == "offline" and r.source.startswith("mlperf"):
+            chips = r.par.get("tp", 1) * r.par.get("pp", 1) * r.par.get("ep", 1) * r.par.get("dp", 1)
+            by.setdefault((r.model, r.source), []).append((r.hardware, r.value / chips, pred_values[i] / chips))
+    out = []
+    for (model, src), items in sorted(by.items()):
+        for a in range(len(items)):
+            for b in range(a + 1, len(items)):
+                (ha, ma, pa), (hb, mb, pb) = items[a], items[b]
+                if ha == hb:
+                    continue
+                out.append((f"{model} {src}: {ha}/{hb}", ma / mb, pa / pb, (pa / pb) / (ma / mb) - 1.0))
+    return out
+
+
+__all__ = ["BOUNDS", "DEFAULT_FIT", "HUBER_DELTA", "PHYSICAL_MAX", "Predictor", "chip_ratio_errors", "fit",
+           "from_z", "held_out_predictions", "huber_log", "leave_one_out", "predict_one", "summarize", "to_z",
+           "z_of"]

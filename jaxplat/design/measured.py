@@ -1,0 +1,177 @@
+"""Measured rows for calibration: the CSV schema (README, "Calibration
+rows"), validated on the host with one-line errors naming the file, the row
+and the column, and turned into the pytrees the cost model takes.
+
+One row is one measured number of one deployment under one load:
+  model, hardware        built-in names or spec paths
+  tp, pp, ep, moe_ep, dp parallel degrees (dp: replicas; moe_ep where the
+                         cost model has it)
+  dtype                  one dtype, or weights/activations/kv (fp4/fp4/fp8)
+  prompt, output         mean tokens per request
+  batch | concurrency | rate | offline
+                         exactly one: a static batch per replica, closed-loop
+                         clients (whole deployment), Poisson requests/s
+                         (whole deployment), or offline max load (1)
+  metric, value          throughput_tok_s (output tokens/s of the whole
+                         deployment), ttft_s or tpot_s (mean seconds)
+Optional: microbatches, prompt_cv, output_cv (length spread; 0: fixed),
+max_batch, max_num_tokens, chunk, kv_block, mem_fraction (engine settings,
+jaxplat.serving.Serving), engine, source, note (kept for reports).
+"""
+
+import csv
+import dataclasses
+import math
+from pathlib import Path
+
+from jaxplat.model import Parallel, load_hardware, load_model, workload_from_dict
+from jaxplat.serving import serving
+from jaxplat.specs import SpecError, units
+
+REQUIRED = ("model", "hardware", "tp", "pp", "ep", "moe_ep", "dp", "dtype", "prompt", "output", "batch",
+            "concurrency", "rate", "offline", "metric", "value")
+OPTIONAL = {"microbatches": None, "prompt_cv": 0.0, "output_cv": 0.0, "max_batch": 0.0, "max_num_tokens": 8192.0,
+            "chunk": 0.0, "kv_block": 0.0, "mem_fraction": 0.9, "engine": "", "source": "", "note": ""}
+LOADS = ("batch", "concurrency", "rate", "offline")
+METRICS = ("throughput_tok_s", "ttft_s", "tpot_s")
+
+
+@dataclasses.dataclass
+class Row:
+    """One validated measured row (SI units) and where it came from."""
+
+    line: int
+    model: str
+    hardware: str
+    par: dict
+    dtype: dict
+    prompt: float
+    output: float
+    load: str         # one of LOADS
+    amount: float     # batch, clients, requests/s, or 1 for offline
+    metric: str
+    value: float
+    settings: dict    # Serving fields
+    engine: str = ""
+    source: str = ""
+    note: str = ""
+
+    def config_key(self):
+        """Rows of one deployment under one load share a prediction."""
+        return (self.model, self.hardware, tuple(sorted(self.par.items())), tuple(sorted(self.dtype.items())),
+                self.prompt, self.output, self.load, self.amount, tuple(sorted(self.settings.items())))
+
+
+def _num(src, line, col, text, *, positive=True, allow_zero=True, integer=False):
+    try:
+        x = float(text)
+    except ValueError:
+        raise SpecError(f"{src}: row {line}: column {col}: not a number: {text!r}") from None
+    if math.isnan(x) or math.isinf(x):
+        raise SpecError(f"{src}: row {line}: column {col}: not a finite number: {text!r}")
+    if positive and (x < 0 or (x == 0 and not allow_zero)):
+        raise SpecError(f"{src}: row {line}: column {col}: must be {'>= 0' if allow_zero else '> 0'}, got {text}")
+    if integer and x != round(x):
+        raise SpecError(f"{src}: row {line}: column {col}: must be a whole number, got {text}")
+    return x
+
+
+def _dtype(src, line, text):
+    parts = [p.strip() for p in text.split("/")]
+    if len(parts) == 1:
+        parts = parts * 3
+    if len(parts) != 3 or any(p not in units.DTYPES for p in parts):
+        raise SpecError(f"{src}: row {line}: column dtype: {text!r} is not a dtype or weights/activations/kv "
+                        f"of {', '.join(units.DTYPES)}")
+    return dict(zip(("weights", "activations", "kv"), parts))
+
+
+_known: dict = {}
+
+
+def _check_spec(src, line, col, kind, name):
+    """Unknown model or chip -> a one-line error naming the row."""
+    key = (kind, name)
+    if key not in _known:
+        try:
+            (load_model if kind == "models" else load_hardware)(name)
+            _known[key] = None
+        except SpecError as e:
+            _known[key] = str(e)
+    if _known[key]:
+        raise SpecError(f"{src}: row {line}: column {col}: {_known[key]}")
+
+
+def read_rows(path) -> list[Row]:
+    """Read and validate a measured CSV (module docstring)."""
+    src = str(path)
+    try:
+        f = open(path, newline="")
+    except OSError as e:
+        raise SpecError(f"{src}: cannot read ({e.strerror})") from None
+    with f:
+        reader = csv.DictReader(f)
+        header = reader.fieldnames or []
+        missing = [c for c in REQUIRED if c not in header]
+        if missing:
+            raise SpecError(f"{src}: row 1: missing column {missing[0]!r} (required: {', '.join(REQUIRED)})")
+        rows = []
+        for line, r in enumerate(reader, start=2):
+            for c in REQUIRED:
+                if r.get(c) is None:
+                    raise SpecError(f"{src}: row {line}: column {c}: missing value (short row)")
+            _check_spec(src, line, "model", "models", r["model"])
+            _check_spec(src, line, "hardware", "hardware", r["hardware"])
+            par = {k: _num(src, line, k, r[k] or "1", allow_zero=False, integer=True)
+                   for k in ("tp", "pp", "ep", "moe_ep", "dp")}
+            mb = r.get("microbatches") or ""
+            par["microbatches"] = _num(src, line, "microbatches", mb, allow_zero=False) if mb else par["pp"]
+            if par["moe_ep"] != 1 and "moe_ep" not in Parallel.__dataclass_fields__:
+                raise SpecError(f"{src}: row {line}: column moe_ep: {r['moe_ep']} needs expert parallelism inside "
+                                "tensor parallelism (Parallel.moe_ep), which this jaxplat lacks")
+            if par["moe_ep"] == 1:
+                del par["moe_ep"]
+            loads = [k for k in LOADS if (r.get(k) or "").strip()]
+            if len(loads) != 1:
+                raise SpecError(f"{src}: row {line}: columns {', '.join(LOADS)}: exactly one must be set, "
+                                f"got {', '.join(loads) or 'none'}")
+            load = loads[0]
+            amount = _num(src, line, load, r[load], allow_zero=False)
+            if r["metric"] not in METRICS:
+                raise SpecError(f"{src}: row {line}: column metric: {r['metric']!r} unknown; "
+                                f"allowed: {', '.join(METRICS)}")
+            settings = {}
+            for k, default in OPTIONAL.items():
+                if k in ("engine", "source", "note", "microbatches"):
+                    continue
+                text = (r.get(k) or "").strip()
+                settings[k] = _num(src, line, k, text) if text else default
+            if not 0 < settings["mem_fraction"] <= 1:
+                raise SpecError(f"{src}: row {line}: column mem_fraction: must be in (0, 1], got "
+                                f"{settings['mem_fraction']}")
+            rows.append(Row(line=line, model=r["model"], hardware=r["hardware"], par=par,
+                            dtype=_dtype(src, line, r["dtype"]),
+                            prompt=_num(src, line, "prompt", r["prompt"], allow_zero=False),
+                            output=_num(src, line, "output", r["output"], allow_zero=False),
+                            load=load, amount=amount, metric=r["metric"],
+                            value=_num(src, line, "value", r["value"], allow_zero=False), settings=settings,
+                            engine=r.get("engine") or "", source=r.get("source") or Path(src).stem,
+                            note=r.get("note") or ""))
+    if not rows:
+        raise SpecError(f"{src}: no measured rows")
+    return rows
+
+
+def row_pytrees(row: Row, calibration=None):
+    """(Hardware, Parallel, Workload, Serving) of a row."""
+    hw = load_hardware(row.hardware, calibration)
+    par = Parallel(**row.par)
+    wl = workload_from_dict({"batch": 1, "prompt": row.prompt, "output": row.output, "dtype": row.dtype},
+                            src=f"row {row.line}")
+    s = row.settings
+    srv = serving(prompt_cv=s["prompt_cv"], output_cv=s["output_cv"], max_batch=s["max_batch"], chunk=s["chunk"],
+                  mem_fraction=s["mem_fraction"], max_num_tokens=s["max_num_tokens"], kv_block=s["kv_block"])
+    return hw, par, wl, srv
+
+
+__all__ = ["LOADS", "METRICS", "OPTIONAL", "REQUIRED", "Row", "read_rows", "row_pytrees"]

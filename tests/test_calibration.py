@@ -1,0 +1,88 @@
+"""Calibration: measured rows validated with one-line errors, and the fit
+recovering parameters that generated synthetic measurements."""
+
+import csv
+
+import jax
+import numpy as np
+import pytest
+import yaml
+
+import jaxplat as jp
+from jaxplat.cli.app import main
+from jaxplat.design.calibration import OPTS, huber_log, predict_one
+from jaxplat.design.measured import REQUIRED, read_rows
+from jaxplat.model import load_calibration, replace, workload_from_dict
+from jaxplat.serving import serving
+from jaxplat.specs import SpecError
+
+ROW = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": 1, "pp": 1, "ep": 1, "moe_ep": 1, "dp": 1,
+       "dtype": "fp8", "prompt": 1024, "output": 64, "batch": 4, "concurrency": "", "rate": "", "offline": "",
+       "metric": "tpot_s", "value": 0.01}
+
+
+def _write(path, rows, columns=None):
+    columns = columns or list(REQUIRED)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"model": "llama-9b"}, r"rows.csv: row 3: column model: unknown model 'llama-9b'"),
+    ({"hardware": "h900"}, r"rows.csv: row 3: column hardware: unknown hardware 'h900'"),
+    ({"value": -2.0}, r"rows.csv: row 3: column value: must be > 0, got -2.0"),
+    ({"prompt": "many"}, r"rows.csv: row 3: column prompt: not a number: 'many'"),
+    ({"rate": 3.0}, r"rows.csv: row 3: columns batch, concurrency, rate, offline: exactly one must be set"),
+    ({"metric": "e2e_s"}, r"rows.csv: row 3: column metric: 'e2e_s' unknown"),
+])
+def test_bad_rows_name_file_row_and_column(tmp_path, change, message):
+    path = _write(tmp_path / "rows.csv", [ROW, {**ROW, **change}])
+    with pytest.raises(SpecError, match=message):
+        read_rows(path)
+
+
+def test_missing_column_is_named(tmp_path):
+    path = _write(tmp_path / "rows.csv", [ROW], [c for c in REQUIRED if c != "dtype"])
+    with pytest.raises(SpecError, match=r"rows.csv: row 1: missing column 'dtype'"):
+        read_rows(path)
+
+
+def test_huber_on_log_ratio():
+    # quadratic inside 10%, linear beyond, and the same for over- and under-prediction
+    meas = np.ones(2)
+    small, d_small = huber_log(np.array([np.exp(0.05), np.exp(-0.05)]), meas, np.ones(2))
+    big, _ = huber_log(np.array([np.exp(1.0), np.exp(-1.0)]), meas, np.ones(2))
+    assert small == pytest.approx(0.5 * 0.05 ** 2) and big == pytest.approx(0.1 * (1.0 - 0.05))
+    np.testing.assert_allclose(d_small, [0.05 / np.exp(0.05) / 2, -0.05 / np.exp(-0.05) / 2], rtol=1e-6)
+
+
+def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
+    # Synthetic measurements from known efficiencies (compute 0.55, memory
+    # 0.9) on compute-bound prefills and memory-bound decodes of two chips;
+    # the fit starts from the shipped values and must find them again.
+    truth = {"eff_compute": 0.55, "eff_memory": 0.9}
+    model = jp.load_model("llama-3.1-8b")
+    rows = []
+    predict = jax.jit(lambda hw, wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
+    for chip in ("h100-sxm", "a100-80gb"):
+        hw = replace(jp.load_hardware(chip), **truth)
+        for prompt, batch in ((2048, 1), (256, 32), (128, 1)):
+            wl = workload_from_dict({"batch": 1, "prompt": prompt, "output": 32, "dtype": "bf16"})
+            thr, ttft, tpot = (float(x) for x in predict(hw, wl, float(batch)))
+            for metric, value in (("ttft_s", ttft), ("tpot_s", tpot)):
+                rows.append({**ROW, "hardware": chip, "dtype": "bf16", "prompt": prompt, "output": 32,
+                             "batch": batch, "metric": metric, "value": value})
+    path = _write(tmp_path / "synthetic.csv", rows)
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(path), "--out", str(out), "--fit", "compute", "memory", "--no-holdout",
+                 "--steps", "30"]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["parameters"]["compute"] == pytest.approx(0.55, rel=1e-2)
+    assert doc["parameters"]["memory"] == pytest.approx(0.9, rel=1e-2)
+    assert doc["fit"]["fit"]["all"]["median_abs"] < 1e-3
+    # the file is a calibration estimate/sweep/codesign accept
+    hw = jp.load_hardware("h100-sxm", load_calibration(out))
+    assert float(hw.eff_compute) == pytest.approx(0.55, rel=1e-2)

@@ -1,0 +1,140 @@
+"""Shape-dependent efficiency (jaxplat.cost.efficiency) and its spec blocks:
+tile and wave quantization worked by hand, per-dtype peaks, attention at the
+KV cache's precision, kernel and iteration latencies counted by hand, the
+GenZ profile untouched, gradients against finite differences."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxplat as jp
+from jaxplat.cost import build_table, quantization, row_components, row_rates
+from jaxplat.model import Calibration, calibration_from_dict, hardware_from_dict, replace, workload_from_dict
+from jaxplat.specs import SpecError
+from jaxplat.specs.units import DTYPES
+
+H100_STRUCTURE = dict(units=132.0, tile_m=128.0, tile_n=128.0, tile_k=64.0)
+
+
+def test_quantization_hand_worked(h100):
+    hw = replace(h100, **H100_STRUCTURE)
+    # 8192^3: 64 x 64 tiles x 128 k-steps = 524288 k-loop iterations on 132
+    # SMs: ceil(524288 / 132) = 3972 waves, so 524288 / (3972 x 132) useful.
+    q = quantization(8192.0, 8192.0, 8192.0, 1.0, hw)
+    np.testing.assert_allclose(q, 524288 / (3972 * 132), rtol=1e-6)
+    # A decode GEMM with 8 rows pays for a 128-row tile (8 / 128) and for
+    # ceil(1 x 64 x 128 / 132) = 63 waves of 132 SMs for 8192 iterations.
+    q = quantization(8.0, 8192.0, 8192.0, 1.0, hw)
+    np.testing.assert_allclose(q, (8 / 128) * 8192 / (63 * 132), rtol=1e-6)
+    # 16 heads of 3000 x 128 x 3000 (attention): 24 x 24 tiles x 2 k-steps x 16
+    # = 18432 iterations, ceil(18432 / 132) = 140 waves, tiles padded to 3072.
+    q = quantization(3000.0, 3000.0, 128.0, 16.0, hw)
+    np.testing.assert_allclose(q, (3000 / 3072) ** 2 * 18432 / (140 * 132), rtol=1e-6)
+    # no structure given: no quantization
+    assert float(quantization(8.0, 8192.0, 8192.0, 1.0, replace(h100, units=0.0))) == 1.0
+
+
+def test_skinny_prefill_pays_a_whole_tile(h100, llama7b):
+    # With 128-row tiles a prompt of 8 tokens costs the GEMMs' compute of 128.
+    hw = replace(h100, **H100_STRUCTURE)
+    c = {}
+    for p in (8.0, 128.0):
+        wl = workload_from_dict({"batch": 1, "prompt": p, "output": 2})
+        t = build_table(llama7b, jp.Parallel(), wl, "prefill", jp.Options())
+        c0 = np.asarray(row_components(t, hw, wl, jp.Options())[0])
+        c[p] = c0[list(t.names).index("qkv")]
+    np.testing.assert_allclose(c[8.0], c[128.0], rtol=1e-5)
+
+
+def test_dtype_peaks_and_attention_precision():
+    b200 = replace(jp.load_hardware("b200"), units=0.0, eff_compute=0.8, eff_narrow=0.9, eff_attention=0.5)
+    model = jp.load_model("llama-3.1-8b")
+    wl = workload_from_dict({"batch": 1, "prompt": 512, "output": 2,
+                             "dtype": {"weights": "fp4", "activations": "fp4", "kv": "fp8"}})
+    t = build_table(model, jp.Parallel(), wl, "prefill", jp.Options())
+    peak, scale, lat = (np.asarray(x) for x in row_rates(t, b200, wl, jp.Options(), None))
+    names = list(t.names)
+    flops = np.asarray(b200.flops)
+    # GEMMs in fp4: two halvings below 16 bits, 0.8 x 0.9^2 of the fp4 peak
+    np.testing.assert_allclose(peak[names.index("qkv")], flops[DTYPES.index("fp4")] * 0.8 * 0.81, rtol=1e-6)
+    # attention at the KV cache's fp8 (wider than fp4): one halving, and 0.5 of it
+    np.testing.assert_allclose(peak[names.index("logit")], flops[DTYPES.index("fp8")] * 0.8 * 0.9 * 0.5, rtol=1e-6)
+    assert scale[names.index("logit")] == pytest.approx(2.0) and scale[names.index("qkv")] == 1.0
+    assert np.all(lat == 0.0)
+
+
+@pytest.fixture(scope="module")
+def llama8b_evals(h100):
+    model = jp.load_model("llama-3.1-8b")
+    wl = workload_from_dict({"batch": 4, "prompt": 1024, "output": 64})
+    run = lambda hw: jax.device_get(jp.evaluate(model, hw, jp.Parallel(), wl))  # noqa: E731
+    return model, wl, run
+
+
+def test_latencies_counted_by_hand(h100, llama8b_evals):
+    _, _, run = llama8b_evals
+    base = run(replace(h100, kernel_latency=0.0, iteration_overhead=0.0))
+    tau, ovh = 1e-5, 2e-3
+    got = run(replace(h100, kernel_latency=tau, iteration_overhead=ovh))
+    # Llama-3.1-8B, per layer: qkv, logit, attend, out_proj, up_gate, down
+    # (6 GEMM-like kernels) x 32 layers, plus the LM head: 193 kernels a pass;
+    # the engine iteration adds its overhead once (prefill, and each step).
+    kernels = 6 * 32 + 1
+    np.testing.assert_allclose(got.ttft - base.ttft, kernels * tau + ovh, rtol=1e-4)
+    np.testing.assert_allclose(got.tpot - base.tpot, kernels * tau + ovh, rtol=1e-3)
+
+
+def test_genz_profile_keeps_flat_efficiency(h100, llama7b, chatbot):
+    opts = jp.Options(profile="genz")
+    shaped = replace(h100, eff_narrow=0.5, eff_attention=0.5, kernel_latency=1e-4, iteration_overhead=1e-2,
+                     **H100_STRUCTURE)
+    neutral = replace(h100, eff_narrow=1.0, eff_attention=1.0, kernel_latency=0.0, iteration_overhead=0.0,
+                      units=0.0)
+    a, b = (jax.device_get(jp.evaluate(llama7b, hw, jp.Parallel(), chatbot, opts)) for hw in (shaped, neutral))
+    assert float(a.ttft) == float(b.ttft) and float(a.tpot) == float(b.tpot)
+
+
+def test_gradients_match_finite_differences(h100, llama8b_evals):
+    model, wl, _ = llama8b_evals
+    hw = replace(h100, **H100_STRUCTURE)
+    fields = ("eff_compute", "eff_memory", "eff_attention")
+
+    def f(x):
+        m = jp.evaluate(model, replace(hw, **dict(zip(fields, x))), jp.Parallel(), wl)
+        return jnp.stack([m.ttft, m.tpot])
+    x = jnp.array([0.7, 0.8, 0.6])
+    jac = np.asarray(jax.jit(jax.jacfwd(f))(x))
+    fj = jax.jit(f)
+    for i in range(3):
+        h = np.zeros(3, np.float32)
+        h[i] = 1e-3
+        fd = (np.asarray(fj(x + h)) - np.asarray(fj(x - h))) / 2e-3
+        np.testing.assert_allclose(jac[:, i], fd, rtol=2e-2, atol=1e-7)
+    assert jac[0, 0] < 0 and jac[1, 1] < 0  # faster kernels, shorter times
+
+
+def test_efficiency_and_compute_blocks_validated():
+    base = {"flops": {"bf16": 1e15}, "memory": [{"name": "hbm", "size": 8e10, "bandwidth": 3e12}],
+            "network": [{"domain": 8, "bandwidth": 4.5e11, "latency": 1e-6}]}
+    with pytest.raises(SpecError, match=r"efficiency.attention is a fraction of peak in \(0, 1\], got 1.5"):
+        hardware_from_dict({**base, "efficiency": {"attention": 1.5}}, src="chip.yaml")
+    with pytest.raises(SpecError, match=r"unknown key efficiency.'narow_dtype' \(did you mean 'narrow_dtype'"):
+        hardware_from_dict({**base, "efficiency": {"narow_dtype": 0.9}}, src="chip.yaml")
+    with pytest.raises(SpecError, match=r"compute.tile must be \[m, n, k\]"):
+        hardware_from_dict({**base, "compute": {"units": 132, "tile": [128, 128]}}, src="chip.yaml")
+    hw = hardware_from_dict({**base, "compute": {"units": 132, "tile": [128, 256, 64]}})
+    assert (float(hw.units), float(hw.tile_n)) == (132.0, 256.0)
+
+
+def test_calibration_precedence():
+    base = {"name": "mychip", "flops": {"bf16": 1e15}, "memory": [{"name": "hbm", "size": 8e10, "bandwidth": 3e12}],
+            "network": [{"domain": 8, "bandwidth": 4.5e11, "latency": 1e-6}], "efficiency": {"compute": 0.5}}
+    shipped = Calibration(parameters={"compute": 0.7, "memory": 0.8})
+    hw = hardware_from_dict(base, defaults=shipped)
+    assert (float(hw.eff_compute), float(hw.eff_memory)) == pytest.approx((0.5, 0.8))  # the spec beats the defaults
+    cal = calibration_from_dict({"parameters": {"compute": 0.6}, "chips": {"mychip": {"memory": 0.9}}})
+    hw = hardware_from_dict(base, defaults=shipped, calibration=cal)
+    assert (float(hw.eff_compute), float(hw.eff_memory)) == pytest.approx((0.6, 0.9))  # --calibration beats both
+    with pytest.raises(SpecError, match=r"cal.yaml: parameters.kernel_latency is seconds in \[0, 1\], got 2"):
+        calibration_from_dict({"parameters": {"kernel_latency": 2}}, src="cal.yaml")
