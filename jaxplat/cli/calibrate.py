@@ -31,6 +31,9 @@ def register(sub):
     p.add_argument("--steps", type=int, default=40, help="L-BFGS iterations per fit (default 40)")
     p.add_argument("--train", nargs="+", default=[], metavar="COLUMN=VALUE",
                    help="fit only on rows matching all of these (e.g. hardware=h100-sxm); the rest are held out")
+    p.add_argument("--loads", nargs="+", default=list(cal.FIT_LOADS), choices=("offline", "concurrency", "batch", "rate"),
+                   help=f"kinds of load whose rows the fit uses (default: {' '.join(cal.FIT_LOADS)}; the others are "
+                        "predicted and reported, never fitted)")
     p.add_argument("--no-holdout", action="store_true", help="skip the leave-one-group-out refits")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.set_defaults(func=run)
@@ -71,13 +74,15 @@ def run(args) -> int:
         if not val:
             raise SpecError(f"--train expects COLUMN=VALUE, got {cond!r}")
         train &= np.array([str(_key(col)(r)) == val for r in rows])
+    train &= np.array([r.load in args.loads for r in rows])
     if not train.any():
-        raise SpecError(f"--train {' '.join(args.train)} matches no row of {args.measured}")
+        raise SpecError(f"--train {' '.join(args.train)} --loads {' '.join(args.loads)} matches no row of "
+                        f"{args.measured}")
     log = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
     t0 = time.time()
     pred = cal.Predictor(rows, args.fit)
     log(f"{len(rows)} rows, {len(pred.configs)} configurations, {len(pred.groups)} programs")
-    before = np.asarray(pred.predict(pred.z0()))
+    before = np.asarray(pred.predict(cal.z_of(pred, pred.base)))
     values, loss, hist = cal.fit(pred, train.astype(np.float32), args.steps,
                                  log=lambda i, v: log(f"  fit step {i}: loss {v:.5f}"))
     fitted = np.asarray(pred.predict(cal.z_of(pred, values)))
@@ -85,7 +90,8 @@ def run(args) -> int:
     if not args.no_holdout:
         for col in ("model", "hardware"):
             p, per = cal.held_out_predictions(pred, _key(col), args.steps,
-                                              log=lambda g, i, v: log(f"  leave out {g}: step {i} loss {v:.5f}"))
+                                              log=lambda g, i, v: log(f"  leave out {g}: step {i} loss {v:.5f}"),
+                                              weights=train.astype(float))
             held[col] = (p, per)
     seconds = time.time() - t0
 
