@@ -27,7 +27,7 @@ def test_quantization_hand_worked(h100):
     # ceil(1 x 64 x 128 / 132) = 63 waves of 132 SMs for 8192 iterations.
     q = quantization(8.0, 8192.0, 8192.0, 1.0, hw)
     np.testing.assert_allclose(q, (8 / 128) * 8192 / (63 * 132), rtol=1e-6)
-    # 16 heads of 3000 x 128 x 3000 (attention): 24 x 24 tiles x 2 k-steps x 16
+    # 16 independent 3000 x 128 x 3000 GEMMs: 24 x 24 tiles x 2 k-steps x 16
     # = 18432 iterations, ceil(18432 / 132) = 140 waves, tiles padded to 3072.
     q = quantization(3000.0, 3000.0, 128.0, 16.0, hw)
     np.testing.assert_allclose(q, (3000 / 3072) ** 2 * 18432 / (140 * 132), rtol=1e-6)

@@ -12,8 +12,9 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     quantization (a partial tile is paid in full, so a skinny decode GEMM
     with m = 8 rows pays for a whole tile_m) and wave quantization (the last
     wave leaves SMs idle), NVIDIA, "Matrix Multiplication Background User's
-    Guide"; the same for attention, whose tiles are few at short lengths,
-    small batches and few heads per chip;
+    Guide"), for the weight GEMMs (attention's rows in an engine iteration
+    merge sequences of different lengths, so they carry no one GEMM shape;
+    its length dependence is in its FLOPs and bytes);
   * the kind of kernel: attention (FlashAttention, paged decode attention)
     reaches `eff_attention` of what GEMMs reach, on compute and bandwidth,
     and the routed experts' grouped GEMMs (many small GEMMs of uneven size,
@@ -87,8 +88,9 @@ def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False):
     ok = (hw.units > 0) & (m * n * k > 0)
     ms, ns, ks = (jnp.where(ok, x, 1.0) for x in (m, n, k))
     units = jnp.where(ok, hw.units, 1.0)
-    iters = groups * fold_count(ms / tm, smooth) * fold_count(ns / tn, smooth) * fold_count(ks / tk, smooth)
-    paid = wave_count(iters, units, smooth) * units * tm * tn * tk
+    fit = 1.0 - 1e-5  # mean-field shapes (fractional batches) land a rounding error above a whole tile
+    iters = groups * fold_count(ms / tm * fit, smooth) * fold_count(ns / tn * fit, smooth) * fold_count(ks / tk * fit, smooth)
+    paid = wave_count(iters * fit, units, smooth) * units * tm * tn * tk
     return jnp.where(ok, jnp.clip(ms * ns * ks * groups / paid, 1e-6, 1.0), 1.0)
 
 
@@ -114,7 +116,11 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     width = jnp.where(wide_kv, wl.bytes_kv, wl.bytes_act)
     mkn = table.m * table.k * table.n
     groups = jnp.where(mkn > 0, jnp.maximum(table.f0 / jnp.where(mkn > 0, 2.0 * mkn, 1.0), 1.0), 1.0)
-    q = quantization(table.m, table.n, table.k, groups, hw, opts.smooth)
+    # Attention rows of an engine iteration merge sequences of different
+    # lengths (serving.iteration_table), so their m, k, n are no one GEMM's
+    # shape: their length dependence is the FLOPs and bytes, their kernels'
+    # efficiency eff_attention.
+    q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth))
     kind = jnp.where(attn > 0, hw.eff_attention, jnp.where(jnp.asarray(moe_mask(table)) > 0, hw.eff_moe, 1.0))
     peak = gemm_peak(hw, dtype, width) * q * kind
     latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0)

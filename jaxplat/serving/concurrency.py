@@ -65,7 +65,7 @@ def _times(model, hw, par, wl, srv, opts, n, running, in_step):
     """(t_d, t_m, k, g): decode-only and prefill iteration seconds, prefill
     iterations per group and group size, at n decoding requests."""
     P, C = wl.prompt, srv.budget
-    avail = jnp.maximum(C - n, 1.0)
+    avail = jnp.maximum(C - jnp.ceil(n), 1.0)  # the decode rows hold ceil(n) sequences
     g = jnp.where(in_step, jnp.clip(jnp.floor(avail / P), 1.0, running), 1.0)
     c = jnp.where(srv.chunk > 0, jnp.minimum(g * P, avail), g * P)  # prompt tokens per prefill iteration
     k = g * P / c  # iterations' worth of the group's prompt tokens

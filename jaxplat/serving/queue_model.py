@@ -98,7 +98,9 @@ def queueing(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     steps = jnp.maximum(O - 1.0, 0.0)
 
     def per_chunk(b, prompt):
-        return jnp.minimum(jnp.where(chunked, jnp.maximum(srv.chunk - b, 1.0), prompt), prompt)
+        # the decode rows hold ceil(b) sequences (operators.build_table): the
+        # chunk takes the rest of the budget, so an iteration never exceeds it
+        return jnp.minimum(jnp.where(chunked, jnp.maximum(srv.chunk - _ceil(b, opts.smooth), 1.0), prompt), prompt)
 
     def pieces(b_seen, prompt, b_chunk):
         """Iteration times at batch b_seen with chunks sized for batch b_chunk:
@@ -116,7 +118,7 @@ def queueing(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
 
     def step(_, tpot):
         b = lam * steps * tpot
-        t_d, e1, e2, c = pieces(1.0 + b, P, b)
+        t_d, e1, e2, c = pieces(1.0 + b, P, 1.0 + b)  # decodes and chunk within the budget
         slack = 1.0 - prompt_work(e1, e2, c)
         whole, _, _ = prompt_chain(lam, t_d, e1, e2)
         mean_t = jnp.where(chunked, t_d / jnp.maximum(slack, 1e-3), whole)
@@ -130,7 +132,7 @@ def queueing(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     # [4] (mean, p50, p90, p99) prompts: times at the batch a running request
     # sees (1 + b) and at the batch a new prompt joins (b); one vmapped trace.
     seen = jnp.concatenate([jnp.full((4,), 1.0) + b, jnp.full((4,), 0.0) + b])
-    t_all, e1_all, e2_all, c_all = jax.vmap(lambda bs, pr: pieces(bs, pr, b))(seen, jnp.tile(prompts, 2))
+    t_all, e1_all, e2_all, c_all = jax.vmap(lambda bs, pr: pieces(bs, pr, bs))(seen, jnp.tile(prompts, 2))
     t_d, extra, e2, c = t_all[:4], e1_all[:4], e2_all[:4], c_all[:4]
     t_j, extra_j, e2_j = t_all[4:], e1_all[4:], e2_all[4:]
     work = prompt_work(extra[0], e2[0], c[0])
