@@ -90,6 +90,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--out", default=str(ROOT / "experiments" / "calibration_parity.png"))
     args = ap.parse_args(argv)
+    from jaxplat.search import enable_compilation_cache
+    enable_compilation_cache()
     rows = read_rows(args.data)
     names = [n for n in EFFICIENCY_PARAMS if n in cal.BOUNDS]
     pred = cal.Predictor(rows, names)

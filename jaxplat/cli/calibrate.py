@@ -67,6 +67,8 @@ def _summary(pred, rows, mask):
 
 
 def run(args) -> int:
+    from jaxplat.search import enable_compilation_cache
+    enable_compilation_cache()  # the fit's programs compile in minutes; a rerun reads them back
     rows = read_rows(args.measured)
     train = np.ones(len(rows), bool)
     for cond in args.train:
