@@ -116,7 +116,7 @@ def test_gradients_match_finite_differences(h100, llama8b_evals):
 
 def test_efficiency_and_compute_blocks_validated():
     base = {"flops": {"bf16": 1e15}, "memory": [{"name": "hbm", "size": 8e10, "bandwidth": 3e12}],
-            "network": [{"domain": 8, "bandwidth": 4.5e11, "latency": 1e-6}]}
+            "network": [{"domain": 8, "bandwidth": 4.5e11, "latency": 1e-6}], "tdp_w": 700}
     with pytest.raises(SpecError, match=r"efficiency.attention is a fraction of peak in \(0, 1\], got 1.5"):
         hardware_from_dict({**base, "efficiency": {"attention": 1.5}}, src="chip.yaml")
     with pytest.raises(SpecError, match=r"unknown key efficiency.'narow_dtype' \(did you mean 'narrow_dtype'"):
@@ -129,7 +129,8 @@ def test_efficiency_and_compute_blocks_validated():
 
 def test_calibration_precedence():
     base = {"name": "mychip", "flops": {"bf16": 1e15}, "memory": [{"name": "hbm", "size": 8e10, "bandwidth": 3e12}],
-            "network": [{"domain": 8, "bandwidth": 4.5e11, "latency": 1e-6}], "efficiency": {"compute": 0.5}}
+            "network": [{"domain": 8, "bandwidth": 4.5e11, "latency": 1e-6}], "efficiency": {"compute": 0.5},
+            "tdp_w": 700}
     shipped = Calibration(parameters={"compute": 0.7, "memory": 0.8})
     hw = hardware_from_dict(base, defaults=shipped)
     assert (float(hw.eff_compute), float(hw.eff_memory)) == pytest.approx((0.5, 0.8))  # the spec beats the defaults

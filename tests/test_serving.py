@@ -16,7 +16,7 @@ from jaxplat.serving import simulator as M
 from jaxplat.serving.queue_model import prompt_chain
 
 # The module, not the function `jaxplat.serving.queueing` that shadows it in the package.
-Q = importlib.import_module("jaxplat.serving.queueing")
+Q = importlib.import_module("jaxplat.serving.queue_model")
 
 OPTS = jp.Options()
 WL = workload_from_dict({"batch": 1, "prompt": 512, "output": 64, "slo": {"ttft": 0.2, "tpot": 0.02}})
