@@ -25,7 +25,8 @@ WL = workload_from_dict({"batch": 1, "prompt": 1024, "output": 128})
 BW = 2e12
 MEMORY_BOUND = hardware_from_dict({
     "flops": {"bf16": 1e20}, "memory": [{"name": "hbm", "size": 400e9, "bandwidth": BW}],
-    "network": [{"domain": 8, "bandwidth": 450e9, "latency": 1e-6}, {"domain": 1024, "bandwidth": 50e9, "latency": 5e-6}],
+    "network": [{"domain": 8, "bandwidth": 450e9, "latency": 1e-6},
+                {"domain": 1024, "bandwidth": 50e9, "latency": 5e-6}],
     "efficiency": {"compute": 1.0, "memory": 1.0, "network": 1.0}})
 
 
