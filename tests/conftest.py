@@ -1,9 +1,24 @@
 """Test configuration: precision per session (JAX_ENABLE_X64=1 runs float64),
-and shared fixtures of built-in specs."""
+XLA's cheapest compile settings, and shared fixtures of built-in specs.
 
-import pytest
+Compiling is most of this suite's time: its programs run once or a few times
+each. So XLA compiles them without LLVM optimization and with its older loop
+emitters (the settings the sweep engine uses for programs it runs once),
+about 3x less CPU time for the suite. JAXPLAT_TEST_FULL_OPT=1 compiles as a
+user's run does (numbers may differ in the last bits; the tolerances allow it).
+The flags must be in the environment before JAX starts its backend: here,
+before anything imports jax.
+"""
 
-import jaxplat as jp
+import os
+
+FAST_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+if os.environ.get("JAXPLAT_TEST_FULL_OPT", "0") != "1":
+    os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *FAST_XLA_FLAGS]).strip()
+
+import pytest  # noqa: E402
+
+import jaxplat as jp  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -216,7 +216,8 @@ def test_cli_json_carries_metrics_with_units(capsys):
     m = jp.evaluate(jp.load_model("llama-3.1-8b"), jp.load_hardware("h100-sxm"), jp.Parallel(),
                     replace(jp.load_workload("chatbot"), batch=4.0))
     for key, f in (("ttft_s", "ttft"), ("tpot_s", "tpot"), ("e2e_s", "e2e"), ("throughput_tok_s", "throughput"),
-                   ("weights_bytes", "weights_bytes"), ("kv_bytes", "kv_bytes"), ("activation_bytes", "activation_bytes")):
+                   ("weights_bytes", "weights_bytes"), ("kv_bytes", "kv_bytes"),
+                   ("activation_bytes", "activation_bytes")):
         assert out[key] == pytest.approx(float(getattr(m, f)), rel=1e-6), key
     assert out["fits"] is True and out["feasible"] is True
     # chatbot: 1000 output tokens (2 beams: the chosen one counts); 4 x 1000 tokens over the end-to-end time

@@ -31,8 +31,12 @@ def _free_port() -> int:
 
 
 def _sweep(study, out, *extra, env=None):
-    e = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    e.update(JAX_PLATFORMS="cpu", **(env or {}))
+    # This session's XLA flags (the test compile settings, conftest.py) but not its device
+    # count: each run sets its own.
+    env = dict(env or {})
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    e = {**os.environ, "JAX_PLATFORMS": "cpu", **env,
+         "XLA_FLAGS": " ".join(flags + env.get("XLA_FLAGS", "").split())}
     cmd = [sys.executable, "-m", "jaxplat.cli", "sweep", str(study), "--out", str(out), "--no-progress", *extra]
     return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

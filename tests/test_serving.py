@@ -2,7 +2,6 @@
 zero-load limits, goodput, speculative decoding."""
 
 import functools
-import importlib
 
 import jax
 import jax.numpy as jnp
@@ -14,9 +13,6 @@ from jaxplat import serving as S
 from jaxplat.model import replace, workload_from_dict
 from jaxplat.serving import simulator as M
 from jaxplat.serving.queue_model import prompt_chain
-
-# The module, not the function `jaxplat.serving.queueing` that shadows it in the package.
-Q = importlib.import_module("jaxplat.serving.queue_model")
 
 OPTS = jp.Options()
 WL = workload_from_dict({"batch": 1, "prompt": 512, "output": 64, "slo": {"ttft": 0.2, "tpot": 0.02}})

@@ -21,12 +21,14 @@ from jaxplat.model import hardware_from_dict, replace, workload_from_dict
 
 OPTS = jp.Options()
 WL = workload_from_dict({"batch": 1, "prompt": 1024, "output": 128})
-# A chip so fast at math that every operator is memory-bound, with memory for a 70B model.
+# A chip so fast at math that every operator is memory-bound, with memory for a 70B model and
+# power to spare (never held back by its board power).
 BW = 2e12
 MEMORY_BOUND = hardware_from_dict({
-    "flops": {"bf16": 1e20}, "memory": [{"name": "hbm", "size": 400e9, "bandwidth": BW}],
-    "network": [{"domain": 8, "bandwidth": 450e9, "latency": 1e-6}, {"domain": 1024, "bandwidth": 50e9, "latency": 5e-6}],
-    "efficiency": {"compute": 1.0, "memory": 1.0, "network": 1.0}, "tdp_w": 1e6})  # power never binds
+    "flops": {"bf16": 1e20}, "memory": [{"name": "hbm", "size": 400e9, "bandwidth": BW}], "tdp_w": 1e6,
+    "network": [{"domain": 8, "bandwidth": 450e9, "latency": 1e-6},
+                {"domain": 1024, "bandwidth": 50e9, "latency": 5e-6}],
+    "efficiency": {"compute": 1.0, "memory": 1.0, "network": 1.0}})
 
 
 def step_bytes(L, D, Df, V, ctx, kv_heads=8, head_dim=128, heads_dim=None):
@@ -108,15 +110,18 @@ def test_speculative_tpot_with_a_draft_model_by_hand(llama8):
 
 def test_speculation_stops_paying_at_large_batch(llama8, h100):
     """A verify pass of 5 tokens per sequence costs 5x the FLOPs of a decode
-    step: free at batch 1 (memory-bound), not at batch 1024 (compute-bound)."""
+    step: nearly free at batch 1 (memory-bound), a loss at batch 1024 of
+    short sequences (64 + 32 tokens: the weight GEMMs are compute-bound and
+    the KV cache is small)."""
+    short = workload_from_dict({"batch": 1, "prompt": 64, "output": 32})
     speedup = []
     for b in (1.0, 64.0, 1024.0):
-        spec, plain = S.speculative_tpot_jit(llama8, h100, jp.Parallel(), WL, OPTS, jnp.float32(b), jnp.float32(4.0),
-                                             jnp.float32(0.7), draft_fraction=0.0)
+        spec, plain = S.speculative_tpot_jit(llama8, h100, jp.Parallel(), short, OPTS, jnp.float32(b),
+                                             jnp.float32(4.0), jnp.float32(0.7), draft_fraction=0.0)
         speedup.append(float(plain / spec))
     E = (1 - 0.7**5) / (1 - 0.7)
     assert E > speedup[0] > 0.9 * E  # batch 1: nearly the accepted tokens per step
-    assert speedup[0] > speedup[1] > speedup[2] and speedup[2] < 1.05
+    assert speedup[0] > speedup[1] > speedup[2] and speedup[2] < 1.0
 
 
 # ------------------------------------------------------------ max load
@@ -125,7 +130,9 @@ def test_speculation_stops_paying_at_large_batch(llama8, h100):
 def test_max_load_by_hand():
     """Llama-2-7B (MHA, 32 KV heads), bf16, one H100 80 GB, prompt + output
     2048: the KV pool is 90% of what weights and one 8192-token iteration's
-    activations leave; the offline engine runs as many sequences as it holds."""
+    activations leave; the offline engine keeps that many sequences running
+    (a closed loop with every slot busy), serving about what a static batch
+    of as many sequences serves."""
     model, hw = jp.load_model("llama-2-7b"), jp.load_hardware("h100-sxm")
     wl = workload_from_dict({"batch": 1, "prompt": 1024, "output": 1024})
     d, f, L, V = 4096, 11008, 32, 32000
@@ -139,9 +146,10 @@ def test_max_load_by_hand():
     assert float(one.weights_bytes) == pytest.approx(weights, rel=1e-6)
     b, thr = S.max_load_jit(model, hw, jp.Parallel(), wl, S.serving(mem_fraction=0.9), OPTS)
     assert float(b) == want
-    # Output tokens per second of 55 sequences: 55 x 1024 tokens per end-to-end time.
+    # A static batch of 55: 55 x 1024 tokens per end-to-end time. The loop staggers the
+    # prompts over the decode steps instead; the same work, within 1%.
     m = jp.evaluate(model, hw, jp.Parallel(), replace(wl, batch=55.0))
-    assert float(thr) == pytest.approx(55 * 1024 / float(m.e2e), rel=1e-5)
+    assert float(thr) == pytest.approx(55 * 1024 / float(m.e2e), rel=0.01)
     # A cap below capacity runs fewer sequences, fewer tokens/s.
     b16, thr16 = S.max_load_jit(model, hw, jp.Parallel(), wl, S.serving(mem_fraction=0.9, max_batch=16), OPTS)
     assert float(b16) == 16 and float(thr16) < float(thr)
