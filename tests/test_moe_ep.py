@@ -78,8 +78,8 @@ def test_estimate_moe_ep_flag(capsys):
     main(args + ["--moe-ep", "8"])
     out = json.loads(capsys.readouterr().out)
     assert out["feasible"] and out["ttft_s"] > 0
-    main(args[:-1] + ["--moe-ep", "3"])
-    assert "moe_ep=3 does not divide tp=8" in capsys.readouterr().out
+    assert main(args[:-1] + ["--moe-ep", "3"]) == 3  # infeasible: its reasons on stderr
+    assert "moe_ep=3 does not divide tp=8" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name, bf16, fp8, hbm, hbm_bw, tdp", [

@@ -260,6 +260,6 @@ def test_context_past_max_position_embeddings_is_infeasible(capsys):
     over = jp.evaluate(llama2, h100, jp.Parallel(), workload(batch=1, prompt=4000, output=97))
     assert bool(ok.feasible) and bool(ok.context_ok)
     assert not bool(over.context_ok) and not bool(over.feasible)
-    main(["estimate", "--model", "llama-2-7b", "--hardware", "h100-sxm", "--prompt", "5000", "--output", "10",
-          "--batch", "1"])
-    assert "max_position_embeddings (4096 tokens)" in capsys.readouterr().out
+    status = main(["estimate", "--model", "llama-2-7b", "--hardware", "h100-sxm", "--prompt", "5000",
+                   "--output", "10", "--batch", "1"])
+    assert status == 3 and "max_position_embeddings (4096 tokens)" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from helpers import compile_events
 
 import jaxplat as jp
 from jaxplat import search
+from jaxplat.cost import money
 from jaxplat.model import replace
 from jaxplat.search import study_from_dict
 from jaxplat.specs import SpecError
@@ -63,6 +64,8 @@ def _python_loop(study):
         if study.inner:
             hw = replace(h0, mem_bw=h0.mem_bw.at[0].set(cfg["hbm_bandwidth"]),
                          flops=h0.flops * (cfg["flops"] / h0.flops[2]))
+        if study.pricing == "technology":  # the engine prices (and powers: TDP) each point so
+            hw = money.priced_chip(hw, study.technology)
         r = jax.device_get(one(m, hw, jp.Parallel(tp=cfg["tp"]), wl))
         tpc = float(r.throughput) / float(r.chips)
         ok = (bool(r.feasible) and r.chips <= 2 and r.ttft <= float(wl.ttft_slo) and r.tpot <= 0.008
