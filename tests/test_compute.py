@@ -82,6 +82,16 @@ def test_causal_attention_heads_share_the_waves(prefill):
     assert _row(prefill[64, 64, 16], "logit")["compute_time"] * 1e9 == pytest.approx(145_470, abs=0.25)
 
 
+def test_kernel_efficiency_derates_the_array_as_it_does_tensor_cores(npu, llama8b, wl, prefill):
+    """One mechanism for arrays and tensor cores: peak x utilization x the
+    efficiency model's kernel kind (cost.efficiency.kernel_kind): halving
+    eff_attention doubles the attention rows' array time, GEMMs stay."""
+    b = jp.breakdown(llama8b, jp.replace(npu, eff_attention=0.5), jp.Parallel(), wl, "prefill")
+    base = prefill[256, 256, 1]
+    assert _row(b, "logit")["compute_time"] == pytest.approx(2 * _row(base, "logit")["compute_time"], rel=1e-6)
+    assert _row(b, "qkv")["compute_time"] == _row(base, "qkv")["compute_time"]
+
+
 def test_elementwise_rows_run_on_the_vector_unit(prefill):
     for name in ("softmax", "attn_norm", "act"):
         r = _row(prefill[256, 256, 1], name)

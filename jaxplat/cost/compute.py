@@ -3,16 +3,21 @@
 One function, `row_compute_times`, gives every operator row its compute
 seconds (at s = 0 and per generated token, as the table's FLOPs):
 
-  * a chip without a `compute:` block: FLOPs / the chip's achievable peak,
-    as the plain roofline always did;
-  * GEMM rows on a chip with systolic arrays: FLOPs / (array peak x array
-    utilization x eff_compute), the utilization being the useful
-    multiply-adds over the PE-cycles the GEMM occupies:
+  * GEMM rows on a chip without systolic arrays: FLOPs / the row's
+    achievable FLOP/s, `peak` from efficiency.row_rates: the dtype's peak x
+    eff_compute x the tile and wave quantization of the GEMM on the chip's
+    SMs (microarch piece counts; a tensor-core `compute:` block's units and
+    tile) x its kernel kind (eff_attention, eff_moe); the plain peak under
+    the flat (GenZ) convention or without a compute block;
+  * GEMM rows on a chip with systolic arrays: the same form, FLOPs /
+    (array peak x array utilization x eff_compute x kernel kind), the
+    utilization being the useful multiply-adds over the PE-cycles the GEMM
+    occupies:
         u = m n k groups / (cycles x rows x cols x cores),
     cycles from `microarch.gemm_cycles` (SCALE-Sim's fold, fill and drain
     arithmetic; waves over the cores). Equivalently cycles / clock /
-    eff_compute. The same form, peak x utilization(shape) x efficiency,
-    takes a tensor-core chip's tile and wave quantization in place of u;
+    (eff_compute x kind): one mechanism, peak x utilization(shape from the
+    microarchitecture) x efficiency, for tensor cores and arrays alike;
   * element-wise rows (no GEMM dims: softmax, norms, activations): the
     vector unit, FLOPs / (vector_flops x eff_compute) when the chip gives
     one, else the chip's peak;
@@ -35,6 +40,7 @@ counts, where every fold count is linear (exact for the smooth function).
 import jax.numpy as jnp
 import numpy as np
 
+from jaxplat.cost.efficiency import kernel_kind
 from jaxplat.cost.microarch import gemm_cycles
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
@@ -103,21 +109,22 @@ def array_utilization(table: OpTable, hw: Hardware, smooth: bool = False):
 def row_compute_times(table: OpTable, hw: Hardware, opts: Options, peak):
     """(c0, c1): [rows] compute seconds at s = 0 and per generated token.
 
-    `peak`: the chip's achievable FLOP/s for this workload
-    (inference.peak_flops), used by every row when the chip has no compute
-    block and by non-GEMM rows when it gives no vector unit.
+    `peak`: [rows] (or one) achievable FLOP/s of each row on the chip's
+    tensor units (efficiency.row_rates), used by GEMM rows when the chip has
+    no systolic arrays and by non-GEMM rows when it gives no vector unit.
     """
     f0, f1 = table.f0, table.f1
     gemm, grow = gemm_rows(table)
     vec = jnp.where(hw.vector_flops > 0, hw.vector_flops * hw.eff_compute, peak)
     if hw.dataflow:
         u0, cycles1 = array_utilization(table, hw, opts.smooth)
-        rate0 = array_peak(hw) * u0 * hw.eff_compute
+        eff = hw.eff_compute * kernel_kind(table, hw, opts)
+        rate0 = array_peak(hw) * u0 * eff
         c0 = jnp.where(gemm, f0 / rate0, f0 / vec)
-        c1 = jnp.where(grow, cycles1 / (hw.clock_hz * hw.eff_compute), jnp.where(gemm, f1 / rate0, f1 / vec))
+        c1 = jnp.where(grow, cycles1 / (hw.clock_hz * eff), jnp.where(gemm, f1 / rate0, f1 / vec))
     else:
-        # No array: GEMMs at the chip's peak (the plain roofline); element-wise
-        # rows on the vector unit when the spec gives one (else at the peak too).
+        # No array: GEMMs at their row's achievable peak; element-wise rows on
+        # the vector unit when the spec gives one (else at the peak too).
         ew = ~(gemm | grow)
         c0, c1 = jnp.where(ew, f0 / vec, f0 / peak), jnp.where(ew, f1 / vec, f1 / peak)
     if hw.offload:

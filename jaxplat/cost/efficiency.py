@@ -94,6 +94,18 @@ def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False):
     return jnp.where(ok, jnp.clip(ms * ns * ks * groups / paid, 1e-6, 1.0), 1.0)
 
 
+def kernel_kind(table: OpTable, hw: Hardware, opts: Options):
+    """[rows] efficiency of each row's kernel relative to a dense GEMM's:
+    eff_attention for the attention kernel's rows, eff_moe for the routed
+    experts' grouped GEMMs, 1 for the rest (1 everywhere under the "flat"
+    convention). Tensor cores (row_rates) and systolic arrays
+    (compute.row_compute_times) both derate by it."""
+    if opts.conv.efficiency == "flat":
+        return jnp.ones(len(table.names), jnp.float32)
+    attn, moe = (jnp.asarray(mask(table)) > 0 for mask in (attention_mask, moe_mask))
+    return jnp.where(attn, hw.eff_attention, jnp.where(moe, hw.eff_moe, 1.0))
+
+
 def gemm_peak(hw: Hardware, dtype, bytes_per_element):
     """FLOP/s a large, well-shaped GEMM reaches in `dtype` (an index)."""
     return hw.flops[dtype.astype(jnp.int32)] * hw.eff_compute * hw.eff_narrow ** halvings(bytes_per_element)
@@ -121,7 +133,7 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     # shape: their length dependence is the FLOPs and bytes, their kernels'
     # efficiency eff_attention.
     q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth))
-    kind = jnp.where(attn > 0, hw.eff_attention, jnp.where(jnp.asarray(moe_mask(table)) > 0, hw.eff_moe, 1.0))
+    kind = kernel_kind(table, hw, opts)
     peak = gemm_peak(hw, dtype, width) * q * kind
     latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0)
     return peak, 1.0 / kind, latency
@@ -132,5 +144,5 @@ def iteration_overhead(hw: Hardware, opts: Options):
     return 0.0 if opts.conv.efficiency == "flat" else hw.iteration_overhead
 
 
-__all__ = ["ATTENTION_PREFIXES", "MOE_PREFIXES", "attention_mask", "moe_mask", "dtype_index", "gemm_peak", "halvings", "iteration_overhead",
-           "quantization", "row_rates"]
+__all__ = ["ATTENTION_PREFIXES", "MOE_PREFIXES", "attention_mask", "moe_mask", "dtype_index", "gemm_peak", "halvings",
+           "iteration_overhead", "kernel_kind", "quantization", "row_rates"]
