@@ -110,7 +110,8 @@ def test_gradients_match_finite_differences(h100, llama8b_evals):
         h = np.zeros(3, np.float32)
         h[i] = 1e-3
         fd = (np.asarray(fj(x + h)) - np.asarray(fj(x - h))) / 2e-3
-        np.testing.assert_allclose(jac[:, i], fd, rtol=2e-2, atol=1e-7)
+        # atol: float32 noise of a central difference, ~1e-7 x 10 ms / 1e-3
+        np.testing.assert_allclose(jac[:, i], fd, rtol=2e-2, atol=2e-6)
     assert jac[0, 0] < 0 and jac[1, 1] < 0  # faster kernels, shorter times
 
 
