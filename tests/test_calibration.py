@@ -10,7 +10,7 @@ import yaml
 
 import jaxplat as jp
 from jaxplat.cli.app import main
-from jaxplat.design.calibration import OPTS, huber_log, predict_one
+from jaxplat.design.calibration import huber_log, predict_one
 from jaxplat.design.measured import REQUIRED, read_rows
 from jaxplat.model import load_calibration, replace, workload_from_dict
 from jaxplat.serving import serving

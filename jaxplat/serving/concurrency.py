@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxplat.cost import safe_div
-from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass, replace
+from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass
 from jaxplat.serving.iteration import capacity, iteration_time
 from jaxplat.serving.settings import Serving
 
