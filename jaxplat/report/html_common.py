@@ -33,6 +33,7 @@ COLUMNS = {
     "model": ("model", "", 1.0),
     "workload": ("use case", "", 1.0),
     "tp": ("TP", "", 1.0), "pp": ("PP", "", 1.0), "ep": ("EP", "", 1.0), "dp": ("DP", "", 1.0),
+    "moe_ep": ("MoE EP (experts over the TP chips)", "", 1.0),
     "sp": ("SP", "", 1.0), "microbatches": ("micro-batches", "", 1.0),
     "overlap": ("communication hidden", "%", 1e-2),
     "batch": ("batch", "seq", 1.0),
@@ -75,7 +76,7 @@ HARDWARE_AXES = {"flops", "hbm_bandwidth", "hbm_size", "sram_size", "sram_bandwi
                  "link_latency", "domain", "scaleout_bandwidth", "scaleout_latency", "eff_compute", "eff_memory",
                  "eff_network", "price", "tdp", "array_rows", "array_cols", "cores", "clock", "vector_flops",
                  "host_flops", "host_bandwidth"}
-CATEGORICAL_AXES = {"model", "workload", "dtype", "weight_dtype", "kv_dtype", "tp", "pp", "ep", "dp", "sp",
+CATEGORICAL_AXES = {"model", "workload", "dtype", "weight_dtype", "kv_dtype", "tp", "pp", "ep", "moe_ep", "dp", "sp",
                     "microbatches", "chips", "batch", "beams", "domain"}
 
 SWEEP_COUNTERS = (  # summary key -> row label
