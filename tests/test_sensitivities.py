@@ -85,8 +85,16 @@ def sensitivities(model, hw, wl, opts, reverse=False):
     return [x[0] for x in numbers], np.asarray(g), np.asarray(fd), (np.asarray(rev) if reverse else None)
 
 
+# Whole-number structure of the chip (SMs, GEMM tile sides): the exact cost is
+# a staircase in them (tile and wave quantization, cost.efficiency), so a finite
+# difference of 1e-3 in log space straddles steps; only finiteness is checked.
+STAIRCASES = ("units", "tile_m", "tile_n", "tile_k")
+
+
 def _kink(label, tp, hw):
     """The metric is not differentiable in this number at this tp (see the module docstring)."""
+    if label in STAIRCASES:
+        return True
     if label.startswith("net_domain["):
         return tp == float(hw.net_domain[int(label[len("net_domain["):-1])])
     return False
