@@ -71,38 +71,39 @@ def collective_bytes(kind: str, hw: Hardware, n, nbytes, stride=1.0) -> jax.Arra
         lvl = jnp.arange(hw.net_bw.shape[0]) == first_holding(hw, n)[..., None]
         return jnp.where(lvl & (n[..., None] > 1), nbytes[..., None], 0.0)
     reach, below = reach_levels(hw, n, stride)
-    if kind == "alltoall":
-        return safe_div(reach - below, n[..., None]) * nbytes[..., None]
+    return _spread_bytes(np.asarray(kind == "allreduce"), np.asarray(kind == "alltoall"), reach, below, n, nbytes)
+
+
+def _spread_bytes(allreduce, alltoall, reach, below, n, nbytes) -> jax.Array:
+    """[..., MAX_NET_LEVELS] bytes per level of ring collectives (all-reduce,
+    all-gather, reduce-scatter) and all-to-alls, as in `collective_bytes`.
+
+    allreduce, alltoall: static numpy bool masks broadcastable to n (which
+    rows are which kind). reach, below: `reach_levels` of the groups.
+    """
     f = jnp.maximum(reach / below, 1.0)  # = collectives.level_factors(hw, n, stride)
     inner = jnp.concatenate([jnp.ones_like(f[..., :1]), jnp.cumprod(f, axis=-1)[..., :-1]], axis=-1)
-    mult = 2.0 if kind == "allreduce" else 1.0
-    return mult * safe_div(f - 1.0, f) * nbytes[..., None] / inner
+    mult = np.where(allreduce, 2.0, 1.0).astype(np.float32)[..., None]
+    ring = mult * safe_div(f - 1.0, f) * nbytes[..., None] / inner
+    a2a = safe_div(reach - below, n[..., None]) * nbytes[..., None]
+    return jnp.where(alltoall[..., None], a2a, ring)
 
 
 def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
-    """[MAX_NET_LEVELS] bytes one chip sends per pass of the table (one
-    vectorized `collective_bytes` per collective kind, as
-    `collectives.table_comm_times`)."""
+    """[MAX_NET_LEVELS] bytes one chip sends per pass of the table:
+    `collective_bytes` of every collective row at once."""
     kinds = np.array(table.comm_kinds)
     idx = np.flatnonzero(kinds != "")
     if idx.size == 0:
         return jnp.zeros_like(hw.net_bw)
-    # All collective rows at once: `collective_bytes` of each kind, selected
-    # per row by static masks (one set of ops instead of one per kind).
+    # All collective rows at once, each kind selected per row by static masks
+    # (one set of ops instead of one per kind).
     kinds = kinds[idx]
     n, nbytes, stride = table.comm_n[idx], table.comm_b[idx], table.comm_s[idx]
     b = jnp.zeros((idx.size, hw.net_bw.shape[0]), nbytes.dtype)
-    ring = (kinds != "sendrecv") & (kinds != "alltoall")
     if (kinds != "sendrecv").any():
         reach, below = reach_levels(hw, n, stride)
-        if ring.any():
-            f = jnp.maximum(reach / below, 1.0)
-            inner = jnp.concatenate([jnp.ones_like(f[:, :1]), jnp.cumprod(f, axis=-1)[:, :-1]], axis=-1)
-            mult = np.where(kinds == "allreduce", 2.0, 1.0).astype(np.float32)[:, None]
-            b = jnp.where(ring[:, None], mult * safe_div(f - 1.0, f) * nbytes[:, None] / inner, b)
-        if (kinds == "alltoall").any():
-            a2a = safe_div(reach - below, n[:, None]) * nbytes[:, None]
-            b = jnp.where((kinds == "alltoall")[:, None], a2a, b)
+        b = _spread_bytes(kinds == "allreduce", kinds == "alltoall", reach, below, n, nbytes)
     if (kinds == "sendrecv").any():
         send = collective_bytes("sendrecv", hw, n, nbytes, stride)
         b = jnp.where((kinds == "sendrecv")[:, None], send, b)

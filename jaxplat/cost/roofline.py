@@ -43,30 +43,27 @@ def safe_div(num, den):
 # first at ties): an index always exists, so never NaN.
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def chosen_max(x, axis):
-    """jnp.max(x, axis), differentiated as the chosen element (never NaN)."""
-    return jnp.max(x, axis=axis)
+def _chosen(reduce, pick, name):
+    """`reduce(x, axis)` as a custom_jvp whose tangent is the picked element's."""
+
+    def f(x, axis):
+        return reduce(x, axis=axis)
+
+    f.__name__ = name
+    f.__doc__ = f"jnp.{reduce.__name__}(x, axis), differentiated as the chosen element (never NaN)."
+    f = jax.custom_jvp(f, nondiff_argnums=(1,))
+
+    @f.defjvp
+    def _jvp(axis, primals, tangents):
+        (x,), (t,) = primals, tangents
+        i = pick(x, axis=axis, keepdims=True)
+        return reduce(x, axis=axis), jnp.squeeze(jnp.take_along_axis(t, i, axis=axis), axis)
+
+    return f
 
 
-@chosen_max.defjvp
-def _chosen_max_jvp(axis, primals, tangents):
-    (x,), (t,) = primals, tangents
-    i = jnp.argmax(x, axis=axis, keepdims=True)
-    return jnp.max(x, axis=axis), jnp.squeeze(jnp.take_along_axis(t, i, axis=axis), axis)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def chosen_min(x, axis):
-    """jnp.min(x, axis), differentiated as the chosen element (never NaN)."""
-    return jnp.min(x, axis=axis)
-
-
-@chosen_min.defjvp
-def _chosen_min_jvp(axis, primals, tangents):
-    (x,), (t,) = primals, tangents
-    i = jnp.argmin(x, axis=axis, keepdims=True)
-    return jnp.min(x, axis=axis), jnp.squeeze(jnp.take_along_axis(t, i, axis=axis), axis)
+chosen_max = _chosen(jnp.max, jnp.argmax, "chosen_max")
+chosen_min = _chosen(jnp.min, jnp.argmin, "chosen_min")
 
 
 def smooth_max(a, b, p):
