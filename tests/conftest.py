@@ -7,7 +7,8 @@ emitters (the settings the sweep engine uses for programs it runs once),
 about 3x less CPU time for the suite. JAXPLAT_TEST_FULL_OPT=1 compiles as a
 user's run does (numbers may differ in the last bits; the tolerances allow it).
 The flags must be in the environment before JAX starts its backend: here,
-before anything imports jax.
+before anything imports jax. JAXPLAT_TEST_CACHE_DIR=DIR keeps the compiled
+programs on disk for the next run (JAX's persistent compilation cache).
 """
 
 import os
@@ -16,9 +17,16 @@ FAST_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_em
 if os.environ.get("JAXPLAT_TEST_FULL_OPT", "0") != "1":
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *FAST_XLA_FLAGS]).strip()
 
+import jax  # noqa: E402
 import pytest  # noqa: E402
 
 import jaxplat as jp  # noqa: E402
+
+# JAXPLAT_TEST_CACHE_DIR: keep every compiled program on disk there (JAX's persistent compilation
+# cache), so that a rerun, or a CI job that restores the directory, skips most compiles.
+if os.environ.get("JAXPLAT_TEST_CACHE_DIR"):
+    jax.config.update("jax_compilation_cache_dir", os.environ["JAXPLAT_TEST_CACHE_DIR"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 @pytest.fixture(scope="session")
