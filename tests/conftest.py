@@ -40,6 +40,11 @@ def llama70b():
 
 
 @pytest.fixture(scope="session")
+def llama8b():
+    return jp.load_model("llama-3.1-8b")
+
+
+@pytest.fixture(scope="session")
 def h100():
     return jp.load_hardware("h100-sxm")
 

@@ -29,11 +29,6 @@ def npu():
 
 
 @pytest.fixture(scope="module")
-def llama8b():
-    return jp.load_model("llama-3.1-8b")
-
-
-@pytest.fixture(scope="module")
 def wl():
     return jp.replace(jp.load_workload("chatbot"), batch=1.0, beams=1.0, prompt=T, output=16.0)
 

@@ -51,16 +51,6 @@ def expected_tokens_by_sampling(k, alpha, steps=200_000, seed=0):
     return float(np.mean(run + 1)), float(np.std(run + 1) / np.sqrt(steps))
 
 
-@pytest.fixture(scope="module")
-def llama8():
-    return jp.load_model("llama-3.1-8b")
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return jp.load_hardware("h100-sxm")
-
-
 # ------------------------------------------------------------ speculative decoding
 
 
@@ -70,7 +60,7 @@ def test_expected_tokens_against_sampling():
         assert float(S.expected_tokens(jnp.float32(k), jnp.float32(alpha))) == pytest.approx(mean, abs=4 * se)
 
 
-def test_speculative_tpot_by_hand(llama8):
+def test_speculative_tpot_by_hand(llama8b):
     """Llama-3.1-8B, batch 1, prompt 1024, output 128, on the memory-bound
     chip: a decode step at the mean context (1024 + 64) reads the step's
     bytes; a verify pass of k + 1 = 5 tokens reads the same bytes (plus five
@@ -81,20 +71,20 @@ def test_speculative_tpot_by_hand(llama8):
     step = step_bytes(32, 4096, 14336, 128256, 1024 + 64) / BW
     E = (1 - 0.7**5) / (1 - 0.7)
     k, alpha = jnp.float32(4.0), jnp.float32(0.7)
-    spec, plain = S.speculative_tpot_jit(llama8, MEMORY_BOUND, jp.Parallel(), WL, OPTS, jnp.float32(1.0), k, alpha,
+    spec, plain = S.speculative_tpot_jit(llama8b, MEMORY_BOUND, jp.Parallel(), WL, OPTS, jnp.float32(1.0), k, alpha,
                                          draft_fraction=0.0)
     assert float(plain) == pytest.approx(step, rel=2e-3)
     assert float(spec) == pytest.approx(step / E, rel=5e-3)
-    mtp, _ = S.speculative_tpot_jit(llama8, MEMORY_BOUND, jp.Parallel(), WL, OPTS, jnp.float32(1.0), k, alpha,
+    mtp, _ = S.speculative_tpot_jit(llama8b, MEMORY_BOUND, jp.Parallel(), WL, OPTS, jnp.float32(1.0), k, alpha,
                                     draft_fraction=1.0 / 32)
     assert float(mtp) == pytest.approx(step * (1 + 4 / 32) / E, rel=5e-3)
     # Nothing accepted: one token per step, the four drafts wasted.
-    none, _ = S.speculative_tpot_jit(llama8, MEMORY_BOUND, jp.Parallel(), WL, OPTS, jnp.float32(1.0), k,
+    none, _ = S.speculative_tpot_jit(llama8b, MEMORY_BOUND, jp.Parallel(), WL, OPTS, jnp.float32(1.0), k,
                                      jnp.float32(0.0), draft_fraction=1.0 / 32)
     assert float(none) == pytest.approx(step * (1 + 4 / 32), rel=5e-3)
 
 
-def test_speculative_tpot_with_a_draft_model_by_hand(llama8):
+def test_speculative_tpot_with_a_draft_model_by_hand(llama8b):
     """Llama-3.1-70B verifies what Llama-3.1-8B drafts, both on one chip:
     four 8B steps and one 70B pass per E tokens."""
     big = jp.load_model("llama-3.1-70b")
@@ -103,12 +93,12 @@ def test_speculative_tpot_with_a_draft_model_by_hand(llama8):
     t70 = step_bytes(80, 8192, 28672, 128256, ctx) / BW
     E = (1 - 0.7**5) / (1 - 0.7)
     spec, plain = S.speculative_tpot_jit(big, MEMORY_BOUND, jp.Parallel(), WL, OPTS, jnp.float32(1.0),
-                                         jnp.float32(4.0), jnp.float32(0.7), draft_model=llama8)
+                                         jnp.float32(4.0), jnp.float32(0.7), draft_model=llama8b)
     assert float(plain) == pytest.approx(t70, rel=2e-3)
     assert float(spec) == pytest.approx((4 * t8 + t70) / E, rel=5e-3)
 
 
-def test_speculation_stops_paying_at_large_batch(llama8, h100):
+def test_speculation_stops_paying_at_large_batch(llama8b, h100):
     """A verify pass of 5 tokens per sequence costs 5x the FLOPs of a decode
     step: nearly free at batch 1 (memory-bound), a loss at batch 1024 of
     short sequences (64 + 32 tokens: the weight GEMMs are compute-bound and
@@ -116,7 +106,7 @@ def test_speculation_stops_paying_at_large_batch(llama8, h100):
     short = workload_from_dict({"batch": 1, "prompt": 64, "output": 32})
     speedup = []
     for b in (1.0, 64.0, 1024.0):
-        spec, plain = S.speculative_tpot_jit(llama8, h100, jp.Parallel(), short, OPTS, jnp.float32(b),
+        spec, plain = S.speculative_tpot_jit(llama8b, h100, jp.Parallel(), short, OPTS, jnp.float32(b),
                                              jnp.float32(4.0), jnp.float32(0.7), draft_fraction=0.0)
         speedup.append(float(plain / spec))
     E = (1 - 0.7**5) / (1 - 0.7)
@@ -166,23 +156,23 @@ def _kv_prompt_bytes(prompt, tp=1):
     return 32 * 2 * (8 / tp) * 128 * prompt * 2.0
 
 
-def test_kv_transfer_time_by_hand(llama8, h100):
+def test_kv_transfer_time_by_hand(llama8b, h100):
     # H100 spec: InfiniBand (level 1) 50 GB/s per direction at 80%, 5 µs; NVLink (level 0) 450 GB/s, 1 µs.
     for tp, level, bw, lat in ((1, 1, 50e9, 5e-6), (2, 1, 50e9, 5e-6), (1, 0, 450e9, 1e-6)):
-        got = float(S.kv_transfer_time(llama8, h100, jp.Parallel(tp=tp), WL, OPTS, level))
+        got = float(S.kv_transfer_time(llama8b, h100, jp.Parallel(tp=tp), WL, OPTS, level))
         assert got == pytest.approx(lat + _kv_prompt_bytes(1024, tp) / (0.8 * bw), rel=1e-5), (tp, level)
 
 
-def test_disaggregated_pools_by_hand(llama8, h100):
+def test_disaggregated_pools_by_hand(llama8b, h100):
     """Prefill replicas are M/D/1 queues of whole prompts (Pollaczek-Khinchine
     wait rho S / (2 (1 - rho)), S the batch-1 TTFT), then the prompt's KV
     crosses InfiniBand; the decode pool holds rate x (output - 1) x TPOT
     sequences (Little's law)."""
-    S0 = float(jp.evaluate(llama8, h100, jp.Parallel(), WL).ttft)
+    S0 = float(jp.evaluate(llama8b, h100, jp.Parallel(), WL).ttft)
     xfer = 5e-6 + _kv_prompt_bytes(1024) / (0.8 * 50e9)
     ttft, tpot = {}, {}
     for rate, n_p, n_d in ((1e-4, 2.0, 2.0), (20.0, 2.0, 2.0), (20.0, 1.0, 2.0), (20.0, 1.0, 4.0)):
-        r = S.disaggregated_jit(llama8, h100, jp.Parallel(), jp.Parallel(), WL, S.serving(rate=rate),
+        r = S.disaggregated_jit(llama8b, h100, jp.Parallel(), jp.Parallel(), WL, S.serving(rate=rate),
                                 jnp.float32(n_p), jnp.float32(n_d), OPTS)
         rho = rate / n_p * S0
         assert bool(r.stable) and float(r.utilization) == pytest.approx(rho, rel=1e-4)
@@ -192,12 +182,12 @@ def test_disaggregated_pools_by_hand(llama8, h100):
         ttft[rate, n_p, n_d], tpot[rate, n_p, n_d] = float(r.ttft_mean), float(r.tpot_mean)
     # Zero load: one decoding sequence, the batch-1 decode step (evaluate's TPOT, which averages
     # the same linear-in-context step over the output).
-    assert tpot[1e-4, 2.0, 2.0] == pytest.approx(float(jp.evaluate(llama8, h100, jp.Parallel(), WL).tpot), rel=2e-3)
+    assert tpot[1e-4, 2.0, 2.0] == pytest.approx(float(jp.evaluate(llama8b, h100, jp.Parallel(), WL).tpot), rel=2e-3)
     # More load per decode replica, larger batches, slower steps; prefill pools do not touch decode.
     assert tpot[20.0, 1.0, 2.0] > tpot[20.0, 1.0, 4.0] > tpot[1e-4, 2.0, 2.0]
     assert tpot[20.0, 2.0, 2.0] == tpot[20.0, 1.0, 2.0]
     # Overloaded prefill (rho = 1.5): unstable, latencies saturated.
-    r = S.disaggregated_jit(llama8, h100, jp.Parallel(), jp.Parallel(), WL, S.serving(rate=1.5 / S0),
+    r = S.disaggregated_jit(llama8b, h100, jp.Parallel(), jp.Parallel(), WL, S.serving(rate=1.5 / S0),
                             jnp.float32(1.0), jnp.float32(2.0), OPTS)
     assert not bool(r.stable) and float(r.ttft_mean) == S.SATURATED
 
@@ -211,50 +201,50 @@ def _estimate(capsys, *flags, model="llama-3.1-8b"):
 
 
 @pytest.fixture(scope="module")
-def qa(llama8, h100):
+def qa(llama8b, h100):
     """The command's inputs for `--workload qa` (its serving model runs one beam)."""
     wl = replace(jp.load_workload("qa"), beams=1.0)
-    mb, _ = S.max_load_jit(llama8, h100, jp.Parallel(), wl, S.serving(), OPTS)
+    mb, _ = S.max_load_jit(llama8b, h100, jp.Parallel(), wl, S.serving(), OPTS)
     return wl, mb
 
 
-def test_estimate_rate_zero_is_max_load(capsys, llama8, h100, qa):
+def test_estimate_rate_zero_is_max_load(capsys, llama8b, h100, qa):
     wl, mb = qa
     out = _estimate(capsys, "--rate", "0")
-    b, thr = S.max_load_jit(llama8, h100, jp.Parallel(), wl, S.serving(), OPTS)
+    b, thr = S.max_load_jit(llama8b, h100, jp.Parallel(), wl, S.serving(), OPTS)
     assert out["max_batch"] == float(b) and out["throughput_tok_s"] == pytest.approx(float(thr), rel=1e-6)
     # Property: at full memory it serves more tokens/s than the workload's batch of one.
-    single = jp.evaluate(llama8, h100, jp.Parallel(), wl)
+    single = jp.evaluate(llama8b, h100, jp.Parallel(), wl)
     assert out["max_batch"] > 1 and out["throughput_tok_s"] > 10 * float(single.throughput)
 
 
 @pytest.mark.parametrize("chunk", [0, 256])
-def test_estimate_rate_and_chunk_are_the_queueing_model(capsys, llama8, h100, qa, chunk):
+def test_estimate_rate_and_chunk_are_the_queueing_model(capsys, llama8b, h100, qa, chunk):
     wl, mb = qa
     out = _estimate(capsys, "--rate", "2", *(["--chunk", str(chunk)] if chunk else []))
     srv = S.serving(rate=2.0, chunk=float(chunk))
-    q = S.queueing_jit(llama8, h100, jp.Parallel(), wl, srv, OPTS, mb)
+    q = S.queueing_jit(llama8b, h100, jp.Parallel(), wl, srv, OPTS, mb)
     for key, f in (("ttft_p50_s", q.ttft_p50), ("ttft_p99_s", q.ttft_p99), ("tpot_p50_s", q.tpot_p50),
                    ("tpot_p99_s", q.tpot_p99), ("ttft_mean_s", q.ttft_mean), ("e2e_p99_s", q.e2e_p99)):
         assert out[key] == pytest.approx(float(f), rel=1e-6), key
-    assert out["goodput_req_s"] == pytest.approx(float(S.goodput_jit(llama8, h100, jp.Parallel(), wl, srv, OPTS, mb)),
+    assert out["goodput_req_s"] == pytest.approx(float(S.goodput_jit(llama8b, h100, jp.Parallel(), wl, srv, OPTS, mb)),
                                                  rel=1e-6)
     # Properties: stable at 2 req/s; the tail is no shorter than the median; waiting only adds to
     # the unloaded TTFT (chunking a prompt can only spread it over more iterations); the SLOs
     # (TTFT 0.2 s, TPOT 10 ms at the 90th percentile) hold at 2 req/s iff goodput >= 2.
-    unloaded = float(jp.evaluate(llama8, h100, jp.Parallel(), wl).ttft)
+    unloaded = float(jp.evaluate(llama8b, h100, jp.Parallel(), wl).ttft)
     assert out["stable"] and out["ttft_p99_s"] >= out["ttft_p50_s"] and out["tpot_p99_s"] >= out["tpot_p50_s"]
     assert out["ttft_mean_s"] >= unloaded * (1 - 1e-6)
     assert (out["goodput_req_s"] >= 2.0) == bool(S.slo_met(q, wl, srv.slo_quantile))
 
 
-def test_estimate_draft_is_speculative_tpot(capsys, llama8, h100, qa):
+def test_estimate_draft_is_speculative_tpot(capsys, llama8b, h100, qa):
     wl, mb = qa
     out = _estimate(capsys, "--rate", "1", "--draft", "ngram")
-    q = S.queueing_jit(llama8, h100, jp.Parallel(), wl, S.serving(rate=1.0), OPTS, mb)
+    q = S.queueing_jit(llama8b, h100, jp.Parallel(), wl, S.serving(rate=1.0), OPTS, mb)
     batch = max(1.0, float(q.batch))
     assert out["spec_batch"] == pytest.approx(batch, rel=1e-6)
-    spec, plain = S.speculative_tpot_jit(llama8, h100, jp.Parallel(), wl, OPTS, jnp.float32(batch),
+    spec, plain = S.speculative_tpot_jit(llama8b, h100, jp.Parallel(), wl, OPTS, jnp.float32(batch),
                                          jnp.float32(4.0), jnp.float32(0.7), draft_fraction=0.0)
     assert out["spec_tpot_s"] == pytest.approx(float(spec), rel=1e-6)
     assert out["spec_speedup"] == pytest.approx(float(plain / spec), rel=1e-6)
@@ -263,11 +253,11 @@ def test_estimate_draft_is_speculative_tpot(capsys, llama8, h100, qa):
     assert 0.8 * E < out["spec_speedup"] < E
 
 
-def test_estimate_disagg_is_the_pools_model(capsys, llama8, h100, qa):
+def test_estimate_disagg_is_the_pools_model(capsys, llama8b, h100, qa):
     wl, _ = qa
     one, two = (_estimate(capsys, "--rate", "20", "--disagg", f"{n}:2") for n in (1, 2))
     for out, n_p in ((one, 1.0), (two, 2.0)):
-        r = S.disaggregated_jit(llama8, h100, jp.Parallel(), jp.Parallel(), wl, S.serving(rate=20.0),
+        r = S.disaggregated_jit(llama8b, h100, jp.Parallel(), jp.Parallel(), wl, S.serving(rate=20.0),
                                 jnp.float32(n_p), jnp.float32(2.0), OPTS)
         for key, f in (("ttft_mean_s", r.ttft_mean), ("ttft_p99_s", r.ttft_p99), ("tpot_mean_s", r.tpot_mean),
                        ("e2e_p99_s", r.e2e_p99)):
