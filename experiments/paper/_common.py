@@ -100,6 +100,17 @@ def figure(nrows=1, ncols=1, size=(11, 4.2)):
     return plt.subplots(nrows, ncols, figsize=size, squeeze=False)
 
 
+def log2_axes(axes, xs, xlabels, xlabel, ylabels):
+    """Log-log panels over a power-of-two x grid: ticks at xs named xlabels, one y label per axis."""
+    for ax, ylabel in zip(axes, ylabels, strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(xs, xlabels)
+        ax.minorticks_off()
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+
+
 def _readable_log_ticks(fig):
     """Log axes left to matplotlib's locator get ticks at 1, 2, 5 x 10^n in
     plain numbers (not 4x10^0), so a narrow range still shows labels."""

@@ -50,13 +50,7 @@ def main(argv=None):
                                        req[(name, x)]["decode_mem_bw_bytes_s"] / B200_BW) for x in contexts],
                         marker="o", ms=3, label=label)
     labels = ("memory capacity (TB)", "memory bandwidth (TB/s)", "B200-class chips (180 GB, 8 TB/s)")
-    for ax, lab in zip(axes[0], labels):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(contexts, [c.tokens(x) for x in contexts])
-        ax.minorticks_off()
-        ax.set_xlabel("context (tokens)")
-        ax.set_ylabel(lab)
+    c.log2_axes(axes[0], contexts, [c.tokens(x) for x in contexts], "context (tokens)", labels)
     c.save(fig, a.out, "Extreme-scale models, one user at 5 tokens/s: what the platform must hold and stream (fp8)",
            axes[0][0], 3)
     return req

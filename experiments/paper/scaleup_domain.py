@@ -57,13 +57,8 @@ def main(argv=None):
             for ax, m in ((axes[0][0], "ttft"), (axes[0][1], "tpot")):
                 ax.plot(domains, [1e3 * res[(d, s, b)][m] for d in domains], marker="o", ms=3, color=f"C{i}",
                         ls=("-", "--")[j], label=f"{s}, batch {b}")
-    for ax, lab in zip(axes[0], ("TTFT (ms)", "TPOT (ms)")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(domains, [str(d) for d in domains])
-        ax.minorticks_off()
-        ax.set_xlabel("scale-up domain (chips on NVLink-class links)")
-        ax.set_ylabel(lab)
+    c.log2_axes(axes[0], domains, [str(d) for d in domains], "scale-up domain (chips on NVLink-class links)",
+                ("TTFT (ms)", "TPOT (ms)"))
     c.save(fig, a.out, "GPT-4 1.8T on 64 chips: growing the scale-up domain (optical scale-out beyond it)",
            axes[0][0], 2)
     return res
