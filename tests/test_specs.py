@@ -12,6 +12,7 @@ import pytest
 import jaxplat as jp
 from jaxplat.model import hardware_from_dict, workload_from_dict
 from jaxplat.specs import SpecError, builtin_names, read_yaml
+from jaxplat.specs.units import DTYPES
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
 REQUIRED_BUILTINS = {
@@ -155,6 +156,19 @@ def test_unknown_names_list_close_matches():
 def test_dtype_fallback_fills_every_dtype():
     hw = hardware_from_dict(H100)
     assert np.all(np.asarray(hw.flops) == 989e12)  # one listed dtype serves all
+
+
+def test_dtype_fallback_runs_on_the_next_wider_unit():
+    # H100 SXM's dense fp32, bf16 and fp8 peaks only (datasheet), the others by the rule
+    # (specs.units.DTYPE_FALLBACK) worked by hand: tf32 on the fp32 unit, fp16 on bf16's,
+    # int8 and fp4 on fp8's, int4 on int8's and so fp8's.
+    hw = hardware_from_dict({**H100, "flops": {"fp32": 67e12, "bf16": 989e12, "fp8": 1979e12}})
+    want = {"fp32": 67e12, "tf32": 67e12, "bf16": 989e12, "fp16": 989e12,
+            "fp8": 1979e12, "int8": 1979e12, "fp4": 1979e12, "int4": 1979e12}
+    assert dict(zip(DTYPES, np.asarray(hw.flops, np.float64).tolist())) == pytest.approx(want, rel=1e-6)
+    # Nothing wider listed (no fp32): fp32 and tf32 take the fastest unit listed.
+    hw = hardware_from_dict({**H100, "flops": {"bf16": 989e12, "fp8": 1979e12}})
+    assert float(hw.flops[DTYPES.index("fp32")]) == float(hw.flops[DTYPES.index("tf32")]) == pytest.approx(1979e12)
 
 
 def test_cli_errors_are_one_line():
