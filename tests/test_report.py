@@ -302,3 +302,49 @@ def test_pareto_png_in_ms_with_a_legend_per_group(tmp_path, monkeypatch):
     assert seen["xlabel"] == "TPOT [ms]"
     assert 2 <= len(seen["xticks"]) <= 8 and all(len(t) <= 5 for t in seen["xticks"]), seen["xticks"]
     assert {"chatbot", "qa"} <= set(seen["legend"])
+
+
+def test_pareto_png_shows_each_point_where_its_axes_put_it(tmp_path, monkeypatch):
+    """The PNG holds a marker at every point of the front (tab:blue, filled)
+    and of the top-k (tab:gray at alpha 0.6 on white: 1 - 0.6 (1 - 0.498) =
+    0.699 per channel), read back from the file at the pixel where the axes
+    put the point's (TPOT in ms, USD/Mtok). A plot of the axes alone, without
+    its points, has hundreds of colours too (axes, text, grid)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.figure
+    import matplotlib.image
+
+    from jaxplat.report import plots
+
+    front = pd.DataFrame({"tpot_s": [8e-3, 1.05e-2, 1.3e-2, 1.55e-2], "cost_per_mtok_usd": [1.62, 1.13, 0.83, 0.61]})
+    top = pd.DataFrame({"tpot_s": [1.17e-2, 1.45e-2], "cost_per_mtok_usd": [1.47, 1.27]})
+    where = {}
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def spy(fig, *a, **k):
+        fig.canvas.draw()
+        ax, height = fig.axes[0], fig.bbox.height
+        for name, df in (("front", front), ("top", top)):
+            xy = ax.transData.transform(np.c_[df["tpot_s"] * 1e3, df["cost_per_mtok_usd"]])
+            where[name] = [(height - y, x) for x, y in xy]  # (row, column) in display pixels
+        where["height"] = height
+        return real_savefig(fig, *a, **k)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
+    img = matplotlib.image.imread(plots.pareto_plot(front, top, "tpot_s", "cost_per_mtok_usd", "s", "USD/Mtok",
+                                                    tmp_path / "p.png"))[..., :3]
+    scale = img.shape[0] / where["height"]  # file pixels per display pixel
+
+    def pixel(r, c):
+        return round(r * scale), round(c * scale)
+
+    blue = np.array([0x1F, 0x77, 0xB4]) / 255.0  # tab:blue
+    for r, c in where["front"]:
+        r, c = pixel(r, c)
+        # Below-left of the centre: inside the marker (radius 3.5 px), off the step line
+        # (it leaves each point upwards and to the right).
+        np.testing.assert_allclose(img[r + 1:r + 3, c - 2:c], np.broadcast_to(blue, (2, 2, 3)), atol=0.05)
+    for r, c in where["top"]:
+        np.testing.assert_allclose(img[pixel(r, c)], [0.699] * 3, atol=0.05)
