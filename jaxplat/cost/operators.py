@@ -128,26 +128,19 @@ class _Rows:
         self.add(name, group, count, comm=(kind, n, nbytes, stride))
 
     def table(self, dtype) -> OpTable:
-        # Python numbers go into one constant [cols, rows] array; the distinct
-        # traced scalars are stacked once and gathered into their cells. This
-        # traces to a handful of ops instead of one per cell (rows x cols).
-        const = np.zeros((len(NUMERIC), len(self.rows)), np.float32)
-        traced, slot, where_ = [], {}, ([], [], [])
-        for j, r in enumerate(self.rows):
-            for i, key in enumerate(NUMERIC):
-                v = r[key]
-                if isinstance(v, (int, float, np.number)):
-                    const[i, j] = v
-                    continue
-                if id(v) not in slot:
-                    slot[id(v)] = len(traced)
-                    traced.append(jnp.asarray(v, dtype))
-                where_[0].append(i), where_[1].append(j), where_[2].append(slot[id(v)])
-        grid = jnp.asarray(const, dtype)
-        if traced:
-            rows_i, cols_j, src = (np.array(x) for x in where_)
-            grid = grid.at[rows_i, cols_j].set(jnp.stack(traced)[src], unique_indices=True)
-        cols = {key: grid[i] for i, key in enumerate(NUMERIC)}
+        # One column at a time: a constant array where every cell is a Python
+        # number, else a stack of the cells. A stack is a concatenation that
+        # XLA fuses into its consumers; the former scatter of traced cells
+        # into a constant grid was the costliest part of a sweep over
+        # (model, parallel, workload) points (a batched scatter runs as a
+        # serial loop on XLA:CPU; experiments/bench_sweep.py --study).
+        cols = {}
+        for key in NUMERIC:
+            cells = [r[key] for r in self.rows]
+            if all(isinstance(v, (int, float, np.number)) for v in cells):
+                cols[key] = jnp.asarray(np.array(cells, np.float32), dtype)
+            else:
+                cols[key] = jnp.stack([jnp.asarray(v, dtype) for v in cells])
         for key in ("names", "groups", "comm_kinds"):
             cols[key] = tuple(r[key] for r in self.rows)
         return OpTable(**cols)

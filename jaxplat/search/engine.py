@@ -126,8 +126,10 @@ class Engine:
         for name in (study.objective, *study.pareto):
             if name not in self.metrics:
                 raise SpecError(f"study {study.name}: metric {name!r} is not reported by this cost model")
-        self.obj_col = self.metrics.index(study.objective)
-        self.par_cols = tuple(self.metrics.index(p) for p in study.pareto)
+        # The metrics each configuration needs in the step: the objective
+        # first, then the Pareto metrics (`_point`; the rest only for `values`).
+        self.key_names = tuple(dict.fromkeys((study.objective, *study.pareto)))
+        self.par_cols = tuple(self.key_names.index(p) for p in study.pareto)
         # Pareto axes oriented so that smaller is better.
         self.par_sign = tuple(1.0 if METRICS[p][1] == "min" else -1.0 for p in study.pareto)
         self.axis_sizes = tuple(len(a) for a in study.axes)
@@ -138,13 +140,15 @@ class Engine:
         local = jax.shard_map(self._local_step, mesh=self.mesh, in_specs=(P(), P()), out_specs=P("d"))
         self._step = jax.jit(local)
         self._compiled = None
+        self._values = None   # the compiled program of `values`
         self._hoisted = None  # (pre, post) of staging.split_shared when the outer part is hoisted
         self._tables = ()     # pre's residuals of every outer point, replicated on every device
 
     # ---- one configuration
 
-    def _point(self, ov, iv):
-        """Flags and metrics of one configuration from its axis values (traced scalars)."""
+    def _configure(self, ov, iv):
+        """(model, hardware, parallel, workload, chips or None) of one
+        configuration from its axis values (traced scalars)."""
         st = self.study
         model, wl, par, hw = st.models[0], st.workloads[0], Parallel(), st.hardware
         chips_eq = None
@@ -164,10 +168,20 @@ class Engine:
             hw = axis.kind.setter(hw, v)
         if st.pricing == "technology":  # a hypothetical chip costs what its numbers cost to make
             hw = priced_chip(hw, st.technology)
+        return model, hw, par, wl, chips_eq
+
+    def _point(self, ov, iv):
+        """Flags, score and Pareto keys of one configuration from its axis
+        values (traced scalars). Only the metrics the study ranks by are
+        computed (`key_names`; XLA drops the rest of `evaluate`, e.g. energy
+        when neither the objective nor the front needs it): the reported
+        values of the top-k and front points come from `values` at the end."""
+        st = self.study
+        model, hw, par, wl, chips_eq = self._configure(ov, iv)
         m = evaluate(model, hw, par, wl, st.options)
-        vals = _metric_values(self.metrics, m)
-        obj = vals[self.obj_col]
-        feasible = m.feasible & jnp.all(jnp.isfinite(vals))
+        keys = _metric_values(self.key_names, m)
+        obj = keys[0]
+        feasible = m.feasible & jnp.all(jnp.isfinite(keys))
         ttft_slo = _slo_value(st.ttft, wl.ttft_slo)
         tpot_slo = _slo_value(st.tpot, wl.tpot_slo)
         fails = dict(
@@ -180,7 +194,41 @@ class Engine:
         for f in fails.values():
             ok = ok & ~f
         score = obj if st.maximize else -obj
-        return dict(vals=vals, score=score, obj=obj, feasible=feasible, ok=ok, **fails)
+        return dict(keys=keys, score=score, obj=obj, feasible=feasible, ok=ok, **fails)
+
+    def _values_point(self, o, i):
+        """[metrics] every reported metric of the configuration at outer
+        index `o` and inner index `i` (int32 scalars)."""
+        _, ov = self._outer_values(o)
+        iv = [jnp.asarray(a.values, jnp.float32)[d]
+              for a, d in zip(self.study.inner, digits(i, [len(a) for a in self.study.inner]))]
+        model, hw, par, wl, _ = self._configure(ov, iv)
+        return _metric_values(self.metrics, evaluate(model, hw, par, wl, self.study.options))
+
+    def values(self, flat) -> np.ndarray:
+        """[n, metrics] float32: every reported metric of the configurations
+        at these flat indices (host ints), by one compiled program over a
+        fixed number of points (padded), compiled beside the step."""
+        flat = np.asarray(flat, np.int64).reshape(-1)
+        out = np.zeros((flat.size, len(self.metrics)), np.float32)
+        if self._values is None:
+            self._values = self._values_program()
+        k = self.values_batch
+        for s in range(0, flat.size, k):
+            part = flat[s:s + k]
+            pad = np.concatenate([part, np.full(k - part.size, part[0] if part.size else 0)])
+            o, i = np.divmod(pad, self.grid.n_inner)
+            out[s:s + part.size] = np.asarray(self._values(o.astype(np.int32), i.astype(np.int32)))[:part.size]
+        return out
+
+    @property
+    def values_batch(self) -> int:
+        return self.top_k + self.n_pareto
+
+    def _values_program(self):
+        spec = jax.ShapeDtypeStruct((self.values_batch,), jnp.int32)
+        lowered = jax.jit(jax.vmap(self._values_point)).lower(spec, spec)
+        return compile_lowered(lowered, self.mesh.devices.flat[0].platform, fast_compile=True)
 
     # ---- one block
 
@@ -190,7 +238,7 @@ class Engine:
         return od, [xp.asarray(a.values, xp.float32)[d] for a, d in zip(self.study.outer, od)]
 
     def _block(self, k, tables=()):
-        """Evaluate block `k` (int32 scalar) -> (results [Co, Ci] (vals [Co, metrics, Ci]), o [Co],
+        """Evaluate block `k` (int32 scalar) -> (results [Co, Ci] (keys [Co, key metrics, Ci]), o [Co],
         i [Ci], valid [Co, Ci], outer digits [Co] per outer axis, lead digits [cl] per lead axis).
         `tables`: the hoisted outer part's residuals, [n_outer, ...] each (`compile`)."""
         gr, st = self.grid, self.study
@@ -219,13 +267,13 @@ class Engine:
         if gr.co == 1:  # one outer point: no outer vmap (it costs trace time)
             res = jax.tree.map(lambda x: x[None], row([v[0] for v in ov]))
         else:
-            res = jax.vmap(row)(ov)  # leaves [Co, Ci]; vals [Co, metrics, Ci]
+            res = jax.vmap(row)(ov)  # leaves [Co, Ci]; keys [Co, key metrics, Ci]
         return res, o, i, valid, od, ld
 
     def _block_summary(self, k, tables):
         """Block `k` -> its counts, per-axis summaries and histogram, and its
         candidates for the running top-k and front (`cand`: flat [Co x Ci]
-        score, Pareto keys, outer and inner index, vals [metrics, n], ok)."""
+        score, Pareto keys, outer and inner index, ok)."""
         # Blocks past the end (the last step's padding) summarize nothing.
         # The conditional also makes XLA write the block's results once:
         # fused, their per-configuration arithmetic was recomputed in each of
@@ -246,7 +294,7 @@ class Engine:
         shapes = jax.eval_shape(self._summarize, *args)
         full = lambda s, v: jnp.full(s.shape, v, s.dtype)  # noqa: E731
         out = {k: full(v, -jnp.inf if k == "ax_best" else 0) for k, v in shapes.items() if k != "cand"}
-        out["cand"] = tuple(full(s, v) for s, v in zip(shapes["cand"], (-jnp.inf, jnp.inf, jnp.inf, 0, 0, 0, False)))
+        out["cand"] = tuple(full(s, v) for s, v in zip(shapes["cand"], (-jnp.inf, jnp.inf, jnp.inf, 0, 0, False)))
         return out
 
     def _summarize(self, res, o, i, valid, od, ld):
@@ -266,13 +314,13 @@ class Engine:
         b = jnp.clip(jnp.floor((lg - lo) / (hi - lo) * self.bins) + 1, 0, self.bins + 1).astype(jnp.int32)
         hist = jax.ops.segment_sum(ok.astype(jnp.int32).reshape(n), b.reshape(n), self.bins + 2)
 
-        vals = jnp.moveaxis(res["vals"], 1, 0).reshape(-1, n)
+        keys = jnp.moveaxis(res["keys"], 1, 0).reshape(-1, n)
         okf = ok.reshape(n)
         oo = jnp.broadcast_to(o[:, None], (gr.co, gr.ci)).reshape(n)
         ii = jnp.broadcast_to(i[None, :], (gr.co, gr.ci)).reshape(n)
-        pa, pb = self._pareto_keys(vals, okf)
+        pa, pb = self._pareto_keys(keys, okf)
         return dict(counts=counts, ax_feas=ax_feas, ax_ok=ax_ok, ax_best=ax_best, hist=hist,
-                    cand=(best.reshape(n), pa, pb, oo, ii, vals, okf))
+                    cand=(best.reshape(n), pa, pb, oo, ii, okf))
 
     def _axis_summaries(self, feas, ok, best, od, ld):
         """Per axis value (and group-by value): configurations that fit / meet
@@ -310,7 +358,7 @@ class Engine:
         return cat(out[0], jnp.int32), cat(out[1], jnp.int32), cat(out[2], jnp.float32)
 
     def _pareto_keys(self, vals, ok):
-        """Both Pareto metrics oriented to be minimized, inf where not ok; vals [metrics, n]."""
+        """Both Pareto metrics oriented to be minimized, inf where not ok; vals [keys, n]."""
         (ca, cb), (sa, sb) = self.par_cols, self.par_sign
         a = jnp.where(ok, sa * vals[ca], jnp.inf)
         b = jnp.where(ok, sb * vals[cb], jnp.inf)
@@ -320,15 +368,14 @@ class Engine:
 
     def empty(self):
         """A summary of nothing, on the device."""
-        m = len(self.metrics)
         na, ng = sum(self.axis_sizes), self.study.n_groups
         z = lambda *s, dt=jnp.float32, v=0: jnp.full(s, v, dt)  # noqa: E731
         return dict(
             counts=z(len(COUNTERS), dt=jnp.int32),
-            top=(z(self.top_k, v=-jnp.inf), z(self.top_k, dt=jnp.int32), z(self.top_k, dt=jnp.int32), z(self.top_k, m),
+            top=(z(self.top_k, v=-jnp.inf), z(self.top_k, dt=jnp.int32), z(self.top_k, dt=jnp.int32),
                  z(self.top_k, dt=jnp.bool_)),
             front=(z(self.n_pareto, v=jnp.inf), z(self.n_pareto, v=jnp.inf), z(self.n_pareto, dt=jnp.int32),
-                   z(self.n_pareto, dt=jnp.int32), z(self.n_pareto, m), z(self.n_pareto, dt=jnp.bool_)),
+                   z(self.n_pareto, dt=jnp.int32), z(self.n_pareto, dt=jnp.bool_)),
             front_overflow=z(dt=jnp.int32),
             ax_feas=z(ng, na, dt=jnp.int32), ax_ok=z(ng, na, dt=jnp.int32), ax_best=z(ng, na, v=-jnp.inf),
             hist=z(self.bins + 2, dt=jnp.int32))
@@ -346,26 +393,26 @@ class Engine:
         out = dict(counts=run["counts"] + blk["counts"], ax_feas=run["ax_feas"] + blk["ax_feas"],
                    ax_ok=run["ax_ok"] + blk["ax_ok"], ax_best=jnp.maximum(run["ax_best"], blk["ax_best"]),
                    hist=run["hist"] + blk["hist"])
-        score, a, b, o, i, vals, ok = blk["cand"]
+        score, a, b, o, i, ok = blk["cand"]
         best, a_min, b_min = variadic_reduce([("max", score), ("min", a), ("min", b)])
         out["top"] = lax.cond(best > run["top"][0][-1], self._merge_top,
-                              lambda top, *_: top, run["top"], score, o, i, vals, ok)
+                              lambda top, *_: top, run["top"], score, o, i, ok)
         corner = dominated(run["front"], a_min, b_min)
         out["front"], out["front_overflow"] = lax.cond(
             corner, lambda front, over, *_: (front, over), self._merge_front,
-            run["front"], run["front_overflow"], a, b, o, i, vals, ok)
+            run["front"], run["front_overflow"], a, b, o, i, ok)
         return out
 
-    def _merge_top(self, top, score, o, i, vals, ok):
+    def _merge_top(self, top, score, o, i, ok):
         """Running top-k + the block's own top-k -> top-k. lax.top_k keeps the
         lower position on ties, and the running entries (earlier flat indices)
         come first, so ties go to the lower index."""
         _, pos = lax.top_k(score, min(self.top_k, score.shape[0]))
-        cat = [jnp.concatenate([x, y]) for x, y in zip(top, (score[pos], o[pos], i[pos], vals[:, pos].T, ok[pos]))]
+        cat = [jnp.concatenate([x, y]) for x, y in zip(top, (score[pos], o[pos], i[pos], ok[pos]))]
         _, pos = lax.top_k(cat[0], self.top_k)
         return tuple(x[pos] for x in cat)
 
-    def _merge_front(self, front, over, a, b, o, i, vals, ok):
+    def _merge_front(self, front, over, a, b, o, i, ok):
         """Running front + the block's points that may be on the merged front.
 
         A point that the running front or another block point weakly
@@ -391,7 +438,7 @@ class Engine:
             rank = jnp.cumsum(cand, dtype=jnp.int32) - 1  # among the candidates
             pos = jnp.zeros(few, jnp.int32).at[jnp.where(cand, rank, few)].set(position, mode="drop")
             got = jnp.arange(few) <= rank[-1]
-            front, over = self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], vals[:, pos].T, got),
+            front, over = self._front_pairwise(front, over, (a[pos], b[pos], o[pos], i[pos], got),
                                                pos)
             # More left iff more than `few` were candidates (no reduction over the block).
             return front, over, cand & (rank >= few), rank[-1] >= few
@@ -429,13 +476,13 @@ class Engine:
         come first, and block points by position, which increases with the
         flat index: one integer key instead of comparing (o, i)."""
         union = tuple(jnp.concatenate([f, p]) for f, p in zip(front, pts))
-        ua, ub, uok = union[0], union[1], union[5]
+        ua, ub, uok = union[0], union[1], union[4]
         key = jnp.concatenate([jnp.full((self.n_pareto,), -1, jnp.int32), pos.astype(jnp.int32)])
         ja, jb, jk = ua[:, None], ub[:, None], key[:, None]  # [j, k]: does j precede k?
         before = (ja < ua) | ((ja == ua) & ((jb < ub) | ((jb == ub) & (jk < key))))
         on = uok & ~jnp.any(before & (jb <= ub) & uok[:, None], axis=0)
         slot = jnp.where(on, jnp.sum(before & on[:, None], axis=0), self.n_pareto)
-        fills = (jnp.inf, jnp.inf, 0, 0, 0.0, False)
+        fills = (jnp.inf, jnp.inf, 0, 0, False)
         merged = tuple(jnp.full_like(f, v).at[slot].set(u, mode="drop") for f, u, v in zip(front, union, fills))
         return merged, over + jnp.maximum(jnp.sum(on, dtype=jnp.int32) - self.n_pareto, 0)
 
@@ -498,12 +545,15 @@ class Engine:
                 self._hoisted = pre, post
                 rep = NamedSharding(self.mesh, P())
                 specs = tuple(jax.ShapeDtypeStruct((n_outer,) + s.shape, s.dtype, sharding=rep) for s in shapes)
-        with ThreadPoolExecutor(1) as pool:
-            # XLA releases the GIL: the step compiles while the outer part compiles and runs.
+        with ThreadPoolExecutor(2) as pool:
+            # XLA releases the GIL: the step compiles while the program of
+            # `values` compiles and the outer part compiles and runs.
             step = pool.submit(compile_lowered, self._step.lower(np.int32(0), specs), platform, self.fast_compile)
+            values = pool.submit(self._values_program) if self._values is None else None
             if self._hoisted is not None:
                 self._tables = self._outer_tables(compile_lowered(outer, platform, cheap=True), rep)
             self._compiled = step.result()
+            self._values = values.result() if values is not None else self._values
         return time.perf_counter() - t
 
 

@@ -22,7 +22,9 @@ class Result:
 
     Attributes:
       counts: {counter: int}. top: dict of arrays sorted best first.
-      front: dict of arrays sorted by the first Pareto metric.
+      front: dict of arrays sorted by the first Pareto metric. Their `vals`
+        ([n, metrics], every reported metric) are filled by `fill_values`,
+        which `run` calls at its end.
       ax_feas, ax_ok: [groups, sum of axis lengths] int64 (groups: values of
         the study's group_by axis, else 1); ax_best: [same] float32 score.
       hist: [bins + 2] int64. next_block: first block not yet merged.
@@ -36,6 +38,7 @@ class Result:
         self.top = dict(score=np.zeros(0, np.float32), index=np.zeros(0, np.int64), vals=np.zeros((0, m), np.float32))
         self.front = dict(a=np.zeros(0, np.float32), b=np.zeros(0, np.float32), index=np.zeros(0, np.int64),
                           vals=np.zeros((0, m), np.float32))
+        self._valued = True  # vals of top and front are up to date (`fill_values`)
         self.front_overflow = 0
         self.ax_feas = np.zeros((ng, na), np.int64)
         self.ax_ok = np.zeros((ng, na), np.int64)
@@ -54,25 +57,35 @@ class Result:
         self.hist += s["hist"].astype(np.int64).sum(0)
         self.front_overflow += int(s["front_overflow"].sum())
 
-        score, o, i, vals, okf = (x.reshape((-1,) + x.shape[2:]) for x in s["top"])
+        score, o, i, okf = (x.reshape((-1,) + x.shape[2:]) for x in s["top"])
         idx = o.astype(np.int64) * n_inner + i.astype(np.int64)
         score = np.concatenate([self.top["score"], score[okf]])
         idx = np.concatenate([self.top["index"], idx[okf]])
-        vals = np.concatenate([self.top["vals"], vals[okf]])
         order = np.lexsort((idx, -score.astype(np.float64)))[: self.e.top_k]
-        self.top = dict(score=score[order], index=idx[order], vals=vals[order])
+        self.top = dict(score=score[order], index=idx[order])
 
-        a, b, o, i, vals, okf = (x.reshape((-1,) + x.shape[2:]) for x in s["front"])
+        a, b, o, i, okf = (x.reshape((-1,) + x.shape[2:]) for x in s["front"])
         idx = o.astype(np.int64) * n_inner + i.astype(np.int64)
         a = np.concatenate([self.front["a"], a[okf]])
         b = np.concatenate([self.front["b"], b[okf]])
         idx = np.concatenate([self.front["index"], idx[okf]])
-        vals = np.concatenate([self.front["vals"], vals[okf]])
         order = np.lexsort((idx, b, a))
-        a, b, idx, vals = a[order], b[order], idx[order], vals[order]
+        a, b, idx = a[order], b[order], idx[order]
         prev = np.concatenate([[np.inf], np.minimum.accumulate(b)[:-1]]) if len(b) else b
         on = b < prev
-        self.front = dict(a=a[on], b=b[on], index=idx[on], vals=vals[on])
+        self.front = dict(a=a[on], b=b[on], index=idx[on])
+        self._valued = False
+
+    def fill_values(self):
+        """Every reported metric of the top-k and front configurations
+        (`vals` [n, metrics] in each), from `Engine.values`: the sweep step
+        computes only the metrics it ranks by."""
+        if self._valued:
+            return
+        idx = np.concatenate([self.top["index"], self.front["index"]])
+        vals = self.e.values(idx) if idx.size else np.zeros((0, len(self.e.metrics)), np.float32)
+        self.top["vals"], self.front["vals"] = vals[:len(self.top["index"])], vals[len(self.top["index"]):]
+        self._valued = True
 
     # ---- persistence
 
@@ -88,10 +101,12 @@ class Result:
             raise
 
     def _write(self, tmp: Path):
+        none = np.zeros((0, len(self.e.metrics)), np.float32)  # vals not filled yet (`fill_values`)
+        top_vals, front_vals = (self.top["vals"], self.front["vals"]) if self._valued else (none, none)
         with open(tmp, "wb") as f:
             np.savez(f, counts=self.counts, top_score=self.top["score"], top_index=self.top["index"],
-                     top_vals=self.top["vals"], front_a=self.front["a"], front_b=self.front["b"],
-                     front_index=self.front["index"], front_vals=self.front["vals"], ax_feas=self.ax_feas,
+                     top_vals=top_vals, front_a=self.front["a"], front_b=self.front["b"],
+                     front_index=self.front["index"], front_vals=front_vals, ax_feas=self.ax_feas,
                      ax_ok=self.ax_ok, ax_best=self.ax_best, hist=self.hist,
                      meta=np.array(json.dumps(dict(next_block=self.next_block, elapsed=self.elapsed,
                                                    front_overflow=self.front_overflow,
@@ -120,6 +135,8 @@ class Result:
             self.counts = z["counts"]
             self.top = dict(score=z["top_score"], index=z["top_index"], vals=z["top_vals"])
             self.front = dict(a=z["front_a"], b=z["front_b"], index=z["front_index"], vals=z["front_vals"])
+            self._valued = len(self.top["vals"]) == len(self.top["index"]) and \
+                len(self.front["vals"]) == len(self.front["index"])
             self.ax_feas, self.ax_ok, self.ax_best, self.hist = z["ax_feas"], z["ax_ok"], z["ax_best"], z["hist"]
         self.next_block = meta["next_block"]
         self.elapsed = meta["elapsed"]
@@ -185,6 +202,7 @@ def run(engine: Engine, state_path=None, *, progress=True, max_steps=None, on_st
     finally:
         if bar is not None:
             bar.close()  # ends the bar's line, also when interrupted
+    res.fill_values()
     return res
 
 
