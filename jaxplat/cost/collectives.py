@@ -163,18 +163,29 @@ def _algorithm_times(kinds: tuple, hw: Hardware, n, bytes_, stride):
     speeds reuse them. Reductions over algorithms run over this list (not
     over a short last axis, which XLA:CPU does not vectorize).
     """
+    (fixed, per_byte), F, lvl, algs = _algorithm_affine(kinds, hw, n, stride)
+    return [a + b * bytes_[:, None] for a, b in zip(fixed, per_byte)], F, lvl, algs
+
+
+def _algorithm_affine(kinds: tuple, hw: Hardware, n, stride):
+    """Each algorithm's time as fixed + per_byte x payload: two lists (one
+    [R, L + 1] array per kept algorithm, as `_algorithm_times`), F, lvl and
+    the kept algorithms. The bytes through a link are linear in the payload
+    (every coefficient of `_algorithm_coefficients` is), so rows that share
+    a group (n, stride) and kind share these arrays whatever their payloads."""
     algs = tuple(a for a in range(len(_ALGS)) if any(_RUNS[k][a] for k in kinds))
-    coefs, F, lvl = _algorithm_coefficients(kinds, hw, n, bytes_, stride)
+    coefs, F, lvl = _algorithm_coefficients(kinds, hw, n, jnp.ones_like(n), stride)
     R, L = F.shape[0], F.shape[1] - 1
     inv_beta = safe_div(1.0, hw.net_bw * hw.eff_network)  # 0 for a level without bandwidth
     alpha = jnp.concatenate([jnp.broadcast_to(hw.net_latency, (R, L)), hw.net_latency[lvl][:, None]], axis=-1)
     inv_b = jnp.concatenate([jnp.broadcast_to(inv_beta, (R, L)), inv_beta[lvl][:, None]], axis=-1)
-    times = []
+    fixed, per_byte = [], []
     for a in algs:
         c_alpha, c_beta = coefs[a]
         runs = np.array([_RUNS[k][a] for k in kinds], bool)[:, None]
-        times.append(jnp.where(runs, c_alpha * alpha + c_beta * inv_b, _NOT_RUN))
-    return times, F, lvl, algs
+        fixed.append(jnp.where(runs, c_alpha * alpha, _NOT_RUN))
+        per_byte.append(jnp.where(runs, c_beta * inv_b, 0.0))
+    return (fixed, per_byte), F, lvl, algs
 
 
 def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
@@ -215,22 +226,35 @@ def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
     return coefs, F, lvl
 
 
-def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, p) -> jax.Array:
+def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, p, groups=None) -> jax.Array:
     """[R] seconds of R collectives (kinds static, none "sendrecv"): the
     faster of hierarchical (per-level minima summed) and flat, each level's
     algorithm chosen exactly (p None) or by `smooth_min`. n, bytes_, stride: [R].
     Rows are costed in groups of one kind, so each pays only for the
-    algorithms its kind has."""
-    groups = {k: [i for i, kk in enumerate(kinds) if kk == k] for k in dict.fromkeys(kinds)}
+    algorithms its kind has. `groups`: static per-row labels (None: all
+    distinct); rows of one kind with equal labels have equal n and stride,
+    and share one computation of the per-algorithm coefficients
+    (`_algorithm_affine`), only their payloads differing."""
+    groups = tuple(range(len(kinds))) if groups is None else groups
+    by_kind = {k: [i for i, kk in enumerate(kinds) if kk == k] for k in dict.fromkeys(kinds)}
     parts = []
-    for k, rows in groups.items():
-        idx = np.array(rows)
-        times, F, _, _ = _algorithm_times((k,) * len(rows), hw, n[idx], bytes_[idx], stride[idx])
+    for k, rows in by_kind.items():
+        first = {}
+        for i in rows:
+            first.setdefault(groups[i], i)
+        rep = np.array(list(first.values()))  # one row per distinct group
+        at = np.array([list(first).index(groups[i]) for i in rows])  # each row's group
+        (fixed, per_byte), F, _, _ = _algorithm_affine((k,) * len(rep), hw, n[rep], stride[rep])
+        if len(rep) < len(rows):  # static row picks: slices and a concatenation (no gather)
+            take = lambda x: jnp.concatenate([x[j:j + 1] for j in at])  # noqa: E731
+            fixed, per_byte, F = [take(x) for x in fixed], [take(x) for x in per_byte], take(F)
+        b = bytes_[np.array(rows)][:, None]
+        times = [a + c * b for a, c in zip(fixed, per_byte)]
         L = F.shape[1] - 1
         best = jnp.where(F > 1.0, _pick(times, p), 0.0)
         hier, flat = jnp.sum(best[:, :L], axis=-1), best[:, L]
         parts.append(_pick([hier, flat], p))
-    order = np.concatenate([np.array(rows) for rows in groups.values()])
+    order = np.concatenate([np.array(rows) for rows in by_kind.values()])
     return jnp.concatenate(parts)[np.argsort(order)]
 
 
@@ -299,7 +323,7 @@ def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, p=
 
 
 def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware, genz: bool = False,
-                     p=None, stride=None) -> jax.Array:
+                     p=None, stride=None, groups=None) -> jax.Array:
     """[rows] seconds of the collective of each row of an operator table.
 
     One vectorized call per collective kind (not per row), so a table costs a
@@ -310,6 +334,8 @@ def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware
       n, bytes_: [rows] group sizes and payloads; stride: [rows] rank
         strides of the groups (None: 1).
       genz: static, GenZ's flat formulas instead of ours.
+      groups: static per-row labels (OpTable.comm_groups; None: all rows
+        distinct): rows with equal labels have equal n and stride.
     """
     stride = jnp.ones_like(bytes_) if stride is None else stride
     if genz:
@@ -321,7 +347,8 @@ def table_comm_times(kinds: tuple, n: jax.Array, bytes_: jax.Array, hw: Hardware
     parts, order = [], coll + send
     if coll:
         idx = np.array(coll)
-        parts.append(_fused_times(tuple(kinds[i] for i in coll), hw, n[idx], bytes_[idx], stride[idx], p))
+        grp = None if groups is None else tuple(groups[i] for i in coll)
+        parts.append(_fused_times(tuple(kinds[i] for i in coll), hw, n[idx], bytes_[idx], stride[idx], p, grp))
     if send:
         idx = np.array(send)
         parts.append(collective_time("sendrecv", hw, n[idx], bytes_[idx], p, stride[idx]))

@@ -127,14 +127,25 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=
 def tables_comm_times(tables, hw: Hardware, opts: Options, p=None) -> tuple:
     """[rows] communication seconds of each table's rows, all tables' rows in
     one `table_comm_times` call (so prefill and decode share one traced copy
-    of the collective model). `p` as in `row_components`."""
+    of the collective model, and their rows of one group, OpTable.comm_groups,
+    one computation of its coefficients): tables of one configuration.
+    `p` as in `row_components`."""
     p_min = (SMOOTH_MIN_P if p is None else p) if opts.smooth else None
     cat = lambda key: jnp.concatenate([getattr(t, key) for t in tables])  # noqa: E731
     kinds = sum((tuple(t.comm_kinds) for t in tables), ())
+    groups = sum((_comm_groups(t, i) for i, t in enumerate(tables)), ())
     comm = table_comm_times(kinds, cat("comm_n"), cat("comm_b"), hw, opts.conv.collectives == "genz", p_min,
-                            cat("comm_s"))
+                            cat("comm_s"), groups)
     ends = np.cumsum([len(t.comm_kinds) for t in tables])[:-1]
     return tuple(jnp.split(comm, ends))
+
+
+def _comm_groups(table, i) -> tuple:
+    """Table i's collective group labels, row-unique ones ("row<j>", or a
+    table built without labels) made unique across the tables too."""
+    own = table.comm_groups if len(table.comm_groups) == len(table.comm_kinds) else \
+        tuple(f"row{j}" for j in range(len(table.comm_kinds)))
+    return tuple(f"t{i}.{g}" if g.startswith("row") else g for g in own)
 
 
 def row_step_times(table, hw, wl, opts, s, p=None):

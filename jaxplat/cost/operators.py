@@ -88,6 +88,11 @@ class OpTable:
     names: tuple = static(())
     groups: tuple = static(())
     comm_kinds: tuple = static(())  # "" for rows without a collective
+    # Per row, a label of its collective's group: rows of one configuration's
+    # tables with equal labels have the same group size and stride (e.g.
+    # "tp|1" for the tensor-parallel all-reduces), so collectives.py computes
+    # their coefficients once. "" for rows without a collective.
+    comm_groups: tuple = static(())
 
 
 @dataclasses.dataclass
@@ -101,6 +106,7 @@ class _Rows:
 
     counts: dict
     rows: list = dataclasses.field(default_factory=list)
+    labels: dict = dataclasses.field(default_factory=dict)  # id(value) -> name, for comm_groups
 
     def add(self, name, group, count, f=(0.0, 0.0), a=(0.0, 0.0), w=(0.0, 0.0), o=(0.0, 0.0),
             on=(0.0, 0.0, 0.0), stored=0.0, comm=("", 1.0, 0.0, 1.0), mkn=(0.0, 0.0, 0.0), problems=1.0):
@@ -143,7 +149,21 @@ class _Rows:
                 cols[key] = jnp.stack([jnp.asarray(v, dtype) for v in cells])
         for key in ("names", "groups", "comm_kinds"):
             cols[key] = tuple(r[key] for r in self.rows)
+        cols["comm_groups"] = tuple(self._group(j, r) for j, r in enumerate(self.rows))
         return OpTable(**cols)
+
+    def _group(self, j, r) -> str:
+        """Row j's collective group label: its group size and stride named
+        by the context quantities they are (`_Ctx.labels`) or their value;
+        a row-unique label when either is some other traced value."""
+        if not r["comm_kinds"]:
+            return ""
+
+        def name(v):
+            if isinstance(v, (int, float, np.number)):
+                return repr(float(v))
+            return self.labels.get(id(v), f"row{j}")
+        return f"{name(r['comm_n'])}|{name(r['comm_s'])}"
 
 
 @dataclasses.dataclass
@@ -168,6 +188,18 @@ class _Ctx:
     beams: jax.Array
     prompt: jax.Array
     output: jax.Array
+    ep_stride: jax.Array = None  # ranks between expert-parallel peers (tp·sp)
+    send_span: jax.Array = None  # rank span of a stage-to-stage send (2 x stage chips)
+
+    def labels(self) -> dict:
+        """id -> name of the quantities collective rows use as group size or
+        stride (the same names in every table of one configuration)."""
+        named = {"tp": self.tp, "tp_attn": self.tp_attn, "ep": self.ep, "sp": self.sp,
+                 "tp*sp": self.ep_stride, "send": self.send_span}
+        out = {}
+        for k, v in named.items():
+            out.setdefault(id(v), k)  # tp_attn is tp itself unless heads split over tp·ep
+        return out
 
     def ceil(self, x):
         """ceil, or its straight-through twin in smooth mode (exact forward)."""
@@ -250,6 +282,8 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
                h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt, output=wl.output)
     ctx.h = ctx.ceil(model.heads / tp_attn)
     ctx.hk = jnp.maximum(ctx.ceil(model.kv_heads / tp_attn), 1.0)
+    ctx.ep_stride = par.tp * par.sp
+    ctx.send_span = 2.0 * stage_chips(par)
     return ctx
 
 
@@ -462,7 +496,7 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         gate_elems = tok * (E if phase == "prefill" else D)
         r.collective("router_allreduce", "moe", "moe", "allreduce", ctx.tp, gate_elems * ctx.ba)
     a2a = imb * tok * k * D * ctx.ba / moe_ep
-    r.collective("dispatch", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.tp * ctx.sp)
+    r.collective("dispatch", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.ep_stride)
     if genz_moe and phase == "prefill":
         # GenZ: every local expert runs floor(T*k/E) tokens of each sequence.
         m_tok = ctx.b * ctx.floor(T * k / E)
@@ -493,7 +527,7 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         # shared experts are dense: split over all tp chips
         _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * ctx.ceil(m.expert_intermediate / ctx.tp),
              on_gemm)
-    r.collective("combine", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.tp * ctx.sp)
+    r.collective("combine", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.ep_stride)
 
 
 def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Options) -> OpTable:
@@ -513,7 +547,7 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     if phase not in ("prefill", "decode"):
         raise ValueError(f"unknown phase {phase!r}")
     ctx = _context(model, par, wl, opts)
-    m, conv, r = model, opts.conv, _Rows(counts=stage_counts(model, par, opts.smooth))
+    m, conv, r = model, opts.conv, _Rows(counts=stage_counts(model, par, opts.smooth), labels=ctx.labels())
     D = m.hidden
     T = wl.prompt if phase == "prefill" else jnp.float32(1.0)
     T_loc = ctx.ceil(T / par.sp) if phase == "prefill" else T  # tokens per chip (context parallel)
@@ -566,7 +600,7 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     # from every chip of the stage to its peer one stage on (stage_chips
     # ranks apart, so the message crosses the level that holds 2·stage_chips).
     # GenZ: pp - 1 message passes of B·T·D elements (CONVENTIONS.md, "PP").
-    r.collective("stage_send", "pipeline", "send", "sendrecv", 2.0 * stage_chips(par), act * ctx.ba)
+    r.collective("stage_send", "pipeline", "send", "sendrecv", ctx.send_span, act * ctx.ba)
 
     if conv.elementwise:
         r.eltwise("final_norm", "lm_head", "once", act, act, NORM_FLOPS, ctx)

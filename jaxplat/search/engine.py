@@ -32,6 +32,7 @@ Layout of the work (all shapes static, so one compiled program per study):
 """
 
 import dataclasses
+import functools
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,8 +46,9 @@ from jax.sharding import PartitionSpec as P
 
 from jaxplat.cost import Metrics, evaluate, priced_chip, safe_div
 from jaxplat.model import Parallel
+from jaxplat.search.devices import device_profile
 from jaxplat.search.grid import FRONT_BINS, FRONT_FEW, Grid
-from jaxplat.search.gridmap import block_grid, digits, grid_map, vary_over, varying_axes
+from jaxplat.search.gridmap import block_grid, digits, grid_map, vary_over, varying_axes, vmap_last
 from jaxplat.search.reduce import dominated, front_b_at, identity, pick, variadic_reduce
 from jaxplat.search.runtime import compile_lowered
 from jaxplat.search.staging import split_shared
@@ -113,15 +115,32 @@ class Engine:
 
     def __init__(self, study: Study, mesh=None, block=None, blocks_per_step=None, fast_compile=None):
         self.study = study
-        fast = study.fast_compile if fast_compile is None else fast_compile
-        if fast is None:
-            fast = not study.inner and study.size <= FAST_COMPILE_UP_TO
-        self.fast_compile = bool(fast)
-        self.grid = Grid.of(study, block)
-        self.blocks_per_step = blocks_per_step or study.blocks_per_step
         self.mesh = mesh or jax.make_mesh((jax.device_count(),), ("d",),
                                           axis_types=(jax.sharding.AxisType.Explicit,))
         self.n_dev = self.mesh.shape["d"]
+        self.device = device_profile(self.mesh.devices.flat[0])
+        fast = study.fast_compile if fast_compile is None else fast_compile
+        if fast is None:
+            fast = self.device.platform == "cpu" and not study.inner and study.size <= FAST_COMPILE_UP_TO
+        self.fast_compile = bool(fast)
+        # Architecture kinds (the static part of a Model: attention kind...),
+        # in order of appearance; each kind's models stacked apart (`pick`),
+        # the other kinds' places taken by its first model (never evaluated:
+        # a block holds one model, so one kind).
+        trees = [jax.tree.structure(m) for m in study.models]
+        kinds = list(dict.fromkeys(trees))
+        self.kinds = tuple(str(t) for t in kinds)
+        self._model_kind = np.array([kinds.index(t) for t in trees], np.int32)
+        self._kind_models = [tuple(m if t == kind else next(x for x, tx in zip(study.models, trees) if tx == kind)
+                                   for m, t in zip(study.models, trees)) for kind in kinds]
+        block = block or study.block or self.device.block
+        chunk = min(self.device.eval_chunk or block, block)
+        if not study.inner:
+            block -= block % chunk  # whole chunks (_outer_points)
+        self.grid = Grid.of(study, block, self.device.max_block, multiple=chunk if not study.inner else 1,
+                            segments=len(study.models) if len(kinds) > 1 else 1)
+        self.eval_chunk = min(chunk, self.grid.co)
+        self.blocks_per_step = blocks_per_step or study.blocks_per_step or self.device.blocks_per_step
         self.metrics = available_metrics()
         for name in (study.objective, *study.pareto):
             if name not in self.metrics:
@@ -146,18 +165,22 @@ class Engine:
 
     # ---- one configuration
 
-    def _configure(self, ov, iv):
+    def _configure(self, ov, iv, kind=0):
         """(model, hardware, parallel, workload, chips or None) of one
-        configuration from its axis values (traced scalars)."""
+        configuration from its axis values (traced scalars), its model one of
+        kind `kind` (static index into `kinds`)."""
         st = self.study
-        model, wl, par, hw = st.models[0], st.workloads[0], Parallel(), st.hardware
+        models = self._kind_models[kind]
+        model, wl, par, hw = models[0], st.workloads[0], Parallel(), st.hardware
         chips_eq = None
         for axis, v in zip(st.outer, ov):
             kind = axis.kind
             if axis.name == "model":
-                model = pick(st.models, v)
+                model = pick(models, v)
             elif axis.name == "workload":
                 wl = pick(st.workloads, v)
+            elif axis.name == "hardware":
+                hw = pick(st.chips, v)
             elif axis.name == "chips":
                 chips_eq = v
             elif kind.group == "parallel":
@@ -170,14 +193,15 @@ class Engine:
             hw = priced_chip(hw, st.technology)
         return model, hw, par, wl, chips_eq
 
-    def _point(self, ov, iv):
+    def _point(self, ov, iv, kind=0):
         """Flags, score and Pareto keys of one configuration from its axis
-        values (traced scalars). Only the metrics the study ranks by are
-        computed (`key_names`; XLA drops the rest of `evaluate`, e.g. energy
-        when neither the objective nor the front needs it): the reported
-        values of the top-k and front points come from `values` at the end."""
+        values (traced scalars), its model of kind `kind`. Only the metrics
+        the study ranks by are computed (`key_names`; XLA drops the rest of
+        `evaluate`, e.g. energy when neither the objective nor the front
+        needs it): the reported values of the top-k and front points come
+        from `values` at the end."""
         st = self.study
-        model, hw, par, wl, chips_eq = self._configure(ov, iv)
+        model, hw, par, wl, chips_eq = self._configure(ov, iv, kind)
         m = evaluate(model, hw, par, wl, st.options)
         keys = _metric_values(self.key_names, m)
         obj = keys[0]
@@ -202,8 +226,18 @@ class Engine:
         _, ov = self._outer_values(o)
         iv = [jnp.asarray(a.values, jnp.float32)[d]
               for a, d in zip(self.study.inner, digits(i, [len(a) for a in self.study.inner]))]
-        model, hw, par, wl, _ = self._configure(ov, iv)
-        return _metric_values(self.metrics, evaluate(model, hw, par, wl, self.study.options))
+
+        def kind_values(kind):
+            model, hw, par, wl, _ = self._configure(ov, iv, kind)
+            return _metric_values(self.metrics, evaluate(model, hw, par, wl, self.study.options))
+        if len(self.kinds) == 1:
+            return kind_values(0)
+        return lax.switch(self._kind_of(o), [functools.partial(kind_values, j) for j in range(len(self.kinds))])
+
+    def _kind_of(self, o):
+        """Kind index (into `kinds`) of the model at outer index `o`."""
+        seg = o // (self.study.n_outer // len(self.study.models))  # the model axis is the first outer axis
+        return jnp.asarray(self._model_kind, jnp.int32)[seg]
 
     def values(self, flat) -> np.ndarray:
         """[n, metrics] float32: every reported metric of the configurations
@@ -242,13 +276,28 @@ class Engine:
         i [Ci], valid [Co, Ci], outer digits [Co] per outer axis, lead digits [cl] per lead axis).
         `tables`: the hoisted outer part's residuals, [n_outer, ...] each (`compile`)."""
         gr, st = self.grid, self.study
-        ob, j = k // gr.per_row, k % gr.per_row
-        o = ob * gr.co + jnp.arange(gr.co, dtype=jnp.int32)
+        seg, o0, j = gr.locate(k)
+        o = o0 + jnp.arange(gr.co, dtype=jnp.int32)
         i = j * gr.ci + jnp.arange(gr.ci, dtype=jnp.int32)
-        valid = (o < gr.n_outer)[:, None] & (i < gr.n_inner)[None, :]  # padded blocks: _block_summary
-        oc = jnp.minimum(o, gr.n_outer - 1)
+        end = (seg + 1) * gr.seg_len  # blocks stop at their segment's end (Grid.n_seg)
+        valid = (o < end)[:, None] & (i < gr.n_inner)[None, :]  # padded blocks: _block_summary
+        oc = jnp.minimum(o, end - 1)
         od, ov = self._outer_values(oc)
-        point = self._point
+        if len(self.kinds) > 1:  # one model, so one kind, per block (Grid.n_seg)
+            branches = [functools.partial(self._evaluate_block, kind=kk, tables=tables) for kk in range(len(self.kinds))]
+            res = lax.switch(jnp.asarray(self._model_kind, jnp.int32)[seg], branches, ov, oc, j)
+        else:
+            res = self._evaluate_block(ov, oc, j, 0, tables)
+        lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), gr.n_inner // gr.p - 1)
+        ld = digits(lead, [len(a) for a in st.inner[:gr.split]])
+        return res, o, i, valid, od, ld
+
+    def _evaluate_block(self, ov, oc, j, kind, tables=()):
+        """`_point` over a block: outer values `ov` ([Co] each) at outer
+        indices `oc`, row-group position `j`, models of kind `kind` ->
+        leaves [Co, Ci] (keys [Co, key metrics, Ci])."""
+        gr, st = self.grid, self.study
+        point = functools.partial(self._point, kind=kind)
         if self._hoisted is not None:  # the outer part was evaluated once per outer point
             ov, point = [t[oc] for t in tables], self._hoisted[1]
         # Inner values on the block's own grid (Grid): the lead axis, then one
@@ -257,18 +306,40 @@ class Engine:
         # depends on, with the points last (contiguous) in every array.
         nd = 1 + len(st.inner) - gr.split
         lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), gr.n_inner // gr.p - 1)
-        ld = digits(lead, [len(a) for a in st.inner[:gr.split]])
-        iv = block_grid([np.asarray(a.values, np.float32) for a in st.inner], ld)
+        iv = block_grid([np.asarray(a.values, np.float32) for a in st.inner],
+                        digits(lead, [len(a) for a in st.inner[:gr.split]]))
         inner = grid_map(point, in_axes=(None, -1), ndim=nd)
 
         def row(ov):
             res = inner(ov, iv)
             return {name: x.reshape(x.shape[:x.ndim - nd] + (gr.ci,)) for name, x in res.items()}
+        if not st.inner:
+            return self._outer_points(point, ov)
         if gr.co == 1:  # one outer point: no outer vmap (it costs trace time)
-            res = jax.tree.map(lambda x: x[None], row([v[0] for v in ov]))
+            return jax.tree.map(lambda x: x[None], row([v[0] for v in ov]))
+        return jax.vmap(row)(ov)  # leaves [Co, Ci]; keys [Co, key metrics, Ci]
+
+    def _outer_points(self, point, ov):
+        """A block of a study without hardware axes: `point` at every one of
+        its Co outer points (values `ov`, [Co] each) -> leaves [Co, 1] (keys
+        [Co, key metrics, 1]).
+
+        Each configuration then has its own model, parallel degrees and
+        workload, so every intermediate of the cost model (operator tables,
+        collectives, placement) is computed per point. The points are mapped
+        with the batch axis last (gridmap.vmap_last: each array's points are
+        contiguous, which XLA:CPU vectorizes; jax.vmap puts them first, with
+        a table's few rows as the minor axis), `eval_chunk` points at a time
+        (lax.map) so that each intermediate stays in the CPU's caches while
+        the block's summary covers many chunks."""
+        co, chunk = self.grid.co, self.eval_chunk
+        mapped = vmap_last(lambda v: point(v, []), in_axes=(-1,))
+        if chunk >= co:
+            res = mapped(ov)
         else:
-            res = jax.vmap(row)(ov)  # leaves [Co, Ci]; keys [Co, key metrics, Ci]
-        return res, o, i, valid, od, ld
+            res = lax.map(mapped, [v.reshape(co // chunk, chunk) for v in ov])
+            res = jax.tree.map(lambda x: jnp.moveaxis(x, 0, -2).reshape(x.shape[1:-1] + (co,)), res)
+        return jax.tree.map(lambda x: jnp.moveaxis(x, -1, 0)[..., None], res)
 
     def _block_summary(self, k, tables):
         """Block `k` -> its counts, per-axis summaries and histogram, and its
@@ -537,7 +608,7 @@ class Engine:
         n_outer = self.grid.n_outer
         one = [jnp.float32(0)] * len(self.study.outer), [jnp.float32(0)] * len(self.study.inner)
         self._hoisted, self._tables, specs = None, (), ()
-        if self.study.inner and n_outer <= HOIST_POINTS:
+        if self.study.inner and n_outer <= HOIST_POINTS and len(self.kinds) == 1:
             pre, post = split_shared(self._point, *one)
             outer = jax.jit(pre).lower(one[0])  # traces pre: fixes the residuals' packing
             shapes = outer.out_info

@@ -7,7 +7,7 @@ product of the axes' lengths. Example (see specs/studies/):
     name: what-if
     models: [llama-3.1-70b]
     workloads: [chatbot]
-    hardware: h200-sxm
+    hardware: h200-sxm          # or a list of chips: an outer axis 'hardware'
     axes:
       tp: [1, 2, 4, 8]
       batch: {pow2: [1, 256]}
@@ -16,8 +16,10 @@ product of the axes' lengths. Example (see specs/studies/):
     objective: {maximize: throughput_per_chip}
     pareto: [tpot, throughput_per_chip]
 
-Numbers are SI (FLOP/s, bytes, bytes/s, seconds). Everything here runs on the
-host; `jaxplat.search` turns a `Study` into device code.
+Numbers are SI (FLOP/s, bytes, bytes/s, seconds). Models may mix
+architecture kinds (GQA, MoE, MLA: search.Engine evaluates each kind's
+blocks with that kind's program). Everything here runs on the host;
+`jaxplat.search` turns a `Study` into device code.
 """
 
 import dataclasses
@@ -25,6 +27,7 @@ import hashlib
 import json
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -83,7 +86,7 @@ def _set_dtype(fields):
 class AxisKind:
     """One kind of axis: the pytree it changes, how, and its unit for reports."""
 
-    group: str          # 'model', 'workload', 'parallel' or 'hardware'
+    group: str          # 'model', 'workload', 'chip', 'parallel' or 'hardware'
     setter: object      # (tree, traced value) -> tree; None for model/workload choice
     unit: str
     doc: str
@@ -95,9 +98,11 @@ class AxisKind:
 
 
 AXIS_KINDS = {
-    # choices among the study's models / workloads (values are indices)
+    # choices among the study's models / workloads / chips (values are indices)
     "model": AxisKind("model", None, "", "which of `models`", categorical=True),
     "workload": AxisKind("workload", None, "", "which of `workloads`", categorical=True),
+    "hardware": AxisKind("chip", None, "", "which of `hardware` (the chip every hardware axis edits)",
+                         categorical=True),
     # the chips a deployment must use exactly (tp*pp*ep*dp*sp == chips): a
     # parallelism search that fills the machine it is given
     "chips": AxisKind("chips", None, "chips", "chips used, exactly"),
@@ -202,11 +207,11 @@ class Study:
     row-major over outer + inner, in this order (inner vary fastest)."""
 
     name: str
-    models: tuple          # Model pytrees (one attention kind)
+    models: tuple          # Model pytrees (any mix of architecture kinds: search.Engine)
     model_names: tuple
     workloads: tuple       # Workload pytrees
     workload_names: tuple
-    hardware: object       # Hardware pytree (the base every hardware axis edits)
+    hardware: object       # Hardware pytree: the first chip of `hardwares`
     hardware_name: str
     options: Options
     outer: tuple           # Axis, ...
@@ -219,8 +224,8 @@ class Study:
     maximize: bool
     pareto: tuple          # two metric names
     top_k: int
-    block: int
-    blocks_per_step: int
+    block: int | None            # None: the device's default (search.devices)
+    blocks_per_step: int | None
     pareto_points: int
     histogram_bins: int
     histogram_range: tuple  # (lo, hi) of the objective, log-spaced bins
@@ -230,6 +235,13 @@ class Study:
     pricing: str = "fixed"  # "fixed": the base chip's price and TDP; "technology": priced per point
     technology: object = None  # Technology pytree when pricing == "technology"
     technology_name: str = ""
+    hardwares: tuple = ()  # every chip of `hardware:` (a list: the outer axis 'hardware'); () = (hardware,)
+    hardware_names: tuple = ()
+
+    @property
+    def chips(self) -> tuple:
+        """The study's chips (Hardware pytrees): the values of its 'hardware' axis."""
+        return self.hardwares or (self.hardware,)
 
     @property
     def pricing_text(self) -> str:
@@ -237,6 +249,8 @@ class Study:
         if self.pricing == "technology":
             return (f"chip price, TDP and static power: technology model {self.technology_name} of each point's "
                     "FLOP/s, SRAM, HBM stacks and links (price: technology)")
+        if self.hardwares:
+            return f"chip price and TDP: fixed, each chip's own ({', '.join(self.hardware_names)}; price: fixed)"
         return f"chip price and TDP: fixed, {self.hardware_name}'s (price: fixed)"
 
     @property
@@ -346,6 +360,17 @@ def _named_list(src, key, d, loader, from_dict):
     return tuple(trees), tuple(names)
 
 
+def _same_chip_structure(src, chips, names):
+    """A list of chips is one categorical axis, stacked into one pytree per
+    leaf (search.reduce.pick): its chips must share their static fields
+    (systolic arrays or not, offload tiers) and leaf shapes (network levels)."""
+    ref = jax.tree.structure(chips[0]), [np.shape(x) for x in jax.tree.leaves(chips[0])]
+    for chip, name in zip(chips[1:], names[1:]):
+        if (jax.tree.structure(chip), [np.shape(x) for x in jax.tree.leaves(chip)]) != ref:
+            raise SpecError(f"{src}: hardware {name!r} differs in structure from {names[0]!r} (systolic "
+                            "arrays, offload tiers or network levels); list such chips in separate studies")
+
+
 def _slo(src, key, v):
     if v is None or v == "none":
         return None
@@ -374,22 +399,22 @@ def study_from_dict(d: dict, src="study", calibration=None) -> Study:
         raise SpecError(f"{src}: this is a co-design study; run it with `jaxplat codesign {src}`")
     check_keys(src, "", d, _STUDY_KEYS, required=("models", "workloads", "hardware", "objective"))
     models, model_names = _named_list(src, "models", d, load_model, _model_from_dict)
-    kinds = {m.attention if m.ssm == "none" else f"{m.attention}+{m.ssm}" for m in models}
-    if len(kinds) > 1:
-        raise SpecError(f"{src}: models mix attention or state-space kinds ({', '.join(sorted(kinds))}); "
-                        "one study holds one kind, split it into two studies")
     if any(m.windowed for m in models):  # one table structure: local-attention rows for all (zero for some)
         models = tuple(dataclasses.replace(m, windowed=True) for m in models)
     workloads, workload_names = _named_list(src, "workloads", d, load_workload, workload_from_dict)
-    hw_raw = d["hardware"]
-    if isinstance(hw_raw, dict):
-        hardware = hardware_from_dict(hw_raw, src=f"{src}: hardware", calibration=calibration,
-                                      defaults=default_calibration())
-        hw_name = str(hw_raw.get("name", "hardware"))
-    elif isinstance(hw_raw, str):
-        hardware, hw_name = load_hardware(hw_raw, calibration), hw_raw
-    else:
-        raise SpecError(f"{src}: hardware must be a built-in chip name, a path or a mapping")
+    if not isinstance(d["hardware"], (str, dict, list)) or d["hardware"] == []:
+        raise SpecError(f"{src}: hardware must be a built-in chip name, a path, a mapping or a list of them")
+    if isinstance(d["hardware"], list) and not all(isinstance(h, (str, dict)) for h in d["hardware"]):
+        raise SpecError(f"{src}: hardware must list built-in chip names, paths or mappings")
+    chips, chip_names = _named_list(
+        src, "hardware", d, lambda name: load_hardware(name, calibration),
+        lambda item, src: hardware_from_dict(item, src=src, calibration=calibration, defaults=default_calibration()))
+    if isinstance(d["hardware"], dict):
+        chip_names = (str(d["hardware"].get("name", "hardware")),)
+    hardware, hw_name = chips[0], chip_names[0]
+    if len(set(chip_names)) < len(chip_names) or len(set(model_names)) < len(model_names):
+        raise SpecError(f"{src}: models and hardware must name each entry once")
+    _same_chip_structure(src, chips, chip_names)
 
     opts = d.get("options", {}) or {}
     check_keys(src, "options.", opts, ("profile", "fused_attention"))
@@ -400,17 +425,20 @@ def study_from_dict(d: dict, src="study", calibration=None) -> Study:
     axes_raw = d.get("axes", {}) or {}
     if not isinstance(axes_raw, dict):
         raise SpecError(f"{src}: axes must be a mapping of axis name to a list or range")
-    check_keys(src, "axes.", axes_raw, tuple(k for k in AXIS_KINDS if k not in ("model", "workload")))
+    check_keys(src, "axes.", axes_raw, tuple(k for k in AXIS_KINDS if k not in ("model", "workload", "hardware")))
     outer, inner = [], []
     if len(models) > 1:
         outer.append(Axis("model", np.arange(len(models), dtype=np.float64), model_names))
     if len(workloads) > 1:
         outer.append(Axis("workload", np.arange(len(workloads), dtype=np.float64), workload_names))
+    if len(chips) > 1:
+        outer.append(Axis("hardware", np.arange(len(chips), dtype=np.float64), chip_names))
     for name, spec in axes_raw.items():
         vals, labels = _values(src, name, spec)
-        if name == "domain" and np.any(vals >= float(hardware.net_domain[1])):
+        next_domain = min(float(h.net_domain[1]) for h in chips)
+        if name == "domain" and np.any(vals >= next_domain):
             raise SpecError(f"{src}: axes.domain must stay below the next network level's domain "
-                            f"({float(hardware.net_domain[1]):g} chips)")
+                            f"({next_domain:g} chips)")
         if name in _ARRAY_AXES and not hardware.dataflow:
             raise SpecError(f"{src}: axes.{name} needs a chip with systolic arrays (a compute.array block)")
         if name == "flops" and hardware.dataflow:
@@ -442,8 +470,12 @@ def study_from_dict(d: dict, src="study", calibration=None) -> Study:
     eng = d.get("engine", {}) or {}
     check_keys(src, "engine.", eng, _ENGINE_KEYS)
     ints = {}
-    for k, default in (("block", 32768), ("blocks_per_step", 4), ("pareto_points", 256), ("histogram_bins", 60)):
+    # block and blocks_per_step: None = the device's default (search.devices)
+    for k, default in (("block", None), ("blocks_per_step", None), ("pareto_points", 256), ("histogram_bins", 60)):
         v = eng.get(k, default)
+        if v is None and default is None:
+            ints[k] = None
+            continue
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise SpecError(f"{src}: engine.{k} must be a positive integer, got {v!r}")
         ints[k] = v
@@ -479,7 +511,8 @@ def study_from_dict(d: dict, src="study", calibration=None) -> Study:
         maximize=(sense == "maximize"), pareto=tuple(pareto), top_k=top_k, block=ints["block"],
         blocks_per_step=ints["blocks_per_step"], pareto_points=ints["pareto_points"],
         histogram_bins=ints["histogram_bins"], histogram_range=(hlo, hhi), fingerprint="", group_by=group_by,
-        fast_compile=fast_compile, pricing=pricing, technology=tech, technology_name=tech_name)
+        fast_compile=fast_compile, pricing=pricing, technology=tech, technology_name=tech_name,
+        hardwares=chips if len(chips) > 1 else (), hardware_names=chip_names if len(chips) > 1 else ())
     if study.n_outer >= 2**31 or study.n_inner >= 2**31:
         raise SpecError(f"{src}: too many points on one side of the grid (outer {study.n_outer}, "
                         f"hardware {study.n_inner}); at most 2^31 - 1 each")

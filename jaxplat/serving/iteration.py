@@ -95,7 +95,8 @@ def merge_tables(dec: OpTable, pre: OpTable) -> OpTable:
     names = tuple(dec.names) + tuple(pre.names[i] for i in extra)
     groups = tuple(dec.groups) + tuple(pre.groups[i] for i in extra)
     kinds = tuple(dec.comm_kinds) + tuple(pre.comm_kinds[i] for i in extra)
-    return OpTable(**cols, names=names, groups=groups, comm_kinds=kinds)
+    comm_groups = tuple(dec.comm_groups) + tuple(pre.comm_groups[i] for i in extra)  # same labels: same groups
+    return OpTable(**cols, names=names, groups=groups, comm_kinds=kinds, comm_groups=comm_groups)
 
 
 def _prefill_attention(model, par, wl, opts, chunk, ctx0, copies):
