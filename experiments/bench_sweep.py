@@ -28,12 +28,21 @@ rate is steady after the first step). Printed:
 On CPU the engine runs one host device per core (search.split_cpu_devices),
 as `jaxplat sweep` does; --devices 1 gives the single-device figure.
 
-Usage: .venv/bin/python experiments/bench_sweep.py [--seconds 20] [--block 32768] [--devices N] [--fast-compile]
+With --study FILE, any study is swept instead (e.g. the outer-heavy
+specs/studies/catalog-parallelism.yaml: every configuration its own model,
+chip, use case, dtype and parallelism, nothing factorizes). On a CPU the
+run's CPU time is printed too, and the rate it gives per device thread (the
+wall-clock rate of a shared machine counts other processes' time).
+experiments/bench_gpu.sh runs both benches on an accelerator.
+
+Usage: .venv/bin/python experiments/bench_sweep.py [--study FILE] [--seconds 20] [--block N] [--devices N]
+                                                   [--fast-compile]
 The last line is `configs/s: N`.
 """
 
 import argparse
 import math
+import os
 import resource
 import tempfile
 import time
@@ -42,10 +51,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import jaxplat as jp
 from jaxplat import search
-from jaxplat.model import replace
-from jaxplat.search import study_from_dict, vmap_last
+from jaxplat.search import load_study, study_from_dict, vmap_last
 
 STUDY = dict(
     name="bench-1e9", models=["llama-3.1-70b"], workloads=["chatbot"], hardware="h200-sxm",
@@ -56,26 +63,26 @@ STUDY = dict(
     objective={"maximize": "throughput_per_chip"}, pareto=["tpot", "throughput_per_chip"], top_k=20)
 
 
-def python_loop_rate(study, n=200) -> float:
-    """Configurations/s of jitted `jaxplat.evaluate` called once per configuration."""
-    m, wl0, hw0 = study.models[0], study.workloads[0], study.hardware
-    one = jax.jit(lambda m, h, p, w: jp.evaluate(m, h, p, w, study.options).throughput)
-    rng = np.random.default_rng(0)
-    flats = rng.integers(0, study.size, n)
-    cfgs = study.decode(flats)
-
-    def call(j):
-        hw = replace(hw0, flops=hw0.flops * (cfgs["flops"][j] / hw0.flops[2]),
-                     mem_bw=hw0.mem_bw.at[0].set(cfgs["hbm_bandwidth"][j]),
-                     net_bw=hw0.net_bw.at[0].set(cfgs["link_bandwidth"][j]), sram_size=cfgs["sram_size"][j])
-        par = jp.Parallel(tp=cfgs["tp"][j], pp=cfgs["pp"][j])
-        return one(m, hw, par, replace(wl0, batch=cfgs["batch"][j]))
-
-    call(0).block_until_ready()  # compile
+def python_loop_rate(engine, n=200) -> float:
+    """Configurations/s of the per-configuration path: jitted `jaxplat.evaluate`
+    called once per configuration (Engine.values' code for one point)."""
+    study = engine.study
+    one = jax.jit(engine._values_point)
+    flats = np.random.default_rng(0).integers(0, study.size, n)
+    o, i = (x.astype(np.int32) for x in np.divmod(flats, engine.grid.n_inner))
+    one(o[0], i[0]).block_until_ready()  # compile
     t = time.perf_counter()
     for j in range(n):
-        float(call(j))
+        float(one(o[j], i[j])[0])
     return n / (time.perf_counter() - t)
+
+
+def _has_tqdm() -> bool:
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _best_rate(f, arg, n, repeats=5) -> float:
@@ -110,9 +117,11 @@ def inner_map_rates(engine, n) -> tuple[float, float, float]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--study", help="a study YAML file to sweep instead of the built-in factorized bench "
+                                    "(e.g. specs/studies/catalog-parallelism.yaml, the outer-heavy case)")
     ap.add_argument("--seconds", type=float, default=20.0, help="sweep this long (s), then stop")
-    ap.add_argument("--block", type=int, default=32768, help="configurations per block (the study default)")
-    ap.add_argument("--blocks-per-step", type=int, default=4)
+    ap.add_argument("--block", type=int, help="configurations per block (default: the study's, else the device's)")
+    ap.add_argument("--blocks-per-step", type=int, help="default: the study's, else the device's")
     ap.add_argument("--loop-sample", type=int, default=200, help="configurations in the Python-loop baseline")
     ap.add_argument("--fast-compile", action="store_true", help="engine.fast_compile (CPU: older XLA loop emitters)")
     ap.add_argument("--compare-vmap", action="store_true",
@@ -122,24 +131,33 @@ def main():
     search.split_cpu_devices(args.devices)  # before JAX starts its backends
 
     search.enable_compilation_cache(tempfile.mkdtemp(prefix="jaxplat-bench-cache-"))  # starts cold
-    study = study_from_dict({**STUDY, "engine": {"block": args.block, "blocks_per_step": args.blocks_per_step,
-                                                 "fast_compile": args.fast_compile}})
-    engine = search.Engine(study)
+    if args.study:
+        study = load_study(args.study)
+    else:
+        study = study_from_dict({**STUDY, "engine": {"fast_compile": args.fast_compile}})
+    fast = True if args.fast_compile else None
+
+    def make_engine():
+        return search.Engine(study, block=args.block, blocks_per_step=args.blocks_per_step, fast_compile=fast)
+    engine = make_engine()
     g = engine.grid
-    print(f"study: {study.size:,} configurations ({g.n_outer} outer x {g.n_inner:,} hardware); "
+    print(f"study {study.name}: {study.size:,} configurations ({g.n_outer:,} outer x {g.n_inner:,} hardware); "
           f"blocks of {g.co} x {g.ci}, {engine.blocks_per_step} per device per step, {engine.n_dev} device(s) "
-          f"({jax.devices()[0].platform})")
+          f"({jax.devices()[0].platform}: {jax.devices()[0].device_kind}); jax {jax.__version__}")
+    cpu0 = time.process_time()
     compile_s = engine.compile()
+    compile_cpu = time.process_time() - cpu0
     mem = engine._compiled.memory_analysis()
     temp = getattr(mem, "temp_size_in_bytes", float("nan")) if mem is not None else float("nan")
-    print(f"compile: {compile_s:.2f} s (trace, XLA compile of the step and the hoisted outer part, "
-          f"outer tables; cold cache)")
+    print(f"compile: {compile_s:.2f} s (trace, XLA compile of the step, of the top-k values' program and of "
+          f"the hoisted outer part, outer tables; cold cache; {compile_cpu:.1f} s of CPU time in this process)")
     # The same study again (a rerun or a resume), as `jaxplat sweep` does: the
     # persistent compilation cache (a fresh directory here) skips XLA.
     t = time.perf_counter()
-    search.Engine(study).compile()
+    make_engine().compile()
     print(f"compile again: {time.perf_counter() - t:.2f} s (trace + persistent-cache hit)")
-    print(f"XLA temp buffers per step: {temp / 1e6:.1f} MB")
+    per_step = engine.blocks_per_step * g.co * g.ci  # configurations one device runs per step
+    print(f"XLA temp buffers per step: {temp / 1e6:.1f} MB ({temp / per_step:.0f} B per configuration of a step)")
     hlo = engine._compiled.as_text()
     print(f"step program: {hlo.count(' fusion(')} kernels ({hlo.count('reduce-window(')} reduce-windows)")
 
@@ -150,19 +168,29 @@ def main():
     step_s = time.perf_counter() - t
     n_steps = max(2, int(args.seconds / step_s))
     # One continuous run: the next step is dispatched before the host merges the last.
-    t = time.perf_counter()
-    res = search.run(engine, progress=True, max_steps=n_steps)
-    dt = time.perf_counter() - t
-    configs = int(res.counts[0])
+    # A study that ends sooner is swept again, until --seconds have passed.
+    t, cpu0 = time.perf_counter(), time.process_time()
+    configs, passes = 0, 0
+    while passes == 0 or time.perf_counter() - t < args.seconds:
+        res = search.run(engine, progress=passes == 0 and _has_tqdm(), max_steps=n_steps)
+        configs, passes = configs + int(res.counts[0]), passes + 1
+    dt, cpu = time.perf_counter() - t, time.process_time() - cpu0
     rate = configs / dt
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-    print(f"swept {configs:,} of {study.size:,} configurations in {dt:.2f} s ({n_steps} steps); "
-          f"feasible {int(res.counts[1]):,}, meet SLOs {int(res.counts[2]):,}")
+    print(f"swept {configs:,} configurations of {study.size:,} in {dt:.2f} s ({passes} pass(es) of up to "
+          f"{n_steps} steps); "
+          f"last pass: feasible {int(res.counts[1]):,}, meet SLOs {int(res.counts[2]):,}")
     print(f"peak resident memory (ru_maxrss, whole process incl. compile): {rss / 1e9:.2f} GB")
-    loop = python_loop_rate(study, args.loop_sample)
+    if jax.devices()[0].platform == "cpu":
+        # On a shared machine the wall-clock rate counts other processes' time:
+        # this one used `cpu` seconds of CPU over the run, on n_dev threads.
+        print(f"CPU time of the run: {cpu:.2f} s on {engine.n_dev} device thread(s): "
+              f"{configs / cpu * engine.n_dev:.4g} configs/s if each device had a core to itself "
+              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    loop = python_loop_rate(engine, args.loop_sample)
     print(f"python loop over jaxplat.evaluate: {loop:.4g} configs/s ({args.loop_sample} configurations)")
     print(f"speed-up of the engine over the loop: {rate / loop:.4g}x")
-    if args.compare_vmap:
+    if args.compare_vmap and study.inner:
         plain, last, grid = inner_map_rates(engine, g.ci)
         print(f"one block of {g.ci} hardware points, evaluation only, one device: jax.vmap {plain:.4g} configs/s, "
               f"vmap_last {last:.4g} configs/s ({last / plain:.3g}x), engine block (grid_map, outer part "
