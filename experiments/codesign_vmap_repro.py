@@ -9,6 +9,10 @@ each other, and the same decode arithmetic rebuilt outside one jitted
 not in the formulas. 24,576 points per vmap were right and 33,280 were not;
 the first wrong index was 2^15, so the
 sweep engine and codesign cap their vmaps there (`search.MAX_BLOCK`).
+The cause is XLA:CPU's YNNPACK fusion of the decode sums:
+experiments/xla_cpu_vmap_repro.py rebuilds it in a few lines of jax (with
+XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type= this script finds no
+difference).
 
     .venv/bin/python experiments/codesign_vmap_repro.py
 """

@@ -246,7 +246,7 @@ def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, p, groups=None) 
         at = np.array([list(first).index(groups[i]) for i in rows])  # each row's group
         (fixed, per_byte), F, _, _ = _algorithm_affine((k,) * len(rep), hw, n[rep], stride[rep])
         if len(rep) < len(rows):  # static row picks: slices and a concatenation (no gather)
-            take = lambda x: jnp.concatenate([x[j:j + 1] for j in at])  # noqa: E731
+            take = lambda x, at=at: jnp.concatenate([x[j:j + 1] for j in at])  # noqa: E731
             fixed, per_byte, F = [take(x) for x in fixed], [take(x) for x in per_byte], take(F)
         b = bytes_[np.array(rows)][:, None]
         times = [a + c * b for a, c in zip(fixed, per_byte)]

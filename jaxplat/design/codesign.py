@@ -340,10 +340,12 @@ class Result:
 
 
 def _safe_chunk(chunk: int, prob: Problem) -> int:
-    """Chips per vmapped call, so that chips x candidates <= search.MAX_BLOCK."""
-    from jaxplat.search import MAX_BLOCK  # noqa: PLC0415 (search imports heavy modules)
+    """Chips per vmapped call, so that chips x candidates stays within the
+    device's cap (search.max_block: 2^15 on XLA:CPU, none elsewhere)."""
+    from jaxplat.search import max_block  # noqa: PLC0415 (search imports heavy modules)
 
-    return max(1, min(chunk, MAX_BLOCK // max(1, len(prob.valid))))
+    cap = max_block(jax.default_backend())
+    return chunk if cap is None else max(1, min(chunk, cap // max(1, len(prob.valid))))
 
 
 def exact_objectives(xs, prob: Problem, chunk=256) -> np.ndarray:
@@ -413,9 +415,9 @@ def grid_search(prob: Problem, points, chunk=256, progress=True):
     technology-derived hardware; this is a chunked vmap over the same
     `evaluate`, not a second cost model.
 
-    `chunk` x candidates stays within search.MAX_BLOCK: a vmap of evaluate
-    wider than 2^15 points returns decode times copied from other points on
-    XLA:CPU (jax 0.10.2; experiments/codesign_vmap_repro.py), while the same
+    `chunk` x candidates stays within search.max_block: a vmap of evaluate
+    wider than 2^15 points returns wrong decode times on XLA:CPU (jax 0.10.2:
+    its YNNPACK fusion; experiments/xla_cpu_vmap_repro.py), while the same
     arithmetic outside one jitted evaluate is right.
     """
     chunk = _safe_chunk(chunk, prob)

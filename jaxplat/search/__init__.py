@@ -6,6 +6,7 @@ compiler setup a caller applies (never on import). Imports `jaxplat.cost`,
 """
 
 from jaxplat.search import alike
+from jaxplat.search.devices import DeviceProfile, device_profile, max_block
 from jaxplat.search.engine import AMONG_ALL, COUNTERS, Engine, available_metrics
 from jaxplat.search.grid import MAX_BLOCK, Grid
 from jaxplat.search.gridmap import grid_map, vmap_last
@@ -14,6 +15,7 @@ from jaxplat.search.staging import split_shared
 from jaxplat.search.study import METRICS, Axis, Study, load_study, study_from_dict
 from jaxplat.search.sweep import STATE_FILE, Result, run
 
-__all__ = ["AMONG_ALL", "COUNTERS", "MAX_BLOCK", "METRICS", "STATE_FILE", "Axis", "Engine", "Grid", "Result", "Study",
-           "alike", "available_metrics", "compile_lowered", "enable_compilation_cache", "grid_map", "load_study", "run",
-           "split_cpu_devices", "split_shared", "study_from_dict", "vmap_last"]
+__all__ = ["AMONG_ALL", "COUNTERS", "MAX_BLOCK", "METRICS", "STATE_FILE", "Axis", "DeviceProfile", "Engine", "Grid",
+           "Result", "Study", "alike", "available_metrics", "compile_lowered", "device_profile",
+           "enable_compilation_cache", "grid_map", "load_study", "max_block", "run", "split_cpu_devices",
+           "split_shared", "study_from_dict", "vmap_last"]
