@@ -215,8 +215,8 @@ def test_front_merge_paths_give_the_same_result(study, result, monkeypatch):
     """With 2 bins and at most 2 points merged pairwise, blocks take every
     front-merge path (skip, one round, several rounds): the same front (its
     numbers to float32 rounding: another program is another XLA compile)."""
-    monkeypatch.setattr(search.engine, "FRONT_FEW", 2)
-    monkeypatch.setattr(search.engine, "FRONT_BINS", 2)
+    monkeypatch.setattr(search.merge, "FRONT_FEW", 2)
+    monkeypatch.setattr(search.merge, "FRONT_BINS", 2)
     small = search.run(search.Engine(study, blocks_per_step=2), progress=False)
     assert_same_sweep(small, result, rtol=1e-6)
 

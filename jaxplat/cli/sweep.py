@@ -253,7 +253,8 @@ def study_info(st) -> dict:
 
     return dict(kind="sweep", axes=[a.name for a in st.axes],
                 group_by=st.outer[st.group_by].name if st.group_by >= 0 else None,
-                models=list(st.model_names), workloads=list(st.workload_names), hardware=st.hardware_name,
+                models=list(st.model_names), workloads=list(st.workload_names),
+                hardware=", ".join(st.hardware_names) or st.hardware_name,
                 constraints=dict(max_chips=float(st.max_chips) if math.isfinite(st.max_chips) else None,
                                  ttft_s=slo(st.ttft, "ttft_slo"), tpot_s=slo(st.tpot, "tpot_slo"),
                                  max_memory_fraction=float(st.max_memory_fraction)

@@ -32,6 +32,7 @@ COLUMNS = {
     # axes (jaxplat.study.AXIS_KINDS)
     "model": ("model", "", 1.0),
     "workload": ("use case", "", 1.0),
+    "hardware": ("chip", "", 1.0),
     "tp": ("TP", "", 1.0), "pp": ("PP", "", 1.0), "ep": ("EP", "", 1.0), "dp": ("DP", "", 1.0),
     "moe_ep": ("MoE EP (experts over the TP chips)", "", 1.0),
     "sp": ("SP", "", 1.0), "microbatches": ("micro-batches", "", 1.0),

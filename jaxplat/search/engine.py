@@ -125,18 +125,22 @@ class Engine(Merging):
         # a block holds one model, so one kind).
         trees = [jax.tree.structure(m) for m in study.models]
         kinds = list(dict.fromkeys(trees))
-        self.kinds = tuple(str(t) for t in kinds)
+        self.kinds = tuple(_kind_name(study.models[trees.index(t)]) for t in kinds)
         self._model_kind = np.array([kinds.index(t) for t in trees], np.int32)
         self._kind_models = [tuple(m if t == kind else next(x for x, tx in zip(study.models, trees) if tx == kind)
                                    for m, t in zip(study.models, trees)) for kind in kinds]
         block = block or study.block or self.device.block
-        chunk = min(self.device.eval_chunk or block, block)
-        if not study.inner:
-            block -= block % chunk  # whole chunks (_outer_points)
-        self.grid = Grid.of(study, block, self.device.max_block, multiple=chunk if not study.inner else 1,
+        chunk = self.device.eval_chunk
+        chunk = min(chunk, block, study.n_outer // (len(study.models) if len(kinds) > 1 else 1)) \
+            if chunk and not study.inner else 1
+        block -= block % chunk  # whole chunks of outer points (_outer_points)
+        self.grid = Grid.of(study, block, self.device.max_block, multiple=chunk,
                             segments=len(study.models) if len(kinds) > 1 else 1)
-        self.eval_chunk = min(chunk, self.grid.co)
-        self.blocks_per_step = blocks_per_step or study.blocks_per_step or self.device.blocks_per_step
+        self.eval_chunk = min(chunk, self.grid.co) if chunk > 1 else self.grid.co
+        # No more blocks per step than the study has for each device (a
+        # step's padding blocks are evaluated too).
+        bps = blocks_per_step or study.blocks_per_step or self.device.blocks_per_step
+        self.blocks_per_step = max(1, min(bps, -(-self.grid.n_blocks // self.n_dev)))
         self.metrics = available_metrics()
         for name in (study.objective, *study.pareto):
             if name not in self.metrics:
@@ -500,6 +504,12 @@ class Engine(Merging):
             self._compiled = step.result()
             self._values = values.result() if values is not None else self._values
         return time.perf_counter() - t
+
+
+def _kind_name(model) -> str:
+    """The static fields of a model (its architecture kind), e.g. 'attention=mla'."""
+    return ", ".join(f"{f.name}={getattr(model, f.name)}" for f in dataclasses.fields(model)
+                     if f.metadata.get("static"))
 
 
 def _slo_value(setting, workload_slo):
