@@ -16,16 +16,22 @@ import jax
 # Largest vmap of evaluate XLA:CPU gets right (see the module docstring).
 CPU_MAX_BLOCK = 2**15
 # Device bytes a block may use per configuration, for sizing blocks on
-# accelerators: XLA's temp buffers of the benchmark step are ~3 KB per
-# configuration (experiments/bench_sweep.py prints them), doubled for margin.
+# accelerators. XLA's temp buffers per configuration of a step: 13 B for the
+# factorized bench, 38 B for specs/studies/catalog-parallelism.yaml in CPU
+# chunks, 5.9 KB for that study's blocks evaluated whole, as on accelerators
+# (XLA:CPU's memory_analysis; experiments/bench_sweep.py prints the first
+# two); the last, rounded up.
 BYTES_PER_CONFIG = 8 << 10
 # Blocks on accelerators: at least this many configurations (a smaller block
 # leaves the device launch-bound: 2^15-point blocks ran 8x slower on an H200,
 # issue 15) and at most this many (one step's temp buffers stay < ~35 GB).
 ACCEL_MIN_BLOCK, ACCEL_MAX_BLOCK = 2**20, 2**22
 # Outer points a CPU step evaluates at once in a study without hardware axes
-# (Engine._outer_points): a few hundred keep each intermediate in the caches.
-CPU_EVAL_CHUNK = 256
+# (Engine._outer_points), so that each intermediate stays in the caches.
+# Measured on catalog-parallelism.yaml (2-core CPU, one device, blocks of
+# 16384): 32 -> 4.8, 64 -> 3.5, 128 -> 2.8, 256 -> 3.2, 512 -> 4.5 us of CPU
+# per configuration.
+CPU_EVAL_CHUNK = 128
 
 
 @dataclasses.dataclass(frozen=True)
