@@ -1,13 +1,16 @@
 """One sweep over a catalog: several chips (`hardware:` a list) and models of
-three architectures (dense GQA, MoE, MLA), every configuration its own model,
-chip and parallelism, against a plain Python loop over jitted
-`jaxplat.evaluate`: counts, top-k (naming chip and model), Pareto front.
+four architectures (dense GQA, MoE, MLA, a Mamba/attention hybrid), every
+configuration its own model, chip and parallelism, against a plain Python
+loop over jitted `jaxplat.evaluate`: counts, top-k (naming chip and model),
+Pareto front.
 
-The study has no hardware axes, so its blocks take the engine's outer-heavy
-path (points last, evaluated a few at a time: Engine._outer_points); the
-chunk is made small here so that a block holds several chunks, and the
-models mix kinds, so blocks are aligned to models and each kind runs its own
-branch (Engine._evaluate_block under lax.switch).
+The study has no hardware axes. By default the engine maps its trailing
+parallel and workload axes as a grid (search.engine.layout: grid_map, as
+hardware axes are); with regrid=False its blocks take the point-by-point
+path (points last, a few at a time: Engine._outer_points; the chunk is made
+small here so that a block holds several chunks). Both must give the loop's
+results. The models mix kinds, so blocks are aligned to models and each kind
+runs its own branch of the one compiled step (lax.switch).
 """
 
 import jax
@@ -20,7 +23,7 @@ from jaxplat.search import devices, study_from_dict
 from jaxplat.specs import SpecError
 
 CHIPS = ["h100-sxm", "h200-sxm", "b200", "mi300x"]
-MODELS = ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3"]
+MODELS = ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "jamba-1.5-mini"]
 STUDY = dict(
     name="catalog", models=MODELS, workloads=["chatbot"], hardware=CHIPS,
     axes=dict(tp=[1, 8], ep=[1, 8], batch=[1, 16]),
@@ -34,13 +37,17 @@ def study():
     return study_from_dict(STUDY)
 
 
-@pytest.fixture(scope="module")
-def result(study):
+@pytest.fixture(scope="module", params=[True, False], ids=["grid", "points"])
+def result(study, request):
     mp = pytest.MonkeyPatch()
-    mp.setattr(devices, "CPU_EVAL_CHUNK", 4)  # 4 chunks of 4 outer points per block
+    mp.setattr(devices, "CPU_EVAL_CHUNK", 4)  # points path: 4 chunks of 4 outer points per block
     try:
-        engine = search.Engine(study)
-        assert engine.eval_chunk == 4 and engine.grid.co == 16 and len(engine.kinds) == 2
+        engine = search.Engine(study, regrid=request.param)
+        assert len(engine.kinds) == 3
+        if request.param:  # tp, ep, batch: the block's grid (8 points) of 2 chips
+            assert [a.name for a in engine.st.inner] == ["tp", "ep", "batch"] and engine.grid.co == 2
+        else:
+            assert engine.eval_chunk == 4 and engine.grid.co == 16
         return engine, search.run(engine, progress=False)
     finally:
         mp.undo()
@@ -65,20 +72,20 @@ def reference(study):
 
 
 def test_chips_are_an_outer_axis_named_in_the_top_k(study, result):
-    """96 configurations = 3 models x 4 chips x 2 tp x 2 ep x 2 batch, the
+    """128 configurations = 4 models x 4 chips x 2 tp x 2 ep x 2 batch, the
     chip a categorical outer axis after the model; the top-k decodes to the
     chip's and the model's names."""
     engine, res = result
-    assert study.size == 96 and [a.name for a in study.outer][:2] == ["model", "hardware"]
+    assert study.size == 128 and [a.name for a in study.outer][:2] == ["model", "hardware"]
     top = study.decode(res.top["index"])
     assert set(top["hardware"]) <= set(CHIPS) and set(top["model"]) <= set(MODELS)
-    assert engine.grid.n_seg == 3  # blocks aligned to the 3 models (32 outer points each)
+    assert engine.grid.n_seg == 4  # blocks aligned to the 4 models
 
 
 def test_counts_top_k_and_front_match_python_loop(result, reference):
     _, res = result
     ok = [r for r in reference if r["ok"]]
-    assert res.counts[0] == 96 and res.counts[1] == sum(r["feasible"] for r in reference)
+    assert res.counts[0] == 128 and res.counts[1] == sum(r["feasible"] for r in reference)
     assert res.counts[2] == len(ok) > 12
     # every architecture kind is among the configurations that meet the constraints
     assert {r["model"] for r in ok} == set(MODELS)
@@ -102,15 +109,15 @@ def test_hardware_list_errors_are_one_line():
 
 
 def test_blocks_aligned_to_models_cover_every_index_once(study):
-    """Blocks of 16 (whole chunks of 4) in 3 segments of 32 outer points:
+    """Blocks of 16 (whole chunks of 4) in 4 segments of 32 outer points:
     each block inside one model's range, together every index once."""
-    g = search.Grid.of(study, 16, multiple=4, segments=3)
+    g = search.Grid.of(study, 16, multiple=4, segments=4)
     seen = []
     for k in range(g.n_blocks):
         lo, hi = g.block_range(k)
         assert lo // 32 == hi // 32  # one model per block
         seen += range(lo, hi + 1)
-    assert sorted(seen) == list(range(96)) and g.n_blocks == 6
+    assert sorted(seen) == list(range(128)) and g.n_blocks == 8
 
 
 def test_device_profiles():

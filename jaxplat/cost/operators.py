@@ -88,10 +88,8 @@ class OpTable:
     names: tuple = static(())
     groups: tuple = static(())
     comm_kinds: tuple = static(())  # "" for rows without a collective
-    # Per row, a label of its collective's group: rows of one configuration's
-    # tables with equal labels have the same group size and stride (e.g.
-    # "tp|1" for the tensor-parallel all-reduces), so collectives.py computes
-    # their coefficients once. "" for rows without a collective.
+    # Label of each row's collective group ("" for none): equal labels, equal group size and
+    # stride in one configuration's tables ("tp|1.0"), so collectives.py costs them once.
     comm_groups: tuple = static(())
 
 
@@ -134,12 +132,8 @@ class _Rows:
         self.add(name, group, count, comm=(kind, n, nbytes, stride))
 
     def table(self, dtype) -> OpTable:
-        # One column at a time: a constant array where every cell is a Python
-        # number, else a stack of the cells. A stack is a concatenation that
-        # XLA fuses into its consumers; the former scatter of traced cells
-        # into a constant grid was the costliest part of a sweep over
-        # (model, parallel, workload) points (a batched scatter runs as a
-        # serial loop on XLA:CPU; experiments/bench_sweep.py --study).
+        # Per column a constant, or a stack of its cells (a concatenation XLA fuses into its users;
+        # a scatter into a constant grid runs as a serial loop on XLA:CPU when batched).
         cols = {}
         for key in NUMERIC:
             cells = [r[key] for r in self.rows]
@@ -153,17 +147,10 @@ class _Rows:
         return OpTable(**cols)
 
     def _group(self, j, r) -> str:
-        """Row j's collective group label: its group size and stride named
-        by the context quantities they are (`_Ctx.labels`) or their value;
-        a row-unique label when either is some other traced value."""
-        if not r["comm_kinds"]:
-            return ""
-
-        def name(v):
-            if isinstance(v, (int, float, np.number)):
-                return repr(float(v))
-            return self.labels.get(id(v), f"row{j}")
-        return f"{name(r['comm_n'])}|{name(r['comm_s'])}"
+        """Row j's collective group label: size|stride by name (`_Ctx.labels`) or value, else row-unique."""
+        name = lambda v: repr(float(v)) if isinstance(v, (int, float, np.number)) else self.labels.get(  # noqa: E731
+            id(v), f"row{j}")
+        return f"{name(r['comm_n'])}|{name(r['comm_s'])}" if r["comm_kinds"] else ""
 
 
 @dataclasses.dataclass
@@ -192,14 +179,10 @@ class _Ctx:
     send_span: jax.Array = None  # rank span of a stage-to-stage send (2 x stage chips)
 
     def labels(self) -> dict:
-        """id -> name of the quantities collective rows use as group size or
-        stride (the same names in every table of one configuration)."""
-        named = {"tp": self.tp, "tp_attn": self.tp_attn, "ep": self.ep, "sp": self.sp,
-                 "tp*sp": self.ep_stride, "send": self.send_span}
-        out = {}
-        for k, v in named.items():
-            out.setdefault(id(v), k)  # tp_attn is tp itself unless heads split over tp·ep
-        return out
+        """id -> name of the group sizes and strides of collective rows (tp_attn may be tp itself)."""
+        named = (("send", self.send_span), ("tp*sp", self.ep_stride), ("sp", self.sp), ("ep", self.ep),
+                 ("tp_attn", self.tp_attn), ("tp", self.tp))
+        return {id(v): k for k, v in named}
 
     def ceil(self, x):
         """ceil, or its straight-through twin in smooth mode (exact forward)."""

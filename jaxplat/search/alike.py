@@ -11,7 +11,7 @@ shown as "any" (every value), a subset, or the value itself. Reports then
 collapse the configurations a representative covers into one row.
 
 Runs on the host after a sweep: one jitted, vmapped evaluation of the
-engine's own configuration function (`Engine._point`, the one cost model)
+engine's own configuration function (`Engine.point_any_kind`, the one cost model)
 over the neighbours, in fixed-size chunks (one compile).
 """
 
@@ -41,8 +41,9 @@ def _evaluator(engine: Engine):
     n_out = len(st.outer)
 
     def one(values):
-        r = engine._point([values[i] for i in range(n_out)], [values[i] for i in range(n_out, len(st.axes))])
-        return r["vals"], r["ok"], r["feasible"]
+        r = engine.point_any_kind([values[i] for i in range(n_out)], [values[i] for i in range(n_out, len(st.axes))],
+                                  names=engine.metrics)
+        return r["keys"], r["ok"], r["feasible"]
     return jax.jit(jax.vmap(one))
 
 

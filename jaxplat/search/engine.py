@@ -109,8 +109,13 @@ class Engine(Merging):
         FAST_COMPILE_UP_TO configurations.
     """
 
-    def __init__(self, study: Study, mesh=None, block=None, blocks_per_step=None, fast_compile=None):
+    def __init__(self, study: Study, mesh=None, block=None, blocks_per_step=None, fast_compile=None,
+                 regrid=True):
         self.study = study
+        # The engine's own layout of the same flat index (`layout`): a study
+        # without hardware axes has its trailing parallel and workload axes
+        # mapped as a grid (grid_map) instead of point by point.
+        self.st = layout(study) if regrid else study
         self.mesh = mesh or jax.make_mesh((jax.device_count(),), ("d",),
                                           axis_types=(jax.sharding.AxisType.Explicit,))
         self.n_dev = self.mesh.shape["d"]
@@ -132,9 +137,9 @@ class Engine(Merging):
         block = block or study.block or self.device.block
         chunk = self.device.eval_chunk
         chunk = min(chunk, block, study.n_outer // (len(study.models) if len(kinds) > 1 else 1)) \
-            if chunk and not study.inner else 1
+            if chunk and not self.st.inner else 1
         block -= block % chunk  # whole chunks of outer points (_outer_points)
-        self.grid = Grid.of(study, block, self.device.max_block, multiple=chunk,
+        self.grid = Grid.of(self.st, block, self.device.max_block, multiple=chunk,
                             segments=len(study.models) if len(kinds) > 1 else 1)
         self.eval_chunk = min(chunk, self.grid.co) if chunk > 1 else self.grid.co
         # No more blocks per step than the study has for each device (a
@@ -167,13 +172,15 @@ class Engine(Merging):
 
     def _configure(self, ov, iv, kind=0):
         """(model, hardware, parallel, workload, chips or None) of one
-        configuration from its axis values (traced scalars), its model one of
+        configuration from its axis values (traced scalars: `ov` then `iv`
+        follow the study's axes in order, split anywhere), its model one of
         kind `kind` (static index into `kinds`)."""
-        st = self.study
+        st = self.st
         models = self._kind_models[kind]
         model, wl, par, hw = models[0], st.workloads[0], Parallel(), st.hardware
         chips_eq = None
-        for axis, v in zip(st.outer, ov):
+        edits = []  # hardware axes edit the chosen chip: applied after the choice
+        for axis, v in zip(st.axes, list(ov) + list(iv)):
             kind = axis.kind
             if axis.name == "model":
                 model = pick(models, v)
@@ -185,25 +192,27 @@ class Engine(Merging):
                 chips_eq = v
             elif kind.group == "parallel":
                 par = kind.setter(par, v)
+            elif kind.group == "hardware":
+                edits.append((kind.setter, v))
             else:
                 wl = kind.setter(wl, v)
-        for axis, v in zip(st.inner, iv):
-            hw = axis.kind.setter(hw, v)
+        for setter, v in edits:
+            hw = setter(hw, v)
         if st.pricing == "technology":  # a hypothetical chip costs what its numbers cost to make
             hw = priced_chip(hw, st.technology)
         return model, hw, par, wl, chips_eq
 
-    def _point(self, ov, iv, kind=0):
+    def _point(self, ov, iv, kind=0, names=None):
         """Flags, score and Pareto keys of one configuration from its axis
         values (traced scalars), its model of kind `kind`. Only the metrics
-        the study ranks by are computed (`key_names`; XLA drops the rest of
-        `evaluate`, e.g. energy when neither the objective nor the front
-        needs it): the reported values of the top-k and front points come
-        from `values` at the end."""
-        st = self.study
+        the study ranks by are computed (`key_names`, or `names`; XLA drops
+        the rest of `evaluate`, e.g. energy when neither the objective nor
+        the front needs it): the reported values of the top-k and front
+        points come from `values` at the end."""
+        st = self.st
         model, hw, par, wl, chips_eq = self._configure(ov, iv, kind)
         m = evaluate(model, hw, par, wl, st.options)
-        keys = _metric_values(self.key_names, m)
+        keys = _metric_values(names or self.key_names, m)
         obj = keys[0]
         feasible = m.feasible & jnp.all(jnp.isfinite(keys))
         ttft_slo = _slo_value(st.ttft, wl.ttft_slo)
@@ -220,23 +229,32 @@ class Engine(Merging):
         score = obj if st.maximize else -obj
         return dict(keys=keys, score=score, obj=obj, feasible=feasible, ok=ok, **fails)
 
+    def point_any_kind(self, ov, iv, names=None):
+        """`_point` of a configuration whose model may be of any kind (chosen
+        by its model value under lax.switch; the model axis leads `ov`)."""
+        if len(self.kinds) == 1:
+            return self._point(ov, iv, 0, names)
+        which = jnp.asarray(self._model_kind, jnp.int32)[jnp.asarray(ov[0]).astype(jnp.int32)]
+        return lax.switch(which, [functools.partial(self._point, kind=j, names=names)
+                                  for j in range(len(self.kinds))], ov, iv)
+
     def _values_point(self, o, i):
         """[metrics] every reported metric of the configuration at outer
         index `o` and inner index `i` (int32 scalars)."""
         _, ov = self._outer_values(o)
         iv = [jnp.asarray(a.values, jnp.float32)[d]
-              for a, d in zip(self.study.inner, digits(i, [len(a) for a in self.study.inner]))]
+              for a, d in zip(self.st.inner, digits(i, [len(a) for a in self.st.inner]))]
 
         def kind_values(kind):
             model, hw, par, wl, _ = self._configure(ov, iv, kind)
-            return _metric_values(self.metrics, evaluate(model, hw, par, wl, self.study.options))
+            return _metric_values(self.metrics, evaluate(model, hw, par, wl, self.st.options))
         if len(self.kinds) == 1:
             return kind_values(0)
         return lax.switch(self._kind_of(o), [functools.partial(kind_values, j) for j in range(len(self.kinds))])
 
     def _kind_of(self, o):
         """Kind index (into `kinds`) of the model at outer index `o`."""
-        seg = o // (self.study.n_outer // len(self.study.models))  # the model axis is the first outer axis
+        seg = o // (self.st.n_outer // len(self.st.models))  # the model axis is the first outer axis
         return jnp.asarray(self._model_kind, jnp.int32)[seg]
 
     def values(self, flat) -> np.ndarray:
@@ -268,14 +286,14 @@ class Engine(Merging):
 
     def _outer_values(self, o, xp=jnp):
         """Outer indices [n] -> (digits, values): one [n] array per outer axis each."""
-        od = digits(o, [len(a) for a in self.study.outer])
-        return od, [xp.asarray(a.values, xp.float32)[d] for a, d in zip(self.study.outer, od)]
+        od = digits(o, [len(a) for a in self.st.outer])
+        return od, [xp.asarray(a.values, xp.float32)[d] for a, d in zip(self.st.outer, od)]
 
     def _block(self, k, tables=()):
         """Evaluate block `k` (int32 scalar) -> (results [Co, Ci] (keys [Co, key metrics, Ci]), o [Co],
         i [Ci], valid [Co, Ci], outer digits [Co] per outer axis, lead digits [cl] per lead axis).
         `tables`: the hoisted outer part's residuals, [n_outer, ...] each (`compile`)."""
-        gr, st = self.grid, self.study
+        gr, st = self.grid, self.st
         seg, o0, j = gr.locate(k)
         o = o0 + jnp.arange(gr.co, dtype=jnp.int32)
         i = j * gr.ci + jnp.arange(gr.ci, dtype=jnp.int32)
@@ -296,7 +314,7 @@ class Engine(Merging):
         """`_point` over a block: outer values `ov` ([Co] each) at outer
         indices `oc`, row-group position `j`, models of kind `kind` ->
         leaves [Co, Ci] (keys [Co, key metrics, Ci])."""
-        gr, st = self.grid, self.study
+        gr, st = self.grid, self.st
         point = functools.partial(self._point, kind=kind)
         if self._hoisted is not None:  # the outer part was evaluated once per outer point
             ov, point = [t[oc] for t in tables], self._hoisted[1]
@@ -380,7 +398,7 @@ class Engine(Merging):
         # Histogram of the objective over configurations that meet everything:
         # log-spaced bins, with under- and overflow bins at the ends.
         n = gr.co * gr.ci
-        lo, hi = (math.log10(x) for x in self.study.histogram_range)
+        lo, hi = (math.log10(x) for x in self.st.histogram_range)
         lg = jnp.log10(jnp.maximum(jnp.abs(res["obj"]), 1e-30))
         b = jnp.clip(jnp.floor((lg - lo) / (hi - lo) * self.bins) + 1, 0, self.bins + 1).astype(jnp.int32)
         hist = jax.ops.segment_sum(ok.astype(jnp.int32).reshape(n), b.reshape(n), self.bins + 2)
@@ -401,7 +419,7 @@ class Engine(Merging):
         lead axes then segmented over the block's few lead points. The three
         quantities are reduced together (`variadic_reduce`: each kernel costs
         compile time)."""
-        gr, st = self.grid, self.study
+        gr, st = self.grid, self.st
         ng = st.n_groups
         gd = od[st.group_by] if st.group_by >= 0 else jnp.zeros((gr.co,), jnp.int32)
         ops = ("sum", "sum", "max")
@@ -484,9 +502,9 @@ class Engine(Merging):
         t = time.perf_counter()
         platform = self.mesh.devices.flat[0].platform
         n_outer = self.grid.n_outer
-        one = [jnp.float32(0)] * len(self.study.outer), [jnp.float32(0)] * len(self.study.inner)
+        one = [jnp.float32(0)] * len(self.st.outer), [jnp.float32(0)] * len(self.st.inner)
         self._hoisted, self._tables, specs = None, (), ()
-        if self.study.inner and n_outer <= HOIST_POINTS and len(self.kinds) == 1:
+        if self.st.inner and n_outer <= HOIST_POINTS and len(self.kinds) == 1:
             pre, post = split_shared(self._point, *one)
             outer = jax.jit(pre).lower(one[0])  # traces pre: fixes the residuals' packing
             shapes = outer.out_info
@@ -504,6 +522,28 @@ class Engine(Merging):
             self._compiled = step.result()
             self._values = values.result() if values is not None else self._values
         return time.perf_counter() - t
+
+
+def layout(study: Study) -> Study:
+    """The engine's layout of a study without hardware axes: its trailing
+    parallel and workload axes (after the model, use-case and chip choices
+    and the group-by axis) become the block's grid, the way hardware axes
+    are (grid_map: each intermediate computed only over the axes it
+    depends on: a collective's coefficients once per tp, not once per
+    batch). The flat index (row-major over the axes, in order) is the same,
+    so results do not depend on the layout. Other studies are unchanged."""
+    if study.inner:
+        return study
+    movable = 0
+    for pos in range(len(study.outer) - 1, study.group_by, -1):
+        axis = study.outer[pos]
+        if axis.kind.setter is None or axis.kind.group not in ("parallel", "workload"):
+            break
+        movable += 1
+    if movable == 0:
+        return study
+    cut = len(study.outer) - movable
+    return dataclasses.replace(study, outer=study.outer[:cut], inner=study.outer[cut:])
 
 
 def _kind_name(model) -> str:
