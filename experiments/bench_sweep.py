@@ -141,7 +141,8 @@ def main():
         return search.Engine(study, block=args.block, blocks_per_step=args.blocks_per_step, fast_compile=fast)
     engine = make_engine()
     g = engine.grid
-    print(f"study {study.name}: {study.size:,} configurations ({g.n_outer:,} outer x {g.n_inner:,} hardware); "
+    side = "hardware" if study.inner else "grid: " + ", ".join(a.name for a in engine.st.inner)
+    print(f"study {study.name}: {study.size:,} configurations ({g.n_outer:,} outer x {g.n_inner:,} {side}); "
           f"blocks of {g.co} x {g.ci}, {engine.blocks_per_step} per device per step, {engine.n_dev} device(s) "
           f"({jax.devices()[0].platform}: {jax.devices()[0].device_kind}); jax {jax.__version__}")
     cpu0 = time.process_time()

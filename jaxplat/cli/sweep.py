@@ -104,7 +104,8 @@ def run(args) -> int:
                            fast_compile=True if args.fast_compile else None)
     if lead:
         g = engine.grid
-        print(f"study {study.name}: {study.size:,} configurations ({g.n_outer:,} outer x {g.n_inner:,} hardware), "
+        side = "hardware" if study.inner else "grid: " + ", ".join(a.name for a in engine.st.inner)
+        print(f"study {study.name}: {study.size:,} configurations ({g.n_outer:,} outer x {g.n_inner:,} {side}), "
               f"{g.n_blocks:,} blocks of {g.co} x {g.ci} on {engine.n_dev} device(s) in "
               f"{jax.process_count()} process(es)", file=sys.stderr)
     compile_s = engine.compile()
