@@ -32,6 +32,14 @@ ACCEL_MIN_BLOCK, ACCEL_MAX_BLOCK = 2**20, 2**22
 # 16384): 32 -> 4.8, 64 -> 3.5, 128 -> 2.8, 256 -> 3.2, 512 -> 4.5 us of CPU
 # per configuration.
 CPU_EVAL_CHUNK = 128
+# A regridded study (search.engine.layout) on the CPU: its trailing grid axes
+# share one last dim of at most this many points (gridmap.block_grid's
+# merge), so that XLA:CPU's loops vectorize over a long minor dim; the
+# catalog's last axis is sp (2 values). Measured on catalog-parallelism.yaml
+# (2-core CPU, 8448-point grids, CPU time of evaluate per configuration):
+# no merge 4.2 us, merged to 66 points 1.3 us, to 264 points 1.2 us, to
+# 1056 points 4.5 us; results bit-identical.
+CPU_GRID_MINOR = 512
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +51,9 @@ class DeviceProfile:
         block may hold (None: no limit but memory). block: the default
         configurations per block. blocks_per_step: the default blocks each
         device runs per step. eval_chunk: outer points evaluated at once in
-        a study without hardware axes (None: the whole block).
+        a study without hardware axes (None: the whole block). grid_minor:
+        points of the merged last dim of a regridded study's grid (None: no
+        merge).
     """
 
     platform: str
@@ -51,13 +61,14 @@ class DeviceProfile:
     block: int
     blocks_per_step: int
     eval_chunk: int | None
+    grid_minor: int | None = None
 
 
 def device_profile(device=None) -> DeviceProfile:
     """The `DeviceProfile` of `device` (default: the first device)."""
     device = device or jax.devices()[0]
     if device.platform == "cpu":
-        return DeviceProfile("cpu", CPU_MAX_BLOCK, CPU_MAX_BLOCK, 4, CPU_EVAL_CHUNK)
+        return DeviceProfile("cpu", CPU_MAX_BLOCK, CPU_MAX_BLOCK, 4, CPU_EVAL_CHUNK, CPU_GRID_MINOR)
     return DeviceProfile(device.platform, None, accelerator_block(device_memory(device)), 2, None)
 
 

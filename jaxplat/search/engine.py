@@ -142,6 +142,9 @@ class Engine(Merging):
         self.grid = Grid.of(self.st, block, self.device.max_block, multiple=chunk,
                             segments=len(study.models) if len(kinds) > 1 else 1)
         self.eval_chunk = min(chunk, self.grid.co) if chunk > 1 else self.grid.co
+        # Trailing whole grid axes that share the block grid's last dim (gridmap.block_grid).
+        self.merge = _merge_count([len(a) for a in self.st.inner[self.grid.split:]], self.device.grid_minor) \
+            if self.st is not study else 1
         # No more blocks per step than the study has for each device (a
         # step's padding blocks are evaluated too).
         bps = blocks_per_step or study.blocks_per_step or self.device.blocks_per_step
@@ -322,10 +325,10 @@ class Engine(Merging):
         # axis per whole trailing hardware axis; each value varies only along
         # its own axis, so grid_map keeps every intermediate on the axes it
         # depends on, with the points last (contiguous) in every array.
-        nd = 1 + len(st.inner) - gr.split
+        nd = 1 + len(st.inner) - gr.split - (self.merge - 1)
         lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), gr.n_inner // gr.p - 1)
         iv = block_grid([np.asarray(a.values, np.float32) for a in st.inner],
-                        digits(lead, [len(a) for a in st.inner[:gr.split]]))
+                        digits(lead, [len(a) for a in st.inner[:gr.split]]), self.merge)
         inner = grid_map(point, in_axes=(None, -1), ndim=nd)
 
         def row(ov):
@@ -544,6 +547,16 @@ def layout(study: Study) -> Study:
         return study
     cut = len(study.outer) - movable
     return dataclasses.replace(study, outer=study.outer[:cut], inner=study.outer[cut:])
+
+
+def _merge_count(sizes, most) -> int:
+    """How many of the last grid axes (`sizes`) share one dim of at most
+    `most` points (at least 1; 1 when `most` is None)."""
+    m, points = 1, sizes[-1] if sizes else 1
+    while most is not None and m < len(sizes) and points * sizes[-1 - m] <= most:
+        points *= sizes[-1 - m]
+        m += 1
+    return m
 
 
 def _kind_name(model) -> str:

@@ -109,17 +109,27 @@ def digits(idx, sizes):
     return out[::-1]
 
 
-def block_grid(tables, lead_digits):
+def block_grid(tables, lead_digits, merge=1):
     """Axis values of one block for `grid_map`: `tables` are the grid's axes
     (1-D arrays); `lead_digits` [cl] int32 index one per leading axis (the
     first len(lead_digits) tables; `digits` of the flattened lead index).
-    Returns one array per axis with 1 + len(tables) - len(lead_digits) dims:
-    leading axes vary along the first, each whole axis along its own."""
+    Returns one array per axis with 1 + len(tables) - len(lead_digits) -
+    (merge - 1) dims: leading axes vary along the first, each whole axis
+    along its own, except the last `merge` whole axes, which share the last
+    dim (row-major over their points: one long minor dim for XLA:CPU to
+    vectorize, where a short last axis, e.g. 2 values, would not be)."""
     split = len(lead_digits)
-    nd = 1 + len(tables) - split
+    merge = max(1, min(merge, len(tables) - split))
+    nd = 1 + len(tables) - split - (merge - 1)
     out = [jnp.asarray(t)[d].reshape((d.shape[0],) + (1,) * (nd - 1)) for t, d in zip(tables, lead_digits)]
+    whole = tables[split:len(tables) - merge] if merge else tables[split:]
     out += [jnp.asarray(t).reshape(tuple(len(t) if d == k else 1 for d in range(nd)))
-            for k, t in enumerate(tables[split:], start=1)]
+            for k, t in enumerate(whole, start=1)]
+    if len(tables) > split:
+        last = tables[len(tables) - merge:]
+        flat = jnp.arange(math.prod(len(t) for t in last), dtype=jnp.int32)
+        out += [jnp.asarray(t)[d].reshape((1,) * (nd - 1) + (-1,))
+                for t, d in zip(last, digits(flat, [len(t) for t in last]))]
     return out
 
 
