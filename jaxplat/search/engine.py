@@ -107,6 +107,8 @@ class Engine(Merging):
       fast_compile: override the study's engine.fast_compile (see `compile`);
         when neither says, on for a study without hardware axes and at most
         FAST_COMPILE_UP_TO configurations.
+      regrid: map the trailing parallel and workload axes of a study without
+        hardware axes as the block's grid (`layout`; False: point by point).
     """
 
     def __init__(self, study: Study, mesh=None, block=None, blocks_per_step=None, fast_compile=None,
