@@ -509,7 +509,11 @@ class Engine(Merging):
         n_outer = self.grid.n_outer
         one = [jnp.float32(0)] * len(self.st.outer), [jnp.float32(0)] * len(self.st.inner)
         self._hoisted, self._tables, specs = None, (), ()
-        if self.st.inner and n_outer <= HOIST_POINTS and len(self.kinds) == 1:
+        # Not for a regridded study (`layout`): its outer part is the model,
+        # use case and chip choices, and gathering residuals for them cost
+        # more than it saved (catalog-parallelism: 1.02e6 against 9.1e5
+        # configurations per CPU-second pair, experiments/bench_sweep.py).
+        if self.st.inner and self.st is self.study and n_outer <= HOIST_POINTS and len(self.kinds) == 1:
             pre, post = split_shared(self._point, *one)
             outer = jax.jit(pre).lower(one[0])  # traces pre: fixes the residuals' packing
             shapes = outer.out_info
