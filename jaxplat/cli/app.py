@@ -11,13 +11,15 @@ from jaxplat.specs import SpecError
 COMMANDS = ("estimate", "sweep", "codesign", "requirements", "report", "calibrate")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or of `only` (one name of COMMANDS:
+    a call imports just that command's modules)."""
     from jaxplat import __version__
 
     parser = argparse.ArgumentParser(prog="jaxplat", description="Cost model of LLM inference on any chip and cluster.")
     parser.add_argument("--version", action="version", version=f"jaxplat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in COMMANDS:
+    for name in (only,) if only in COMMANDS else COMMANDS:
         try:
             module = importlib.import_module(f"jaxplat.cli.{name}")
         except ModuleNotFoundError as e:
@@ -29,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:
         return args.func(args) or 0
     except (SpecError, ValueError) as e:

@@ -1,11 +1,26 @@
-"""`jaxplat estimate`: one configuration, its summary and per-operator table."""
+"""`jaxplat estimate`: one configuration, its summary and per-operator table.
+
+Everything it prints (metrics, divisibility checks, both per-operator tables,
+the collectives per network level, the serving model's numbers) comes from
+one compiled call, `estimate_arrays`, kept on disk by `cli.compiled`: a
+second call of the same shape neither traces nor compiles.
+"""
 
 import sys
 
 import jax
 
-from jaxplat.cli import serving_args
-from jaxplat.cost import attention_split, breakdown, comm_breakdown, divisibility, evaluate, microbatching
+from jaxplat.cli import compiled, serving_args
+from jaxplat.cost import (
+    attention_split,
+    breakdown_rows,
+    comm_arrays,
+    comm_rows,
+    divisibility,
+    evaluate,
+    microbatching,
+    operator_arrays,
+)
 from jaxplat.model import (
     PROFILES,
     Options,
@@ -65,6 +80,9 @@ def register(sub):
                         f"{EXIT_INFEASIBLE} with the reasons")
     p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE` "
                                          "(default: the shipped specs/calibration/default.yaml)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="compile in memory only (default: keep the compiled estimate in $JAXPLAT_CACHE_DIR, else "
+                        "~/.cache/jaxplat/xla, so that the next call of the same shape skips tracing and compiling)")
     serving_args.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -90,11 +108,13 @@ def _overrides(wl, args):
     return replace(wl, **changes) if changes else wl
 
 
-def infeasible_reasons(model, par, metrics, opts) -> list[str]:
+def infeasible_reasons(model, par, metrics, opts, checks=None, split=None) -> list[str]:
     """Why `feasible` is False, one phrase per failed check of the cost
-    model itself (`cost.divisibility`, chips, memory)."""
-    checks = jax.device_get(jax.jit(divisibility, static_argnums=2)(model, par, opts))
-    split = float(attention_split(par, opts))
+    model itself (`cost.divisibility`, chips, memory; `checks` and the
+    attention `split` when `estimate_arrays` has computed them)."""
+    if checks is None:
+        checks = jax.device_get(jax.jit(divisibility, static_argnums=2)(model, par, opts))
+    split = float(attention_split(par, opts) if split is None else split)
     split_name = f"tp·ep={split:g}" if opts.conv.heads_over_ep else f"tp={split:g}"
     heads, kv, experts = float(model.heads), float(model.kv_heads), float(model.experts)
     say = {"whole": "parallel degrees must be whole numbers >= 1",
@@ -117,9 +137,10 @@ def infeasible_reasons(model, par, metrics, opts) -> list[str]:
     return reasons
 
 
-def clipped_flags(args, par, wl, opts) -> list[str]:
-    """One line per flag the cost model does not use as given."""
-    nmb, ub = (float(x) for x in jax.device_get(microbatching(par, wl, opts)))
+def clipped_flags(args, par, wl, opts, batching=None) -> list[str]:
+    """One line per flag the cost model does not use as given (`batching`:
+    `microbatching`'s answer when already computed)."""
+    nmb, ub = (float(x) for x in jax.device_get(microbatching(par, wl, opts) if batching is None else batching))
     if opts.conv.microbatching == "batch_over_pp":
         if args.microbatches != 1:
             return [f"--microbatches {args.microbatches} is ignored by the {opts.profile} profile (GenZ: batch // pp "
@@ -153,6 +174,23 @@ def decode_title(opts) -> str:
     return "Decode (mean step over the output: the KV cache grows from prompt + 1 to prompt + output - 1 tokens)"
 
 
+def estimate_arrays(model, hardware, parallel, workload, serving_inputs, options, serving_plan) -> dict:
+    """Every number `jaxplat estimate` prints, as arrays of one trace (pure;
+    `options` and `serving_plan` static): {"metrics": Metrics, "checks":
+    divisibility, "split": attention split, "batching": microbatching,
+    "operators": {phase: (table, columns)} (cost.operator_arrays), "comm":
+    cost.comm_arrays, "serving": serving_args.serving_arrays (with a plan)}."""
+    ops = operator_arrays(model, hardware, parallel, workload, options)
+    out = {"metrics": evaluate(model, hardware, parallel, workload, options),
+           "checks": divisibility(model, parallel, options), "split": attention_split(parallel, options),
+           "batching": microbatching(parallel, workload, options), "operators": ops,
+           "comm": comm_arrays({phase: t for phase, (t, _) in ops.items()}, hardware, options)}
+    if serving_plan is not None:
+        out["serving"] = serving_args.serving_arrays(model, hardware, parallel, serving_inputs, options,
+                                                     serving_plan)
+    return out
+
+
 def run(args) -> int:
     model = load_model(args.model)
     hw = load_hardware(args.hardware, load_calibration(args.calibration) if args.calibration else None)
@@ -160,14 +198,30 @@ def run(args) -> int:
     par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp, microbatches=args.microbatches,
                    overlap=args.overlap, imbalance=args.imbalance, moe_ep=args.moe_ep)
     opts = Options(profile=args.profile)
-    metrics = jax.device_get(evaluate(model, hw, par, wl, opts))
-    warnings = clipped_flags(args, par, wl, opts)
-    reasons = infeasible_reasons(model, par, metrics, opts) if not bool(metrics.feasible) else []
+    # A bad serving flag is reported after the infeasibility check, as the
+    # serving model only runs on a feasible configuration (or --allow-infeasible).
+    serving_warnings, serving_error = [], None
+    try:
+        splan, sinputs = serving_args.plan(args, model, par, wl, serving_warnings)
+    except SpecError as e:
+        splan, sinputs, serving_error = None, None, e
+    res = compiled.run("estimate", estimate_arrays, (model, hw, par, wl, sinputs), (opts, splan),
+                       None if args.no_cache else compiled.cache_dir())
+    metrics = res["metrics"]
+    warnings = clipped_flags(args, par, wl, opts, res["batching"])
+    reasons = (infeasible_reasons(model, par, metrics, opts, res["checks"], res["split"])
+               if not bool(metrics.feasible) else [])
     if not bool(metrics.feasible) and not reasons:
         reasons = ["a metric is not finite"]
     blocked = bool(reasons) and not args.allow_infeasible
     slo = slo_check(wl, metrics)
-    served = {} if blocked else serving_args.serving_json(args, model, hw, par, wl, warnings)
+    served = {}
+    if not blocked:
+        if serving_error is not None:
+            raise serving_error
+        warnings += serving_warnings
+        if splan is not None:
+            served = serving_args.serving_result(args, splan, res["serving"], sinputs, par, warnings)
     for w in warnings:
         print(f"jaxplat: warning: {w}", file=sys.stderr)
     if blocked:
@@ -186,14 +240,15 @@ def run(args) -> int:
         return EXIT_INFEASIBLE if blocked else 0
     if blocked:
         return EXIT_INFEASIBLE
-    _print_text(args, model, hw, par, wl, opts, metrics, slo, reasons, served)
+    _print_text(args, hw, wl, opts, res, slo, reasons, served)
     return 0
 
 
-def _print_text(args, model, hw, par, wl, opts, m, slo, reasons, served):
+def _print_text(args, hw, wl, opts, res, slo, reasons, served):
+    m = res["metrics"]
     print(f"{args.model} on {args.hardware} x{float(m.chips):g} "
           f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} sp={args.sp} moe-ep={args.moe_ep}, "
-          f"{float(microbatching(par, wl, opts)[0]):g} micro-batch(es)), workload {args.workload}: "
+          f"{float(res['batching'][0]):g} micro-batch(es)), workload {args.workload}: "
           f"batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, output {float(wl.output):g}, "
           f"beams {float(wl.beams):g}, profile {args.profile}\n")
     offchip, sram = sum(float(x) for x in hw.mem_size), float(hw.sram_size)
@@ -230,7 +285,8 @@ def _print_text(args, model, hw, par, wl, opts, m, slo, reasons, served):
         print("\nServing (continuous batching; --rate 0 is offline max load)")
         print(serving_args.serving_table(served))
     print()
-    print(format_comm_breakdown(comm_breakdown(model, hw, par, wl, opts), network_level_names(args.hardware)))
+    tables = {phase: t for phase, (t, _) in res["operators"].items()}
+    print(format_comm_breakdown(comm_rows(tables, res["comm"], opts), network_level_names(args.hardware)))
     for phase, title in (("prefill", "Prefill (one pass over the prompt)"), ("decode", decode_title(opts))):
         print()
-        print(operator_table(breakdown(model, hw, par, wl, phase, opts), title))
+        print(operator_table(breakdown_rows(*res["operators"][phase]), title))

@@ -2,12 +2,19 @@
 --chunk, --max-num-tokens, --kv-block, --disagg, --draft) and the JSON
 fields they add.
 
-estimate.py calls `add_arguments(parser)` when it builds its parser and, after
-`evaluate`, merges `serving_json(args, model, hw, par, wl)` into its output.
+estimate.py calls `add_arguments(parser)` when it builds its parser. A call
+has three parts, so that the serving model runs in the compiled call that
+evaluates (cli.compiled): `plan` reads and checks the flags on the host (what
+to compute, static, and the numbers it needs, traced), `serving_arrays`
+computes (traceable), `serving_result` makes the JSON fields. `serving_json`
+runs the three.
 """
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxplat import serving
 from jaxplat.model import Options, Parallel, load_model, replace
@@ -104,8 +111,15 @@ def _human(key: str, value) -> str:
 def goodput_note(model, hw, par, wl, srv, opts, mb) -> str:
     """Why the goodput is 0: which SLO the p90 latency misses even at a
     negligible load (1e-4 requests/s, goodput's lowest rate)."""
-    sm = jax.device_get(serving.queueing_jit(model, hw, par, wl, serving.serving(
-        rate=1e-4, max_batch=srv.max_batch, chunk=srv.chunk, mem_fraction=srv.mem_fraction), opts, mb))
+    return _note_text(jax.device_get(serving.queueing_jit(model, hw, par, wl, _unloaded(srv), opts, mb)), wl)
+
+
+def _unloaded(srv):
+    """`srv` at goodput's lowest rate, 1e-4 requests/s (goodput_note)."""
+    return serving.serving(rate=1e-4, max_batch=srv.max_batch, chunk=srv.chunk, mem_fraction=srv.mem_fraction)
+
+
+def _note_text(sm, wl) -> str:
     if not bool(sm.stable):
         return "even 1e-4 requests/s is more than this deployment keeps up with"
     missed = [f"p90 {name} {units.fmt_time(float(v))} > SLO {units.fmt_time(float(t))}"
@@ -115,23 +129,28 @@ def goodput_note(model, hw, par, wl, srv, opts, mb) -> str:
             "no rate in [1e-4, 1e4] requests/s meets the SLOs")
 
 
-def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
-    """JSON fields of the serving flags (empty when none is given).
+class Plan(NamedTuple):
+    """What the serving flags ask to compute (static: part of the compiled
+    program's key). rate: an arrival rate > 0 (queueing); goodput: with
+    rate, without disagg; draft: "" (none), "ngram", "mtp" or "model"."""
 
-    Returns max_batch; with --concurrency the closed loop's ttft_s, tpot_s,
-    throughput_tok_s, request_rate_req_s (they replace the static batch's);
-    for --rate > 0 ttft_p50_s, ttft_p99_s,
-    tpot_p50_s, tpot_p99_s, goodput_req_s (queueing approximation: the
-    highest arrival rate per replica at which 90% of requests meet both the
-    TTFT and the TPOT SLO; goodput_note says why when it is 0), for --rate 0
-    throughput_tok_s at max batch; spec_tpot_s / spec_speedup with --draft;
-    disaggregated pools with --disagg. Flags the model does not use as given
-    add a line to `warnings` (a list).
-    """
+    concurrency: bool
+    rate: bool
+    disagg: bool
+    goodput: bool
+    draft: str
+
+
+def plan(args, model, par: Parallel, wl, warnings=None):
+    """(Plan, inputs) of the serving flags, or (None, None) when none is
+    given. inputs: the traced numbers `serving_arrays` reads (a dict of
+    pytrees: the serving workload (one beam), `Serving`, clients, pools,
+    draft). Raises SpecError for a bad flag; flags the model does not use as
+    given add a line to `warnings` (a list)."""
     warnings = [] if warnings is None else warnings
     if args.rate is None and args.concurrency is None and not (args.max_batch or args.chunk or args.disagg
                                                                 or args.draft):
-        return {}
+        return None, None
     if args.rate is not None and args.rate < 0:
         raise SpecError(f"--rate must be >= 0, got {args.rate}")
     if args.concurrency is not None and (args.concurrency < 1 or args.rate is not None):
@@ -149,50 +168,109 @@ def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
     if float(wl.beams) != 1.0:
         warnings.append(f"serving models one sequence per request: the workload's {float(wl.beams):g} beams "
                         "are not used under --rate/--max-batch/--chunk/--disagg/--draft")
-    wl = replace(wl, beams=1.0)
     rate = float(args.rate or 0.0)
-    srv = serving.serving(rate=rate, max_batch=args.max_batch, chunk=args.chunk, mem_fraction=args.mem_fraction,
-                          max_num_tokens=args.max_num_tokens, kv_block=args.kv_block)
+    f32 = np.float32
+    inputs = {"wl": replace(wl, beams=1.0),
+              "srv": serving.serving(rate=rate, max_batch=args.max_batch, chunk=args.chunk,
+                                     mem_fraction=args.mem_fraction, max_num_tokens=args.max_num_tokens,
+                                     kv_block=args.kv_block)}
+    concurrency = args.concurrency is not None
+    if concurrency:
+        inputs["clients"] = f32(args.concurrency)
+    disagg = bool(args.disagg) and not concurrency
+    if disagg:
+        inputs["pools"] = np.asarray(_disagg(args.disagg, int(par.tp)), np.float32)  # NP, ND, TP_P, TP_D
+    draft = ""
+    if args.draft and not concurrency:
+        draft = args.draft if args.draft in ("ngram", "mtp") else "model"
+        if draft == "model":
+            inputs["draft_model"] = load_model(args.draft)
+        else:  # mtp: one decoder layer per head (DeepSeek-V3 MTP); ngram: free drafts
+            inputs["draft_fraction"] = f32(1.0 / float(model.layers) if draft == "mtp" else 0.0)
+        inputs["draft_k"], inputs["acceptance"] = f32(args.draft_k), f32(args.acceptance)
+    return Plan(concurrency=concurrency, rate=rate > 0 and not concurrency, disagg=disagg,
+                goodput=rate > 0 and not concurrency and not disagg, draft=draft), inputs
+
+
+def serving_arrays(model, hw, par: Parallel, inputs: dict, opts: Options, plan: Plan) -> dict:
+    """Every number the serving fields report (traceable; `plan`, `opts` static)."""
+    wl, srv = inputs["wl"], inputs["srv"]
+    mb, thr = serving.max_load(model, hw, par, wl, srv, opts)
+    out = {"max_batch": mb, "throughput": thr}
+    if plan.concurrency:
+        out["closed"] = serving.closed_loop(model, hw, par, wl, srv, inputs["clients"] / par.dp, opts, mb)
+        return out
+    sm = None
+    if plan.disagg:
+        n_p, n_d, tp_p, tp_d = (inputs["pools"][i] for i in range(4))
+        sm = serving.disaggregated(model, hw, replace(par, tp=tp_p), replace(par, tp=tp_d), wl, srv, n_p, n_d, opts)
+    elif plan.rate:
+        sm = serving.queueing(model, hw, par, wl, srv, opts, mb)
+    if sm is not None:
+        out["queue"] = sm
+    if plan.goodput:
+        out["goodput"] = serving.goodput(model, hw, par, wl, srv, opts, mb)
+        out["unloaded"] = serving.queueing(model, hw, par, wl, _unloaded(srv), opts, mb)  # for goodput_note
+    if plan.draft:
+        batch = jnp.maximum(1.0, sm.batch if plan.rate else mb)
+        kw = ({"draft_model": inputs["draft_model"]} if plan.draft == "model" else
+              {"draft_fraction": inputs["draft_fraction"]})
+        spec, plain = serving.speculative_tpot(model, hw, par, wl, opts, batch, inputs["draft_k"],
+                                               inputs["acceptance"], **kw)
+        out["spec"] = {"tpot": spec, "plain": plain, "batch": batch}
+    return out
+
+
+def serving_result(args, plan: Plan, arrays: dict, inputs: dict, par: Parallel, warnings=None) -> dict:
+    """The JSON fields (see `serving_json`) from `serving_arrays`' host values."""
+    warnings = [] if warnings is None else warnings
     out = {}
-    mb, thr = jax.device_get(serving.max_load_jit(model, hw, par, wl, srv, opts))
-    out["max_batch"] = float(mb)
-    if args.max_batch and float(mb) < args.max_batch:
-        warnings.append(f"--max-batch {args.max_batch} capped at {float(mb):g}: the KV cache holds no more sequences")
-    if args.concurrency is not None:
-        cl = jax.device_get(serving.closed_loop_jit(model, hw, par, wl, srv, args.concurrency / par.dp, opts, mb))
+    mb = float(arrays["max_batch"])
+    out["max_batch"] = mb
+    if args.max_batch and mb < args.max_batch:
+        warnings.append(f"--max-batch {args.max_batch} capped at {mb:g}: the KV cache holds no more sequences")
+    if plan.concurrency:
+        cl = arrays["closed"]
         out.update(concurrency=args.concurrency, ttft_s=float(cl.ttft), tpot_s=float(cl.tpot),
                    throughput_tok_s=float(cl.throughput), request_rate_req_s=float(cl.rate * par.dp),
                    running=float(cl.running))
         return out
-    if rate == 0.0:
-        out["throughput_tok_s"] = float(thr)
-    if args.disagg:
-        n_p, n_d, tp_p, tp_d = _disagg(args.disagg, int(par.tp))
-        par_prefill, par_decode = replace(par, tp=float(tp_p)), replace(par, tp=float(tp_d))
-        sm = jax.device_get(serving.disaggregated_jit(model, hw, par_prefill, par_decode, wl, srv, jnp.float32(n_p),
-                                                   jnp.float32(n_d), opts))
-    elif rate > 0:
-        sm = jax.device_get(serving.queueing_jit(model, hw, par, wl, srv, opts, mb))
-    else:
-        sm = None
+    if not plan.rate:
+        out["throughput_tok_s"] = float(arrays["throughput"])
+    sm = arrays.get("queue")
     if sm is not None:
         out.update(ttft_p50_s=float(sm.ttft_p50), ttft_p99_s=float(sm.ttft_p99), tpot_p50_s=float(sm.tpot_p50),
                    tpot_p99_s=float(sm.tpot_p99), ttft_mean_s=float(sm.ttft_mean), tpot_mean_s=float(sm.tpot_mean),
                    e2e_p99_s=float(sm.e2e_p99), stable=bool(sm.stable))
-    if rate > 0 and not args.disagg:
-        out["goodput_req_s"] = float(serving.goodput_jit(model, hw, par, wl, srv, opts, mb))
+    if plan.goodput:
+        out["goodput_req_s"] = float(arrays["goodput"])
         if out["goodput_req_s"] == 0.0:
-            out["goodput_note"] = goodput_note(model, hw, par, wl, srv, opts, mb)
-    if args.draft:
-        batch = max(1.0, out.get("max_batch", 1.0) if rate == 0 else float(getattr(sm, "batch", 1.0)))
-        kw = {}
-        if args.draft == "ngram":
-            kw["draft_fraction"] = 0.0
-        elif args.draft == "mtp":
-            kw["draft_fraction"] = 1.0 / float(model.layers)  # one decoder layer per head (DeepSeek-V3 MTP)
-        else:
-            kw["draft_model"] = load_model(args.draft)
-        spec, plain = serving.speculative_tpot_jit(model, hw, par, wl, opts, jnp.float32(batch),
-                                                   jnp.float32(args.draft_k), jnp.float32(args.acceptance), **kw)
-        out.update(spec_tpot_s=float(spec), spec_speedup=float(plain / spec), spec_batch=batch)
+            out["goodput_note"] = _note_text(arrays["unloaded"], inputs["wl"])
+    if plan.draft:
+        spec = arrays["spec"]
+        out.update(spec_tpot_s=float(spec["tpot"]), spec_speedup=float(spec["plain"] / spec["tpot"]),
+                   spec_batch=float(spec["batch"]))
     return out
+
+
+def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
+    """JSON fields of the serving flags (empty when none is given).
+
+    Returns max_batch; with --concurrency the closed loop's ttft_s, tpot_s,
+    throughput_tok_s, request_rate_req_s (they replace the static batch's);
+    for --rate > 0 ttft_p50_s, ttft_p99_s,
+    tpot_p50_s, tpot_p99_s, goodput_req_s (queueing approximation: the
+    highest arrival rate per replica at which 90% of requests meet both the
+    TTFT and the TPOT SLO; goodput_note says why when it is 0), for --rate 0
+    throughput_tok_s at max batch; spec_tpot_s / spec_speedup with --draft;
+    disaggregated pools with --disagg. Flags the model does not use as given
+    add a line to `warnings` (a list). (`jaxplat estimate` runs `plan`,
+    `serving_arrays` and `serving_result` itself, in its one compiled call.)
+    """
+    warnings = [] if warnings is None else warnings
+    p, inputs = plan(args, model, par, wl, warnings)
+    if p is None:
+        return {}
+    opts = Options(profile=args.profile)
+    arrays = jax.device_get(jax.jit(serving_arrays, static_argnums=(4, 5))(model, hw, par, inputs, opts, p))
+    return serving_result(args, p, arrays, inputs, par, warnings)

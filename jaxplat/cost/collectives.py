@@ -388,16 +388,29 @@ def describe(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:
     "point-to-point", "levels": [seconds per network level], "algorithms":
     [fastest algorithm per level, "" where idle], "seconds": total}.
     """
-    n, bytes_ = float(n), float(bytes_)
-    if n <= 1.0:
+    return describe_rows(kind, jax.device_get(describe_arrays(kind, hw, n, bytes_, stride)))
+
+
+def describe_arrays(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:
+    """The arrays `describe` reads for one collective (traceable: a report
+    computes them in the compiled call that evaluates, cli.compiled)."""
+    n, bytes_, stride = (jnp.reshape(jnp.asarray(x, jnp.float32), (1,)) for x in (n, bytes_, stride))
+    if kind == "sendrecv":
+        return {"n": n[0], "levels": level_times(kind, hw, n[0], bytes_[0])}
+    times, F, lvl, _ = _algorithm_grid((kind,), hw, n, bytes_, stride)
+    return {"n": n[0], "times": times[0], "F": F[0], "lvl": lvl[0]}
+
+
+def describe_rows(kind: str, a: dict) -> dict:
+    """`describe`'s answer from `describe_arrays` (host numpy)."""
+    if float(a["n"]) <= 1.0:
         return {"form": "-", "levels": [0.0] * MAX_NET_LEVELS, "algorithms": [""] * MAX_NET_LEVELS, "seconds": 0.0}
     if kind == "sendrecv":
-        lv = [float(x) for x in level_times(kind, hw, n, bytes_)]
+        lv = [float(x) for x in a["levels"]]
         return {"form": "point-to-point", "levels": lv, "algorithms": ["send" if x else "" for x in lv],
                 "seconds": sum(lv)}
-    one = lambda x: jnp.asarray([x], jnp.float32)  # noqa: E731
-    times, F, lvl, kept = _algorithm_grid((kind,), hw, one(n), one(bytes_), one(stride))
-    times, F, lvl = (np.asarray(x)[0] for x in (times, F, lvl))
+    kept = tuple(i for i in range(len(_ALGS)) if _RUNS[kind][i])  # as `_algorithm_times` keeps them
+    times, F, lvl = (np.asarray(a[k]) for k in ("times", "F", "lvl"))
     used = F > 1.0
     best = np.where(used, times.min(axis=-1), 0.0)
     names = [_ALGS[kept[i]] if u else "" for i, u in zip(times.argmin(axis=-1), used)]

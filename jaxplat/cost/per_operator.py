@@ -1,7 +1,10 @@
 """Per-operator breakdown: the operator table's own arrays, with times.
 
 Not a second computation: the per-row arrays `evaluate` reduces
-(`inference.phases`) are returned per row.
+(`inference.phases`) are returned per row. Each report comes in two halves:
+traceable arrays (`operator_arrays`, `comm_arrays`: `jaxplat estimate`
+computes them in the one compiled call that evaluates, cli.compiled) and the
+host rows made from them (`breakdown_rows`, `comm_rows`).
 """
 
 import functools
@@ -13,12 +16,26 @@ from jaxplat.cost import collectives
 from jaxplat.cost.inference import phases, row_components
 from jaxplat.cost.operators import build_table
 from jaxplat.cost.roofline import safe_div
-from jaxplat.model import Hardware, Model, Options, Parallel, Workload
+from jaxplat.model import MAX_NET_LEVELS, Hardware, Model, Options, Parallel, Workload
+
+
+PHASES = ("prefill", "decode")
+
+
+def operator_arrays(model, hardware, parallel, workload, options) -> dict:
+    """{phase: (table, columns)} of `breakdown` for both phases from one
+    `phases` (traceable)."""
+    ph = phases(model, hardware, parallel, workload, options)
+    return {phase: _columns(ph, phase, hardware, parallel, workload, options) for phase in PHASES}
 
 
 @functools.partial(jax.jit, static_argnames=("phase", "options"))
 def _arrays(model, hardware, parallel, workload, phase, options):
-    ph = phases(model, hardware, parallel, workload, options)
+    return _columns(phases(model, hardware, parallel, workload, options), phase, hardware, parallel, workload,
+                    options)
+
+
+def _columns(ph, phase, hardware, parallel, workload, options):
     t = ph.pre if phase == "prefill" else ph.dec
     c0, c1, m0, m1, comm = row_components(t, hardware, workload, options)
     hidden = 1.0 - jnp.clip(parallel.overlap, 0.0, 1.0)
@@ -62,7 +79,12 @@ def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
     mean context over the output (the genz profile: GenZ's step at prompt +
     output); its time is the exact mean over the steps.
     """
-    t, cols = _arrays(model, hardware, parallel, workload, phase, options)
+    return breakdown_rows(*_arrays(model, hardware, parallel, workload, phase, options))
+
+
+def breakdown_rows(t, cols) -> dict:
+    """`breakdown`'s dict of columns from one phase's (table, columns) of
+    `operator_arrays` (host)."""
     out = {"name": list(t.names), "group": list(t.groups)}
     out.update({k: [float(x) for x in jax.device_get(v)] for k, v in cols.items()})
     out["bound"] = [
@@ -94,20 +116,45 @@ def comm_breakdown(model: Model, hardware: Hardware, parallel: Parallel, workloa
     A decode step's rows are those of the step at the mean context (the
     genz profile: at prompt + output); collectives do not depend on it.
     """
+    tables = {phase: _tables(model, parallel, workload, phase, options) for phase in PHASES}
+    return comm_rows(tables, comm_arrays(tables, hardware, options), options)
+
+
+def comm_arrays(tables: dict, hardware: Hardware, options: Options) -> dict:
+    """What `comm_breakdown` reports of each collective row of `tables`
+    ({phase: OpTable}), as arrays (traceable): {phase: [per row:
+    collectives.describe_arrays, or {"seconds": GenZ's time}, None for rows
+    without a collective]}."""
+    out = {}
+    for phase, t in tables.items():
+        rows = []
+        for i, kind in enumerate(t.comm_kinds):
+            if not kind:
+                rows.append(None)
+            elif options.conv.collectives == "genz":
+                rows.append({"seconds": collectives.genz_collective_time(kind, hardware, t.comm_n[i], t.comm_b[i])})
+            else:
+                rows.append(collectives.describe_arrays(kind, hardware, t.comm_n[i], t.comm_b[i], t.comm_s[i]))
+        out[phase] = rows
+    return out
+
+
+def comm_rows(tables: dict, arrays: dict, options: Options) -> list[dict]:
+    """`comm_breakdown`'s rows from `tables` and their `comm_arrays` (host)."""
     out = []
-    for phase in ("prefill", "decode"):
-        t = jax.device_get(_tables(model, parallel, workload, phase, options))
+    for phase in sorted(tables, key=PHASES.index):  # a pytree round trip sorts dict keys
+        t, rows = jax.device_get((tables[phase], arrays[phase]))
         for i, kind in enumerate(t.comm_kinds):
             if not kind or float(t.comm_n[i]) <= 1.0 or float(t.count[i]) == 0.0:
                 continue
             n, nbytes, calls = float(t.comm_n[i]), float(t.comm_b[i]), float(t.count[i])
             if options.conv.collectives == "genz":
-                sec = float(collectives.genz_collective_time(kind, hardware, n, nbytes))
-                levels = [sec] + [0.0] * (len(hardware.net_bw) - 1)
+                sec = float(rows[i]["seconds"])
+                levels = [sec] + [0.0] * (MAX_NET_LEVELS - 1)
                 info = {"form": "genz", "levels": levels, "algorithms": ["genz"] + [""] * (len(levels) - 1),
                         "seconds": sec}
             else:
-                info = collectives.describe(kind, hardware, n, nbytes, float(t.comm_s[i]))
+                info = collectives.describe_rows(kind, rows[i])
             out.append(dict(phase=phase, name=t.names[i], kind=kind, group=n, stride=float(t.comm_s[i]),
                             payload_bytes=nbytes, calls=calls,
                             form=info["form"], level_seconds=info["levels"], algorithms=info["algorithms"],
