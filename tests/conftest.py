@@ -29,6 +29,15 @@ if os.environ.get("JAXPLAT_TEST_CACHE_DIR"):
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _program_cache(tmp_path_factory):
+    """`jaxplat estimate` keeps its compiled programs in $JAXPLAT_CACHE_DIR
+    (cli.compiled): the session's own directory, not the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JAXPLAT_CACHE_DIR", str(tmp_path_factory.mktemp("jaxplat-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def llama7b():
     return jp.load_model("llama-2-7b")

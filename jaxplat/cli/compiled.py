@@ -50,15 +50,21 @@ def run(name: str, fn, args: tuple, static: tuple, directory=None):
     the program). directory: the cache directory (`cache_dir()`), or None to
     compile in memory only (the same compiled program, not saved).
     """
-    program = None
-    path = None if directory is None else program_path(directory, name, args, static)
-    if path is not None:
+    leaves, in_tree = jax.tree.flatten(args)
+    k = key(name, static, in_tree, leaves)
+    program = _MEMORY.get(k)  # a process that estimates the same shape again (tests, notebooks)
+    path = None if directory is None else Path(directory) / f"{name}-{k}.bin"
+    if program is None and path is not None:
         program = load(path)
     if program is None:
         program = build(fn, args, static)
         if path is not None:
             save(path, program)
+    _MEMORY[k] = program
     return jax.device_get(program(*args))
+
+
+_MEMORY = {}  # key -> compiled program of this process
 
 
 def program_path(directory, name: str, args: tuple, static: tuple) -> Path:
@@ -138,10 +144,10 @@ def key(name: str, static: tuple, in_tree, leaves) -> str:
 
 
 @functools.cache
-def code_digest() -> bytes:
-    """sha256 over every Python file of the jaxplat package: any change to
-    the code makes new keys."""
-    root = Path(jaxplat.__file__).resolve().parent
+def code_digest(root=None) -> bytes:
+    """sha256 over every Python file under `root` (default: the jaxplat
+    package): any change to the code makes new keys."""
+    root = Path(root or Path(jaxplat.__file__).resolve().parent)
     h = hashlib.sha256()
     for p in sorted(root.rglob("*.py")):
         h.update(str(p.relative_to(root)).encode())

@@ -174,17 +174,20 @@ def decode_title(opts) -> str:
     return "Decode (mean step over the output: the KV cache grows from prompt + 1 to prompt + output - 1 tokens)"
 
 
-def estimate_arrays(model, hardware, parallel, workload, serving_inputs, options, serving_plan) -> dict:
+def estimate_arrays(model, hardware, parallel, workload, serving_inputs, options, serving_plan=None,
+                    tables=True) -> dict:
     """Every number `jaxplat estimate` prints, as arrays of one trace (pure;
-    `options` and `serving_plan` static): {"metrics": Metrics, "checks":
-    divisibility, "split": attention split, "batching": microbatching,
-    "operators": {phase: (table, columns)} (cost.operator_arrays), "comm":
-    cost.comm_arrays, "serving": serving_args.serving_arrays (with a plan)}."""
-    ops = operator_arrays(model, hardware, parallel, workload, options)
+    `options`, `serving_plan` and `tables` static): {"metrics": Metrics,
+    "checks": divisibility, "split": attention split, "batching":
+    microbatching, "serving": serving_args.serving_arrays (with a plan),
+    and with `tables` (text mode) "operators": {phase: (table, columns)}
+    (cost.operator_arrays), "comm": cost.comm_arrays}."""
     out = {"metrics": evaluate(model, hardware, parallel, workload, options),
            "checks": divisibility(model, parallel, options), "split": attention_split(parallel, options),
-           "batching": microbatching(parallel, workload, options), "operators": ops,
-           "comm": comm_arrays({phase: t for phase, (t, _) in ops.items()}, hardware, options)}
+           "batching": microbatching(parallel, workload, options)}
+    if tables:
+        out["operators"] = ops = operator_arrays(model, hardware, parallel, workload, options)
+        out["comm"] = comm_arrays({phase: t for phase, (t, _) in ops.items()}, hardware, options)
     if serving_plan is not None:
         out["serving"] = serving_args.serving_arrays(model, hardware, parallel, serving_inputs, options,
                                                      serving_plan)
@@ -205,7 +208,8 @@ def run(args) -> int:
         splan, sinputs = serving_args.plan(args, model, par, wl, serving_warnings)
     except SpecError as e:
         splan, sinputs, serving_error = None, None, e
-    res = compiled.run("estimate", estimate_arrays, (model, hw, par, wl, sinputs), (opts, splan),
+    # One compiled call; --json prints no tables, so its program computes none (compiles in half the time).
+    res = compiled.run("estimate", estimate_arrays, (model, hw, par, wl, sinputs), (opts, splan, not args.json),
                        None if args.no_cache else compiled.cache_dir())
     metrics = res["metrics"]
     warnings = clipped_flags(args, par, wl, opts, res["batching"])
