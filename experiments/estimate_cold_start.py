@@ -64,8 +64,8 @@ def phases(args, cache):
     lap("key")
     program = compiled.load(path)
     if program is None:
-        program = compiled.build(estimate_arrays, call_args, static)
-        compiled.save(path, program)
+        program, needs = compiled.build(estimate_arrays, call_args, static)
+        compiled.save(path, program, needs)
         lap("build")
     else:
         lap("load")

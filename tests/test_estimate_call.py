@@ -105,6 +105,26 @@ def test_disk_cache_reuses_values_and_ignores_a_damaged_file(tmp_path, monkeypat
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary files left
 
 
+def _solve(a):
+    return jnp.linalg.solve(a["m"], jnp.ones(2))
+
+
+def test_a_program_that_calls_lapack_runs_when_read_back(tmp_path, monkeypatch):
+    """The serving model's prompt chain solves a linear system (LAPACK on
+    the CPU). JAX sets LAPACK up when it lowers such a program; read back in
+    a fresh process the program is not lowered, and without
+    `compiled.prepare` it crashed (segmentation fault)."""
+    monkeypatch.setattr(compiled, "_MEMORY", {})
+    a = {"m": jnp.asarray([[2.0, 0.0], [1.0, 4.0]], jnp.float32)}
+    assert compiled.run("s", _solve, (a,), (), tmp_path).tolist() == [0.5, 0.125]  # 2x = 1, x + 4y = 1
+    (path,) = tmp_path.glob("s-*.bin")
+    code = ("import sys, jax.numpy as jnp; from jaxplat.cli import compiled; "
+            "p = compiled.load(__import__('pathlib').Path(sys.argv[1])); "
+            "print(p({'m': jnp.asarray([[4.0, 0.0], [0.0, 8.0]], jnp.float32)}).tolist())")
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "[0.25, 0.125]", (r.returncode, r.stderr[-1000:])
+
+
 def test_second_command_reads_the_program_back(tmp_path):
     """Cold: compiled and saved (one program for --json, one for the text
     tables); warm: the same files read back, not written again, and the same

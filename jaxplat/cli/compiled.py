@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import jaxlib
 from jax.experimental import serialize_executable
 
@@ -57,9 +58,9 @@ def run(name: str, fn, args: tuple, static: tuple, directory=None):
     if program is None and path is not None:
         program = load(path)
     if program is None:
-        program = build(fn, args, static)
+        program, needs = build(fn, args, static)
         if path is not None:
-            save(path, program)
+            save(path, program, needs)
     _MEMORY[k] = program
     return jax.device_get(program(*args))
 
@@ -84,14 +85,31 @@ CPU_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters
 
 def build(fn, args: tuple, static: tuple):
     """Trace and compile fn(*args, *static) (`CPU_OPTIONS` on the CPU;
-    the defaults elsewhere, or on an XLA without these options)."""
+    the defaults elsewhere, or on an XLA without these options). Returns
+    (program, the runtime libraries it calls: `prepare`)."""
     lowered = jax.jit(functools.partial(_apply, fn, static)).lower(*args)
+    needs = ("lapack",) if "lapack_" in lowered.as_text() else ()
     if jax.devices()[0].platform == "cpu":
         try:
-            return lowered.compile(compiler_options=CPU_OPTIONS)
+            return lowered.compile(compiler_options=CPU_OPTIONS), needs
         except jax.errors.JaxRuntimeError:
             pass
-    return lowered.compile()
+    return lowered.compile(), needs
+
+
+def prepare(needs) -> None:
+    """Set up the runtime libraries a program read back calls. JAX sets up
+    LAPACK's kernels (jnp.linalg.solve: the serving model's prompt chain)
+    when it lowers a program that uses them; a program read from disk is not
+    lowered, and XLA:CPU would call through a null pointer (a segmentation
+    fault, jax 0.10.2). LAPACK's setup costs 0.25 s, so only programs that
+    call it pay for it."""
+    if "lapack" in needs:
+        try:  # what jax's own lowering calls (jax._src.lax.linalg.initialize_lapack)
+            from jax._src.lib import lapack
+            lapack._lapack.initialize()
+        except (ImportError, AttributeError):  # another jax: lower a program that calls LAPACK
+            jax.jit(jnp.linalg.solve).lower(jnp.eye(1), jnp.ones(1))
 
 
 def load(path: Path):
@@ -100,7 +118,8 @@ def load(path: Path):
     if not path.is_file():
         return None
     try:
-        payload, in_tree, out_tree = pickle.loads(path.read_bytes())
+        payload, in_tree, out_tree, needs = pickle.loads(path.read_bytes())
+        prepare(needs)
         return serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
     except Exception as e:  # noqa: BLE001 (damaged, truncated, from another jaxlib: compile again)
         why = (str(e).splitlines() or [""])[0][:100]
@@ -113,12 +132,12 @@ def _apply(fn, static, *args):
     return fn(*args, *static)
 
 
-def save(path: Path, program) -> None:
+def save(path: Path, program, needs=()) -> None:
     """Write the executable atomically (a concurrent call reads the old file
     or the new one, never half of one); a read-only cache is skipped."""
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     try:
-        blob = pickle.dumps(serialize_executable.serialize(program))
+        blob = pickle.dumps((*serialize_executable.serialize(program), tuple(needs)))
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(blob)
         os.replace(tmp, path)
