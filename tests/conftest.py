@@ -32,9 +32,11 @@ if os.environ.get("JAXPLAT_TEST_CACHE_DIR"):
 @pytest.fixture(scope="session", autouse=True)
 def _program_cache(tmp_path_factory):
     """`jaxplat estimate` keeps its compiled programs in $JAXPLAT_CACHE_DIR
-    (cli.compiled): the session's own directory, not the user's."""
+    (cli.compiled): JAXPLAT_TEST_CACHE_DIR when set (kept for the next run),
+    else the session's own directory; never the user's."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("JAXPLAT_CACHE_DIR", str(tmp_path_factory.mktemp("jaxplat-cache")))
+        mp.setenv("JAXPLAT_CACHE_DIR", os.environ.get("JAXPLAT_TEST_CACHE_DIR")
+                  or str(tmp_path_factory.mktemp("jaxplat-cache")))
         yield
 
 
