@@ -18,7 +18,6 @@ from jaxplat.cost.operators import build_table
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import MAX_NET_LEVELS, Hardware, Model, Options, Parallel, Workload
 
-
 PHASES = ("prefill", "decode")
 
 
