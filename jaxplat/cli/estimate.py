@@ -9,6 +9,7 @@ second call of the same shape neither traces nor compiles.
 import sys
 
 import jax
+import numpy as np
 
 from jaxplat.cli import compiled, serving_args
 from jaxplat.cost import (
@@ -255,7 +256,7 @@ def _print_text(args, hw, wl, opts, res, slo, reasons, served):
           f"{float(res['batching'][0]):g} micro-batch(es)), workload {args.workload}: "
           f"batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, output {float(wl.output):g}, "
           f"beams {float(wl.beams):g}, profile {args.profile}\n")
-    offchip, sram = sum(float(x) for x in hw.mem_size), float(hw.sram_size)
+    offchip, sram = float(np.sum(np.asarray(hw.mem_size))), float(hw.sram_size)  # host sum: no compiled unstack
     rows = [
         ["TTFT (prefill)", units.fmt_time(float(m.ttft)), _slo_cell(slo, "ttft")],
         ["TPOT (mean per output token)", units.fmt_time(float(m.tpot)), _slo_cell(slo, "tpot")],
