@@ -18,7 +18,7 @@ import pytest
 import jaxplat as jp
 from jaxplat.cli import compiled
 from jaxplat.cli.estimate import estimate_arrays
-from jaxplat.cost import breakdown_rows, comm_breakdown, comm_rows
+from jaxplat.cost import breakdown_rows, collectives, comm_breakdown, comm_rows
 
 
 def test_one_call_gives_what_the_separate_calls_give(llama7b, h100, chatbot):
@@ -42,6 +42,10 @@ def test_one_call_gives_what_the_separate_calls_give(llama7b, h100, chatbot):
     assert {r["kind"] for r in got} >= {"allreduce", "sendrecv"}
     assert [r["algorithms"] for r in got] == [r["algorithms"] for r in ref]
     np.testing.assert_allclose([r["seconds"] for r in got], [r["seconds"] for r in ref], rtol=2e-6)
+    for r in got:  # each row as the one-collective report (`describe`, eager) has it
+        one = collectives.describe(r["kind"], h100, r["group"], r["payload_bytes"], r["stride"])
+        assert r["algorithms"] == one["algorithms"] and r["form"] == one["form"]
+        np.testing.assert_allclose(r["level_seconds"], one["levels"], rtol=2e-6)
     # Property: the per-operator totals add up to the metrics the same call reduced.
     ttft = sum(breakdown_rows(*res["operators"]["prefill"])["total_time"])
     assert ttft == pytest.approx(float(res["metrics"].ttft), rel=1e-4)

@@ -392,13 +392,19 @@ def describe(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:
 
 
 def describe_arrays(kind: str, hw: Hardware, n, bytes_, stride=1.0) -> dict:
-    """The arrays `describe` reads for one collective (traceable: a report
-    computes them in the compiled call that evaluates, cli.compiled)."""
-    n, bytes_, stride = (jnp.reshape(jnp.asarray(x, jnp.float32), (1,)) for x in (n, bytes_, stride))
+    """The arrays `describe` reads for R collectives of one kind (n, bytes_,
+    stride: [R], or scalars for one), each with a leading [R] axis when
+    vectors are given (traceable: a report computes them in the compiled
+    call that evaluates, cli.compiled; `describe_rows` reads row i of them)."""
+    one = jnp.ndim(n) == 0
+    n, bytes_, stride = (jnp.reshape(jnp.asarray(x, jnp.float32), (-1,)) for x in jnp.broadcast_arrays(n, bytes_,
+                                                                                                         stride))
     if kind == "sendrecv":
-        return {"n": n[0], "levels": level_times(kind, hw, n[0], bytes_[0])}
-    times, F, lvl, _ = _algorithm_grid((kind,), hw, n, bytes_, stride)
-    return {"n": n[0], "times": times[0], "F": F[0], "lvl": lvl[0]}
+        out = {"n": n, "levels": level_times(kind, hw, n, bytes_)}
+    else:
+        times, F, lvl, _ = _algorithm_grid((kind,) * n.shape[0], hw, n, bytes_, stride)
+        out = {"n": n, "times": times, "F": F, "lvl": lvl}
+    return {k: v[0] for k, v in out.items()} if one else out
 
 
 def describe_rows(kind: str, a: dict) -> dict:

@@ -11,6 +11,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxplat.cost import collectives
 from jaxplat.cost.inference import phases, row_components
@@ -120,21 +121,21 @@ def comm_breakdown(model: Model, hardware: Hardware, parallel: Parallel, workloa
 
 
 def comm_arrays(tables: dict, hardware: Hardware, options: Options) -> dict:
-    """What `comm_breakdown` reports of each collective row of `tables`
-    ({phase: OpTable}), as arrays (traceable): {phase: [per row:
-    collectives.describe_arrays, or {"seconds": GenZ's time}, None for rows
-    without a collective]}."""
+    """What `comm_breakdown` reports of the collective rows of `tables`
+    ({phase: OpTable}), as arrays (traceable): {phase: {kind: the arrays of
+    collectives.describe_arrays for the table's rows of that kind, in table
+    order, or {"seconds": GenZ's times}}}."""
     out = {}
     for phase, t in tables.items():
-        rows = []
-        for i, kind in enumerate(t.comm_kinds):
-            if not kind:
-                rows.append(None)
-            elif options.conv.collectives == "genz":
-                rows.append({"seconds": collectives.genz_collective_time(kind, hardware, t.comm_n[i], t.comm_b[i])})
+        out[phase] = {}
+        for kind in dict.fromkeys(k for k in t.comm_kinds if k):
+            idx = np.array([i for i, k in enumerate(t.comm_kinds) if k == kind])
+            n, b, s = t.comm_n[idx], t.comm_b[idx], t.comm_s[idx]
+            if options.conv.collectives == "genz":
+                out[phase][kind] = {"seconds": jax.vmap(lambda n, b, kind=kind: collectives.genz_collective_time(
+                    kind, hardware, n, b))(n, b)}
             else:
-                rows.append(collectives.describe_arrays(kind, hardware, t.comm_n[i], t.comm_b[i], t.comm_s[i]))
-        out[phase] = rows
+                out[phase][kind] = collectives.describe_arrays(kind, hardware, n, b, s)
     return out
 
 
@@ -142,18 +143,23 @@ def comm_rows(tables: dict, arrays: dict, options: Options) -> list[dict]:
     """`comm_breakdown`'s rows from `tables` and their `comm_arrays` (host)."""
     out = []
     for phase in sorted(tables, key=PHASES.index):  # a pytree round trip sorts dict keys
-        t, rows = jax.device_get((tables[phase], arrays[phase]))
+        t, per_kind = jax.device_get((tables[phase], arrays[phase]))
+        seen = dict.fromkeys(per_kind, 0)  # rows of each kind read so far: their index in `per_kind[kind]`
         for i, kind in enumerate(t.comm_kinds):
-            if not kind or float(t.comm_n[i]) <= 1.0 or float(t.count[i]) == 0.0:
+            if not kind:
                 continue
+            j, seen[kind] = seen[kind], seen[kind] + 1
+            if float(t.comm_n[i]) <= 1.0 or float(t.count[i]) == 0.0:
+                continue
+            row = {k: v[j] for k, v in per_kind[kind].items()}
             n, nbytes, calls = float(t.comm_n[i]), float(t.comm_b[i]), float(t.count[i])
             if options.conv.collectives == "genz":
-                sec = float(rows[i]["seconds"])
+                sec = float(row["seconds"])
                 levels = [sec] + [0.0] * (MAX_NET_LEVELS - 1)
                 info = {"form": "genz", "levels": levels, "algorithms": ["genz"] + [""] * (len(levels) - 1),
                         "seconds": sec}
             else:
-                info = collectives.describe_rows(kind, rows[i])
+                info = collectives.describe_rows(kind, row)
             out.append(dict(phase=phase, name=t.names[i], kind=kind, group=n, stride=float(t.comm_s[i]),
                             payload_bytes=nbytes, calls=calls,
                             form=info["form"], level_seconds=info["levels"], algorithms=info["algorithms"],
