@@ -102,14 +102,10 @@ def prepare(needs) -> None:
     LAPACK's kernels (jnp.linalg.solve: the serving model's prompt chain)
     when it lowers a program that uses them; a program read from disk is not
     lowered, and XLA:CPU would call through a null pointer (a segmentation
-    fault, jax 0.10.2). LAPACK's setup costs 0.25 s, so only programs that
-    call it pay for it."""
-    if "lapack" in needs:
-        try:  # what jax's own lowering calls (jax._src.lax.linalg.initialize_lapack)
-            from jax._src.lib import lapack
-            lapack._lapack.initialize()
-        except (ImportError, AttributeError):  # another jax: lower a program that calls LAPACK
-            jax.jit(jnp.linalg.solve).lower(jnp.eye(1), jnp.ones(1))
+    fault, jax 0.10.2). LAPACK's setup costs about 0.25 s, so only programs
+    that call it pay for it."""
+    if "lapack" in needs:  # lowering a 1x1 solve runs jax's LAPACK setup (public API only)
+        jax.jit(jnp.linalg.solve).lower(jnp.eye(1), jnp.ones(1))
 
 
 def load(path: Path):
