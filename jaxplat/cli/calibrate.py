@@ -15,6 +15,7 @@ from jaxplat.design import calibration as cal
 from jaxplat.design.measured import read_rows
 from jaxplat.model import EFFICIENCY_PARAMS
 from jaxplat.report import table
+from jaxplat.serving import SATURATED
 from jaxplat.specs import SpecError
 
 
@@ -50,19 +51,26 @@ def _category(r) -> str:
 
 
 def _rows_table(title, pred, rows, mask, key):
+    """Median errors per group over the rows in `mask` whose prediction is a
+    number (a load the model finds beyond the deployment's capacity predicts
+    no latency: counted apart as 'unstable')."""
+    pred = np.asarray(pred, float)
+    stable = np.isfinite(pred) & (pred < SATURATED)
     groups = sorted({key(r) for r, m in zip(rows, mask) if m})
     out = []
-    for g in groups:
-        s = cal.summarize(pred, rows, np.asarray(mask) & np.array([key(r) == g for r in rows]))
-        out.append([str(g), s["n"], f"{100 * s['median_abs']:.1f}%", f"{100 * s['median_signed']:+.1f}%"])
-    s = cal.summarize(pred, rows, mask)
-    out.append(["all", s["n"], f"{100 * s['median_abs']:.1f}%", f"{100 * s['median_signed']:+.1f}%"])
-    return f"{title}\n" + table(["group", "rows", "median |error|", "median signed"], out, "lrrr")
+    for g in groups + ["all"]:
+        sel = np.asarray(mask) & np.array([g == "all" or key(r) == g for r in rows])
+        s = cal.summarize(pred, rows, sel & stable)
+        out.append([str(g), int(sel.sum()), int((sel & ~stable).sum()),
+                    f"{100 * s['median_abs']:.1f}%", f"{100 * s['median_signed']:+.1f}%"])
+    return f"{title}\n" + table(["group", "rows", "unstable", "median |error|", "median signed"], out, "lrrrr")
 
 
 def _summary(pred, rows, mask):
+    pred = np.asarray(pred, float)
+    mask = np.asarray(mask) & np.isfinite(pred) & (pred < SATURATED)
     cats = sorted({_category(r) for r in rows})
-    return {c: cal.summarize(pred, rows, np.asarray(mask) & np.array([_category(r) == c for r in rows]))
+    return {c: cal.summarize(pred, rows, mask & np.array([_category(r) == c for r in rows]))
             for c in cats} | {"all": cal.summarize(pred, rows, mask)}
 
 
@@ -85,7 +93,8 @@ def run(args) -> int:
     pred = cal.Predictor(rows, args.fit)
     log(f"{len(rows)} rows, {len(pred.configs)} configurations, {len(pred.groups)} programs")
     before = np.asarray(pred.predict(cal.z_of(pred, pred.base)))
-    values, loss, hist = cal.fit(pred, train.astype(np.float32), args.steps,
+    weights = cal.source_weights(rows, train)  # each source counts the same
+    values, loss, hist = cal.fit(pred, weights, args.steps,
                                  log=lambda i, v: log(f"  fit step {i}: loss {v:.5f}"))
     fitted = np.asarray(pred.predict(cal.z_of(pred, values)))
     held = {}
@@ -93,7 +102,7 @@ def run(args) -> int:
         for col in ("model", "hardware"):
             p, per = cal.held_out_predictions(pred, _key(col), args.steps,
                                               log=lambda g, i, v: log(f"  leave out {g}: step {i} loss {v:.5f}"),
-                                              weights=train.astype(float))
+                                              weights=weights)
             held[col] = (p, per)
     seconds = time.time() - t0
 

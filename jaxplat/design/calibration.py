@@ -208,6 +208,19 @@ def huber_log(pred, meas, weights):
     return float(np.sum(weights * h)) / total, weights * dh / total
 
 
+def source_weights(rows: list[Row], mask=None) -> np.ndarray:
+    """[rows] weights giving each source (measurement campaign) the same
+    total weight over the rows in `mask`: a sweep of 45 rows from one
+    benchmark run counts as much as a table of 40 from another, not more."""
+    keep = np.ones(len(rows), bool) if mask is None else np.asarray(mask, bool)
+    count = {}
+    for r, k in zip(rows, keep):
+        if k:
+            count[r.source] = count.get(r.source, 0) + 1
+    w = np.array([1.0 / count[r.source] if k else 0.0 for r, k in zip(rows, keep)])
+    return w * keep.sum() / max(w.sum(), 1e-30)
+
+
 def fit(pred: Predictor, weights=None, steps: int = 40, start=None, log=None):
     """Fit the parameters on the rows with weight > 0 (optax L-BFGS, its
     line search on the loss). Returns ({name: value}, final loss, loss per step)."""
@@ -329,6 +342,6 @@ def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
     return out
 
 
-__all__ = ["BOUNDS", "DEFAULT_FIT", "FIT_LOADS", "START", "HUBER_DELTA", "PHYSICAL_MAX", "Predictor", "chip_ratio_errors", "fit",
+__all__ = ["BOUNDS", "DEFAULT_FIT", "FIT_LOADS", "START", "source_weights", "HUBER_DELTA", "PHYSICAL_MAX", "Predictor", "chip_ratio_errors", "fit",
            "from_z", "held_out_predictions", "huber_log", "leave_one_out", "predict_one", "summarize", "to_z",
            "z_of"]

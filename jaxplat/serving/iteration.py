@@ -26,7 +26,7 @@ def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
              opts: Options = Options(), token_budget=None):
     """Largest batch whose weights, activations and KV cache fit per chip.
 
-    KV pool = mem_fraction x (capacity - weights - activations), activations
+    KV pool = mem_fraction x (device memory - weights - activations), activations
     of one iteration at `token_budget` tokens (default srv.budget;
     TensorRT-LLM reserves them before sizing its KV pool). Each sequence
     holds prompt + output tokens of KV (beams share the prompt) with fixed
@@ -38,7 +38,12 @@ def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     budget = srv.budget if token_budget is None else token_budget
     one = evaluate(model, hw, par, replace(wl, batch=1.0), opts)
     act = evaluate(model, hw, par, replace(wl, batch=1.0, prompt=budget, output=1.0), opts).activation_bytes
-    pool = jnp.maximum(srv.mem_fraction * (one.capacity_bytes - one.weights_bytes - act), 0.0)
+    # Engines keep the KV cache in device memory (HBM): a host level behind it
+    # (GH200's LPDDR over NVLink-C2C) holds it only where the weights
+    # themselves spill there (SambaNova's DDR), not by default.
+    w = one.weights_bytes
+    room = jnp.where(w + act <= hw.mem_size[0], hw.mem_size[0], one.capacity_bytes)
+    pool = jnp.maximum(srv.mem_fraction * (room - w - act), 0.0)
     # Paged KV grows with each sequence. Clients in step (fixed lengths)
     # reach prompt + output together, so each needs all of it; with spread
     # lengths the running sequences are at every stage and hold, on average
