@@ -50,12 +50,21 @@ def _category(r) -> str:
     return f"{r.metric[:-2].upper()}, {'Poisson load' if r.load == 'rate' else r.load}"
 
 
+def _stable(pred, rows):
+    """[rows] True where the prediction is a number: a latency at a load the
+    model finds beyond the deployment's capacity is SATURATED seconds
+    ('unstable'); a throughput (tokens/s, often above SATURATED) always is."""
+    pred = np.asarray(pred, float)
+    latency = np.array([r.metric != "throughput_tok_s" for r in rows])
+    return np.isfinite(pred) & ~(latency & (pred >= SATURATED))
+
+
 def _rows_table(title, pred, rows, mask, key):
     """Median errors per group over the rows in `mask` whose prediction is a
     number (a load the model finds beyond the deployment's capacity predicts
     no latency: counted apart as 'unstable')."""
     pred = np.asarray(pred, float)
-    stable = np.isfinite(pred) & (pred < SATURATED)
+    stable = _stable(pred, rows)
     groups = sorted({key(r) for r, m in zip(rows, mask) if m})
     out = []
     for g in groups + ["all"]:
@@ -68,7 +77,7 @@ def _rows_table(title, pred, rows, mask, key):
 
 def _summary(pred, rows, mask):
     pred = np.asarray(pred, float)
-    mask = np.asarray(mask) & np.isfinite(pred) & (pred < SATURATED)
+    mask = np.asarray(mask) & _stable(pred, rows)
     cats = sorted({_category(r) for r in rows})
     return {c: cal.summarize(pred, rows, mask & np.array([_category(r) == c for r in rows]))
             for c in cats} | {"all": cal.summarize(pred, rows, mask)}
