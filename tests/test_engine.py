@@ -50,7 +50,35 @@ def test_closed_loop_matches_simulator(runs):
     np.testing.assert_allclose(cl.tpot, sim.tpot_mean, rtol=0.05)
     np.testing.assert_allclose(cl.ttft, sim.ttft_mean, rtol=0.10)
     # clients in step share their prefill iteration: TTFT well above one prompt's
+    # spread lengths under a 512-token chunk: one prompt's chunk per iteration
     assert cl.group[0] == 4 and cl.group[1] == 3 and cl.group[3] == 1
+
+
+def test_waiting_prompts_share_an_iteration():
+    # 48 clients with spread lengths and short outputs (16 tokens) come back
+    # ~3 per iteration; the engine (and the request simulator, the oracle
+    # here) admits all waiting prompts into its next iteration. Counting each
+    # prompt as an iteration of its own hid each under a whole decode
+    # iteration's spare compute: throughput +17%, TTFT -69% against the
+    # simulator. With the merged arrivals: within 10% and 30% (the mean-field
+    # group misses the spread of the group sizes: the iteration time is
+    # convex in them, max of compute and memory).
+    model, hw = jp.load_model("llama-3.1-8b"), jp.load_hardware("h100-sxm")
+    wl = workload_from_dict({"batch": 1, "prompt": 512, "output": 16})
+
+    @jax.jit
+    def both(n):
+        srv = S.serving(prompt_cv=0.5, output_cv=0.5, max_batch=n)
+        reqs = M.sample_requests(jax.random.PRNGKey(0), wl, srv, 1024)
+        sim, _ = M.simulate(model, hw, jp.Parallel(), wl, srv, reqs, OPTS, 0.3, slots=48, iterations=4096,
+                            closed=True)
+        return S.closed_loop(model, hw, jp.Parallel(), wl, srv, n, OPTS), sim
+    cl, sim = jax.device_get(both(48.0))
+    lam = cl.rate * cl.tpot  # arrivals per iteration: several
+    assert lam > 2.0
+    np.testing.assert_allclose(cl.group, lam / -np.expm1(-lam), rtol=1e-3)  # mean given at least one
+    np.testing.assert_allclose(cl.throughput, 48 * 16 / sim.e2e_mean, rtol=0.10)
+    np.testing.assert_allclose(cl.ttft, sim.ttft_mean, rtol=0.30)
 
 
 def test_littles_law_holds(runs):

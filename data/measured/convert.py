@@ -50,6 +50,12 @@ ASSUMED_PARALLEL = {
     ("llama-3.1-405b", "h200-sxm", "Offline"): (4, 2), ("llama-3.1-405b", "h200-sxm", "Server"): (8, 1),
     ("mixtral-8x7b", "b200", "Offline"): (1, 1), ("mixtral-8x7b", "b200", "Server"): (1, 1),
 }
+# KV-cache dtype of the dstack DeepSeek-R1 runs: none of their launch flags
+# sets one (vLLM and SGLang --kv-cache-dtype, TensorRT-LLM's kv_cache_config
+# dtype default to "auto", the checkpoint's activation dtype: bf16 for the FP8
+# DeepSeek-R1 checkpoint, whose config.json has torch_dtype bfloat16 and no KV
+# quantization). Weights FP8 (block-scaled), GEMM activations FP8.
+DSTACK_DTYPE = "fp8/fp8/bf16"
 TRTLLM_TABLE_MEM_FRACTION = 0.95  # perf-overview: KV fraction 0.95 (0.90 where that ran out of memory)
 
 MODELS = {"llama-3.3-70b": "llama-3.1-70b", "llama-3.1-8b": "llama-3.1-8b", "Llama-2-70B-chat": "llama-2-70b",
@@ -142,11 +148,20 @@ def mlperf_dstack(path, skipped):
         if max_batch and kind != "closed":
             per = re.search(r"max batch (\d+) \(Offline\) / (\d+) \(Server\)", r["batch_or_concurrency"])
             mb = int(per.group(1) if kind == "Offline" else per.group(2)) if per else int(max_batch.group(1))
-        if "FP4" in r["precision"]:
+        if kind == "closed":
+            dtype = DSTACK_DTYPE
+            notes.append("KV cache bf16 (no --kv-cache-dtype among the launch flags: 'auto' = bf16)")
+        elif "FP4" in r["precision"]:
             dtype = "fp4/fp4/fp8"
         else:
             dtype = "fp8"
-        e = ENGINES.get(engine, ENGINES["vllm"])
+        e = dict(ENGINES.get(engine, ENGINES["vllm"]))
+        stated = re.search(r"max_num_tokens (\d+)", r["framework"])  # a launch flag the source states wins
+        if stated:
+            e["max_num_tokens"] = int(stated.group(1))
+        stated = re.search(r"max_batch (\d+)", r["framework"])
+        if stated and kind == "closed":
+            mb = int(stated.group(1))
         value = float(r["value"]) / (1000.0 if r["unit"] == "ms" else 1.0)
         if moe_ep > 1 and "moe_ep" not in Parallel.__dataclass_fields__:
             skipped.append(f"row {i}: moe_ep={moe_ep} needs Parallel.moe_ep")

@@ -36,7 +36,13 @@ def register(sub):
                    help=f"kinds of load whose rows the fit uses (default: {' '.join(cal.FIT_LOADS)}; the others are "
                         "predicted and reported, never fitted)")
     p.add_argument("--no-holdout", action="store_true", help="skip the leave-one-group-out refits")
+    p.add_argument("--holdout-steps", type=int, default=None,
+                   help="L-BFGS iterations of each leave-one-group-out refit (default: --steps); each refit "
+                        "starts where the full fit started, never from its result")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--predictions", metavar="CSV",
+                   help="write each row's predictions (before, fit, leave-one-group-out) to this CSV "
+                        "(experiments/calibration_report.py plots them)")
     p.set_defaults(func=run)
 
 
@@ -83,6 +89,52 @@ def _summary(pred, rows, mask):
             for c in cats} | {"all": cal.summarize(pred, rows, mask)}
 
 
+def _command(args) -> str:
+    """The command line that reproduces this fit."""
+    parts = [f"jaxplat calibrate {args.measured}", f"--fit {' '.join(args.fit)}", f"--steps {args.steps}"]
+    if args.train:
+        parts.append(f"--train {' '.join(args.train)}")
+    if list(args.loads) != list(cal.FIT_LOADS):
+        parts.append(f"--loads {' '.join(args.loads)}")
+    if args.holdout_steps is not None:
+        parts.append(f"--holdout-steps {args.holdout_steps}")
+    return " ".join(parts)
+
+
+def _header(command, summary, flags) -> str:
+    """Comment lines opening a calibration file: how it was made, when, and
+    its errors per kind of measurement (median |error|, median signed, rows)."""
+    lines = ["Efficiency parameters fitted by `jaxplat calibrate` (meanings: README, 'Efficiency and",
+             "calibration'); use with --calibration FILE.",
+             f"Made {time.strftime('%Y-%m-%d', time.gmtime())} with: {command}",
+             "Errors: median |predicted/measured - 1|, median signed error, rows (unstable latencies apart)."]
+    cols = [k for k in ("fit", "held_out_rows", "leave_one_hardware_out", "leave_one_model_out") if k in summary]
+    for k in cols:
+        lines.append(f"  {k}:")
+        for cat, s in summary[k].items():
+            if s["n"]:
+                lines.append(f"    {cat:26s} {100 * s['median_abs']:5.1f}%  {100 * s['median_signed']:+6.1f}%  n={s['n']}")
+    if "chip_ratio_median_abs" in summary:
+        lines.append(f"  per-chip MLPerf offline throughput ratios: median |error| "
+                     f"{100 * summary['chip_ratio_median_abs']:.1f}%")
+    notes = [f"{n} {f}" for n, f in flags.items() if f]
+    if notes:
+        lines.append("Flags (modelling signals, not results): " + "; ".join(notes))
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def _write_predictions(path, rows, train, sets: dict):
+    """One line per measured row: where it is in the CSV, what it measures,
+    whether the fit saw it, and each set's prediction (NaN: none)."""
+    import csv
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["line", "model", "hardware", "load", "metric", "source", "value", "fitted_on"] + list(sets))
+        for i, r in enumerate(rows):
+            w.writerow([r.line, r.model, r.hardware, r.load, r.metric, r.source, r.value, int(train[i])]
+                       + [f"{float(p[i]):.6g}" for p in sets.values()])
+
+
 def run(args) -> int:
     from jaxplat.search import enable_compilation_cache
     enable_compilation_cache()  # the fit's programs compile in minutes; a rerun reads them back
@@ -109,11 +161,14 @@ def run(args) -> int:
     held = {}
     if not args.no_holdout:
         for col in ("model", "hardware"):
-            p, per = cal.held_out_predictions(pred, _key(col), args.steps,
+            p, per = cal.held_out_predictions(pred, _key(col), args.holdout_steps or args.steps,
                                               log=lambda g, i, v: log(f"  leave out {g}: step {i} loss {v:.5f}"),
                                               weights=weights)
             held[col] = (p, per)
     seconds = time.time() - t0
+    if args.predictions:
+        _write_predictions(args.predictions, rows, train,
+                           {"before": before, "fit": fitted, **{f"leave_one_{c}_out": p for c, (p, _) in held.items()}})
 
     params = {**pred.base, **values}
     flags = {n: ("at its bound" if min(abs(v / b - 1) for b in cal.BOUNDS[n]) < 1e-3 else
@@ -131,13 +186,11 @@ def run(args) -> int:
         summary["chip_ratio_median_abs"] = float(np.median([abs(e) for *_, e in ratios]))
 
     if args.out:
-        doc = {"description": f"jaxplat calibrate {args.measured} --fit {' '.join(args.fit)}"
-                              + (f" --train {' '.join(args.train)}" if args.train else ""),
+        command = _command(args)
+        doc = {"description": command,
                "parameters": {n: float(f"{params[n]:.6g}") for n in EFFICIENCY_PARAMS},
                "fit": json.loads(json.dumps(summary))}
-        Path(args.out).write_text("# Efficiency parameters fitted by `jaxplat calibrate` (meanings: README,\n"
-                                  "# 'Calibration'); use with --calibration FILE.\n"
-                                  + yaml.safe_dump(doc, sort_keys=False))
+        Path(args.out).write_text(_header(command, summary, flags) + yaml.safe_dump(doc, sort_keys=False))
     if args.json:
         print(json.dumps({"parameters": params, "flags": flags, **summary,
                           "chip_ratios": [{"pair": a, "measured": b, "predicted": c, "error": e}

@@ -12,7 +12,16 @@ n (P + O - 1) / (O - 1) <= C, i.e. R <= C O / (P + O - 1).
 Prompts join in groups of g. With fixed lengths (no spread) the clients stay
 in step: those admitted in one iteration finish in one iteration and come
 back together, so g is as many prompts as the budget admits at once
-(floor((C - n) / P), at most R). With spread lengths they drift apart: g = 1.
+(floor((C - n) / P), at most R). With spread lengths they drift apart and
+arrive one by one, about lambda = X t per iteration of t seconds (X:
+requests/s); the engine admits every waiting prompt into its next iteration
+(vLLM, TensorRT-LLM and SGLang schedule all waiting requests up to the
+budget, as the request simulator does), so a prefill iteration holds on
+average the arrivals of one iteration given at least one, lambda / (1 -
+exp(-lambda)) for Poisson arrivals, at least 1 and at most what the budget
+admits at once. Counting each arrival as an iteration of its own (g = 1)
+lets each prompt hide under a whole decode iteration's spare compute: at
+lambda > 1 more prefill iterations a second than there are iterations.
 A group's prefill is k = g P / c iterations' worth of prompt tokens, c per
 iteration (c = g P for whole prompts, at most C - n when chunked); such an
 iteration lasts t_m (`iteration_time` with the chunk and the other groups'
@@ -61,12 +70,22 @@ class ClosedLoop:
     feasible: jax.Array
 
 
-def _times(model, hw, par, wl, srv, opts, n, running, in_step):
+def merged_arrivals(lam):
+    """Mean prompts an engine admits together when lam arrive per iteration
+    at random (Poisson): the mean count given at least one, lam / (1 -
+    exp(-lam)); 1 as lam -> 0, lam when large."""
+    lam = jnp.maximum(lam, 1e-4)
+    return lam / -jnp.expm1(-lam)
+
+
+def _times(model, hw, par, wl, srv, opts, n, running, in_step, lam):
     """(t_d, t_m, k, g): decode-only and prefill iteration seconds, prefill
-    iterations per group and group size, at n decoding requests."""
+    iterations per group and group size, at n decoding requests and lam
+    arrivals per iteration (spread lengths)."""
     P, C = wl.prompt, srv.budget
     avail = jnp.maximum(C - jnp.ceil(n), 1.0)  # the decode rows hold ceil(n) sequences
-    g = jnp.where(in_step, jnp.clip(jnp.floor(avail / P), 1.0, running), 1.0)
+    at_once = jnp.clip(jnp.floor(avail / P), 1.0, running)  # whole prompts the budget admits together
+    g = jnp.where(in_step, at_once, jnp.clip(merged_arrivals(lam), 1.0, at_once))
     c = jnp.where(srv.chunk > 0, jnp.minimum(g * P, avail), g * P)  # prompt tokens per prefill iteration
     k = g * P / c  # iterations' worth of the group's prompt tokens
     per = jnp.minimum(c, P)  # one prompt's tokens in it: a chunk, or whole prompts
@@ -80,12 +99,13 @@ def _times(model, hw, par, wl, srv, opts, n, running, in_step):
 
 
 def closed_loop(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Serving, concurrency,
-                opts: Options = Options(), max_batch=None, steps: int = 6) -> ClosedLoop:
+                opts: Options = Options(), max_batch=None, steps: int = 8) -> ClosedLoop:
     """Steady state of `concurrency` clients per replica in a closed loop
     (module docstring). srv.rate is ignored; fixed lengths (srv.prompt_cv =
     srv.output_cv = 0) keep the clients in step. `max_batch`: slots from
     memory if None (`capacity`). `steps`: fixed-point steps on the number of
-    decoding requests (it moves by under 1e-3 after 6 in the tests' cases).
+    decoding requests and the arrivals per iteration (it moves by under
+    1e-3 after 6 in the tests' cases).
     """
     N = jnp.asarray(concurrency, jnp.float32)
     if max_batch is None:
@@ -96,8 +116,8 @@ def closed_loop(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Se
     running = jnp.maximum(jnp.minimum(jnp.minimum(N, max_batch), budget_slots), 1.0)
     in_step = (srv.prompt_cv == 0) & (srv.output_cv == 0)
 
-    def solve(n):
-        t_d, t_m, k, g = _times(model, hw, par, wl, srv, opts, n, running, in_step)
+    def solve(n, lam):
+        t_d, t_m, k, g = _times(model, hw, par, wl, srv, opts, n, running, in_step, lam)
         d = jnp.maximum(t_m - t_d, 0.0)
         # Own prefill: the iterations the prompt is in (whole: one; chunked:
         # k + 1 on average, a chunk boundary falling anywhere), each at least
@@ -111,7 +131,7 @@ def closed_loop(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Se
         return x, tpot, g
 
     def step(_, state):  # one traced copy of the iteration times
-        x, tpot, g = solve(state[0])
+        x, tpot, g = solve(state[0], state[1] * state[2])  # arrivals per iteration: X x TPOT
         return jnp.clip(x * dsteps * tpot, 0.0, running), x, tpot, g
     zero = jnp.zeros_like(running)
     _, x, tpot, g = jax.lax.fori_loop(0, steps, step, (running * dsteps / (dsteps + 1.0), zero, zero, zero))
