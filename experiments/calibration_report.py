@@ -10,6 +10,11 @@ log-log parity plot (one panel per metric, one colour per chip; hollow =
 before, filled = after or held out).
 
     .venv/bin/python experiments/calibration_report.py [--held-out] [--out experiments/calibration_parity.png]
+    .venv/bin/python experiments/calibration_report.py --predictions PRED.csv
+
+--predictions reads the held-out predictions `jaxplat calibrate ...
+--predictions PRED.csv` wrote (no refit: the leave-one-chip-out set is
+that run's).
 """
 
 import argparse
@@ -25,6 +30,7 @@ from jaxplat.design import calibration as cal  # noqa: E402
 from jaxplat.design.measured import METRICS, read_rows  # noqa: E402
 from jaxplat.model import EFFICIENCY_PARAMS, default_calibration  # noqa: E402
 from jaxplat.report import table  # noqa: E402
+from jaxplat.serving import SATURATED  # noqa: E402
 
 DATA = ROOT / "data" / "measured" / "calibration_rows.csv"
 BEFORE = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 1.0, "attention": 1.0, "moe": 1.0,
@@ -33,34 +39,53 @@ UNITS = {"throughput_tok_s": "output tokens/s", "ttft_s": "s", "tpot_s": "s"}
 
 
 def errors(pred, rows, keep):
-    e = pred[keep] / np.array([r.value for r in rows])[keep] - 1.0
-    return (f"{100 * np.median(np.abs(e)):.1f}%", f"{100 * np.median(e):+.1f}%") if e.size else ("-", "-")
+    """(median |error|, median signed error) over the rows in `keep` with a
+    prediction; a latency the model finds unstable (SATURATED s: the load is
+    past its capacity) is counted apart, '(k unstable)'."""
+    latency = np.array([r.metric != "throughput_tok_s" for r in rows])
+    ok = keep & np.isfinite(pred) & ~(latency & (pred >= SATURATED))
+    e = pred[ok] / np.array([r.value for r in rows])[ok] - 1.0
+    apart = int((keep & ~ok).sum())
+    tail = f" ({apart} unstable)" if apart else ""
+    return (f"{100 * np.median(np.abs(e)):.1f}%{tail}", f"{100 * np.median(e):+.1f}%") if e.size else ("-", "-")
+
+
+MARKERS = {"before": ("s", False), "after": ("o", True), "leave-one-chip-out": ("^", True)}
+TITLES = {"throughput_tok_s": "output throughput", "ttft_s": "TTFT (mean)", "tpot_s": "TPOT (mean)"}
 
 
 def parity_plot(rows, sets, path):
+    """Log-log predicted vs measured, one panel per metric, one colour per
+    chip, one marker per set; latencies the model finds unstable (a load
+    past its capacity: SATURATED s) are counted in the title, not drawn."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     chips = sorted({r.hardware for r in rows})
     colours = {c: plt.get_cmap("tab10")(i) for i, c in enumerate(chips)}
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6.0))
     for ax, metric in zip(axes, METRICS):
         idx = [i for i, r in enumerate(rows) if r.metric == metric]
         if not idx:
             ax.set_visible(False)
             continue
         meas = np.array([rows[i].value for i in idx])
-        lo, hi = meas.min() / 3, meas.max() * 3
-        for label, pred, filled in sets:
+        lo, hi = meas.min() / 2, meas.max() * 2
+        hidden = {}
+        for label, pred, _ in sets:
+            marker, filled = MARKERS.get(label, ("o", True))
             p = pred[idx]
+            shown = np.isfinite(p) & ((metric == "throughput_tok_s") | (p < SATURATED))
+            hidden[label] = int((~shown).sum())
             for c in chips:
-                k = np.array([rows[i].hardware == c for i in idx]) & np.isfinite(p)
+                k = np.array([rows[i].hardware == c for i in idx]) & shown
                 if not k.any():
                     continue
-                ax.scatter(meas[k], p[k], s=30 if filled else 22, marker="o" if filled else "s",
+                ax.scatter(meas[k], p[k], s=34 if filled else 26, marker=marker,
                            facecolors=colours[c] if filled else "none", edgecolors=colours[c], linewidths=1.0,
-                           alpha=0.85, label=f"{c}" if filled else None)
+                           alpha=0.8 if filled else 0.6)
                 lo, hi = min(lo, p[k].min() / 1.5), max(hi, p[k].max() * 1.5)
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
         for f in (0.9, 1.1):
@@ -70,17 +95,31 @@ def parity_plot(rows, sets, path):
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_aspect("equal")
-        ax.set_xlabel(f"measured {metric.split('_')[0].upper()} ({UNITS[metric]})")
-        ax.set_ylabel(f"predicted ({UNITS[metric]})")
-        ax.set_title(f"{metric.split('_')[0].upper()}: {len(idx)} rows (dotted: ±10%)")
+        unit = UNITS[metric]
+        ax.set_xlabel(f"measured ({unit})")
+        ax.set_ylabel(f"predicted ({unit})")
+        off = ", ".join(f"{n} {label}" for label, n in hidden.items() if n)
+        ax.set_title(f"{TITLES[metric]}: {len(idx)} rows" + (f"\nunstable, not drawn: {off}" if off else ""),
+                     fontsize=10)
         ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    handles, labels = axes[0].get_legend_handles_labels()
-    uniq = dict(zip(labels, handles))
-    fig.legend(uniq.values(), uniq.keys(), loc="lower center", ncol=len(uniq), frameon=False)
-    names = " / ".join(f"{'filled' if f else 'hollow'}: {label}" for label, _, f in sets)
-    fig.suptitle(f"jaxplat predicted vs measured ({names})")
-    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    chip_handles = [Line2D([], [], marker="o", ls="", color=colours[c], label=c) for c in chips]
+    set_handles = [Line2D([], [], marker=MARKERS.get(label, ("o", True))[0], ls="", color="0.3",
+                          markerfacecolor="0.3" if MARKERS.get(label, ("o", True))[1] else "none", label=label)
+                   for label, _, _ in sets]
+    fig.legend(handles=chip_handles + set_handles, loc="lower center", ncol=len(chips) + len(sets), frameon=False)
+    fig.suptitle("jaxplat predicted vs measured (solid line: parity, dotted: ±10%)")
+    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
     fig.savefig(path, dpi=110)
+
+
+def _read_held_out(path, rows):
+    """[rows] leave-one-chip-out predictions from `jaxplat calibrate --predictions`."""
+    import csv
+    by_line = {int(r["line"]): float(r["leave_one_hardware_out"]) for r in csv.DictReader(open(path))}
+    missing = [r.line for r in rows if r.line not in by_line]
+    if missing:
+        raise SystemExit(f"{path}: no prediction for row {missing[0]} of the measured CSV (rerun calibrate)")
+    return np.array([by_line[r.line] for r in rows])
 
 
 def main(argv=None):
@@ -88,6 +127,7 @@ def main(argv=None):
     ap.add_argument("--data", default=str(DATA))
     ap.add_argument("--held-out", action="store_true", help="add leave-one-chip-out predictions (refits)")
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--predictions", help="held-out predictions written by jaxplat calibrate --predictions")
     ap.add_argument("--out", default=str(ROOT / "experiments" / "calibration_parity.png"))
     args = ap.parse_args(argv)
     from jaxplat.search import enable_compilation_cache
@@ -98,10 +138,13 @@ def main(argv=None):
     shipped = default_calibration().parameters
     before = np.asarray(pred.predict(cal.z_of(pred, BEFORE)))
     after = np.asarray(pred.predict(cal.z_of(pred, {**pred.base, **shipped})))
-    sets = [("before", before, False), ("after (shipped calibration)", after, True)]
-    if args.held_out:
+    sets = [("before", before, False), ("after", after, True)]
+    if args.predictions:
+        held = _read_held_out(args.predictions, rows)
+        sets = [("before", before, False), ("after", after, True), ("leave-one-chip-out", held, True)]
+    elif args.held_out:
         held, _ = cal.held_out_predictions(pred, lambda r: r.hardware, args.steps)
-        sets = [("before", before, False), ("leave-one-chip-out", held, True)]
+        sets = [("before", before, False), ("after", after, True), ("leave-one-chip-out", held, True)]
     sources = sorted({r.source for r in rows})
     header = ["source", "metric", "rows"] + [f"{label} {k}" for label, *_ in sets for k in ("|err|", "signed")]
     out = []

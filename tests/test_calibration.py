@@ -86,3 +86,22 @@ def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
     # the file is a calibration estimate/sweep/codesign accept
     hw = jp.load_hardware("h100-sxm", load_calibration(out))
     assert float(hw.eff_compute) == pytest.approx(0.55, rel=1e-2)
+
+
+def test_shipped_defaults_are_a_fit_inside_the_physical_bounds():
+    # specs/calibration/default.yaml is `jaxplat calibrate`'s output: every
+    # parameter it fits lies inside the fit's bounds (a value outside them
+    # was edited by hand), the header says how it was made, and a built-in
+    # chip loads with those values.
+    from jaxplat.design.calibration import BOUNDS, DEFAULT_FIT
+    from jaxplat.model import default_calibration
+    from jaxplat.specs import SPEC_ROOT
+    cal = default_calibration()
+    for name in DEFAULT_FIT:
+        lo, hi = BOUNDS[name]
+        assert lo <= cal.parameters[name] <= hi, name
+    text = (SPEC_ROOT / "calibration" / "default.yaml").read_text()
+    assert "jaxplat calibrate data/measured/calibration_rows.csv" in text
+    assert "leave_one_hardware_out" in text and "leave_one_model_out" in text
+    hw = jp.load_hardware("h100-sxm")
+    assert float(hw.eff_moe) == pytest.approx(cal.parameters["moe"], rel=1e-6)

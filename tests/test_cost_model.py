@@ -113,7 +113,8 @@ def test_closed_form_decode_equals_per_token_loop(llama70b, h100):
         loop = float(np.sum(np.asarray(per_step, np.float64)[: output - 1]))  # steps s = 1 ... output - 1
         assert float(closed) == pytest.approx(loop, rel=2e-5)
         m = jp.evaluate(llama70b, h100, par, wl)
-        assert float(m.tpot) == pytest.approx(loop / (output - 1), rel=2e-5)
+        # TPOT adds the engine's per-iteration overhead (calibrated) to the kernels' time
+        assert float(m.tpot) == pytest.approx(loop / (output - 1) + float(h100.iteration_overhead), rel=2e-5)
 
 
 def test_faster_memory_or_compute_is_never_slower(llama70b, h100, chatbot):

@@ -135,7 +135,9 @@ def test_elasticities_of_reported_case_are_finite():
     smooth_rows = [i for i, lab in enumerate(labels) if not lab.startswith("net_domain") and lab not in STAIRCASES]
     # ±1% steps: truncation ~(0.01)²·f''' and a roofline row crossing within the step; 1e-2 bounds both here.
     np.testing.assert_allclose(grad[smooth_rows], fd[smooth_rows], atol=1e-2)
-    assert grad[labels.index("mem_bw[0]"), metrics.index("tpot")] < -0.5
+    # decode is memory bound: -0.40 with the shipped calibration (each kernel's
+    # fixed latency takes part of the step), below -0.5 without it
+    assert grad[labels.index("mem_bw[0]"), metrics.index("tpot")] < -0.3
 
 
 def test_json_text_is_strict():

@@ -108,9 +108,10 @@ def _header(command, summary, flags) -> str:
              "calibration'); use with --calibration FILE.",
              f"Made {time.strftime('%Y-%m-%d', time.gmtime())} with: {command}",
              "Errors: median |predicted/measured - 1|, median signed error, rows (unstable latencies apart)."]
-    cols = [k for k in ("fit", "held_out_rows", "leave_one_hardware_out", "leave_one_model_out") if k in summary]
-    for k in cols:
-        lines.append(f"  {k}:")
+    labels = {"fit": "fit (rows it saw)", "held_out_rows": "rows the fit did not see (other loads, outside --train)",
+              "leave_one_hardware_out": "leave one chip out", "leave_one_model_out": "leave one model out"}
+    for k in (k for k in labels if k in summary):
+        lines.append(f"  {labels[k]}:")
         for cat, s in summary[k].items():
             if s["n"]:
                 lines.append(f"    {cat:26s} {100 * s['median_abs']:5.1f}%  {100 * s['median_signed']:+6.1f}%  n={s['n']}")

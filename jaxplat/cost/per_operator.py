@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost import collectives
+from jaxplat.cost import collectives, efficiency
 from jaxplat.cost.inference import phases, row_components
 from jaxplat.cost.operators import build_table
 from jaxplat.cost.roofline import safe_div
@@ -73,7 +73,9 @@ def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
     `Parallel.overlap` leaves), time (one execution: max(compute, memory) +
     exposed communication, times the phase's power-limit stretch
     `Metrics.throttle` when the chips are held at TDP; decode: the mean over
-    the steps) and total_time
+    the steps) and total_time; a last row 'iteration_overhead' (group
+    'engine') holds the engine's time per pass or step outside the kernels
+    (not under the genz profile's flat efficiency)
     (weight x time), seconds, intensity (FLOP/byte), bound ('compute' /
     'memory' / 'network'), m/k/n. A decode step's columns are those at the
     mean context over the output (the genz profile: GenZ's step at prompt +
@@ -90,6 +92,16 @@ def breakdown_rows(t, cols) -> dict:
     out["bound"] = [
         "network" if kind else ("compute" if c >= mm else "memory") if (c or mm) else "-"
         for kind, c, mm in zip(t.comm_kinds, out["compute_time"], out["memory_time"])]
+    if options.conv.efficiency != "flat":
+        # The engine's own time per pass or step (scheduling, sampling:
+        # efficiency.iteration_overhead), which evaluate adds to the kernels'.
+        over = float(efficiency.iteration_overhead(hardware, options))
+        row = {k: 0.0 for k in cols} | {"count": 1.0, "weight": 1.0, "time": over, "total_time": over}
+        out["name"].append("iteration_overhead")
+        out["group"].append("engine")
+        out["bound"].append("-")
+        for k, v in row.items():
+            out[k].append(v)
     return out
 
 
