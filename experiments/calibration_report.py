@@ -65,7 +65,7 @@ def parity_plot(rows, sets, path):
 
     chips = sorted({r.hardware for r in rows})
     colours = {c: plt.get_cmap("tab10")(i) for i, c in enumerate(chips)}
-    fig, axes = plt.subplots(1, 3, figsize=(16, 6.0))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6.6))
     for ax, metric in zip(axes, METRICS):
         idx = [i for i, r in enumerate(rows) if r.metric == metric]
         if not idx:
@@ -106,9 +106,10 @@ def parity_plot(rows, sets, path):
     set_handles = [Line2D([], [], marker=MARKERS.get(label, ("o", True))[0], ls="", color="0.3",
                           markerfacecolor="0.3" if MARKERS.get(label, ("o", True))[1] else "none", label=label)
                    for label, _, _ in sets]
-    fig.legend(handles=chip_handles + set_handles, loc="lower center", ncol=len(chips) + len(sets), frameon=False)
+    fig.legend(handles=chip_handles + set_handles, loc="lower center", bbox_to_anchor=(0.5, 0.0),
+               ncol=len(chips) + len(sets), frameon=False)
     fig.suptitle("jaxplat predicted vs measured (solid line: parity, dotted: ±10%)")
-    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
+    fig.tight_layout(rect=(0, 0.08, 1, 0.96))
     fig.savefig(path, dpi=110)
 
 
