@@ -52,10 +52,19 @@ def _columns(ph, phase, hardware, parallel, workload, options):
     compute, mem = c0 + c1 * s, m0 + m1 * s
     f = t.f0 + t.f1 * s
     aff = lambda x0, x1: x0 + x1 * s  # noqa: E731
-    return t, dict(count=t.count, weight=weight, flops=f, bytes_a=aff(t.a0, t.a1), bytes_w=aff(t.w0, t.w1),
-                   bytes_o=aff(t.o0, t.o1), compute_time=compute, memory_time=mem, comm_time=comm,
-                   exposed_comm_time=hidden * comm, time=time, total_time=weight * time,
-                   intensity=safe_div(f, aff(t.a0 + t.w0 + t.o0, t.a1 + t.w1 + t.o1)), m=t.m, k=t.k, n=t.n)
+    cols = dict(count=t.count, weight=weight, flops=f, bytes_a=aff(t.a0, t.a1), bytes_w=aff(t.w0, t.w1),
+                bytes_o=aff(t.o0, t.o1), compute_time=compute, memory_time=mem, comm_time=comm,
+                exposed_comm_time=hidden * comm, time=time, total_time=weight * time,
+                intensity=safe_div(f, aff(t.a0 + t.w0 + t.o0, t.a1 + t.w1 + t.o1)), m=t.m, k=t.k, n=t.n)
+    if options.conv.efficiency != "flat":
+        # The engine's own time per pass or step (scheduling, sampling:
+        # efficiency.iteration_overhead), which evaluate adds to the kernels':
+        # one more row of breakdown_rows.
+        cols[_OVERHEAD] = jnp.reshape(efficiency.iteration_overhead(hardware, options), (1,))
+    return t, cols
+
+
+_OVERHEAD = "iteration_overhead"
 
 
 def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
@@ -73,13 +82,14 @@ def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
     `Parallel.overlap` leaves), time (one execution: max(compute, memory) +
     exposed communication, times the phase's power-limit stretch
     `Metrics.throttle` when the chips are held at TDP; decode: the mean over
-    the steps) and total_time; a last row 'iteration_overhead' (group
-    'engine') holds the engine's time per pass or step outside the kernels
-    (not under the genz profile's flat efficiency)
+    the steps) and total_time
     (weight x time), seconds, intensity (FLOP/byte), bound ('compute' /
     'memory' / 'network'), m/k/n. A decode step's columns are those at the
     mean context over the output (the genz profile: GenZ's step at prompt +
-    output); its time is the exact mean over the steps.
+    output); its time is the exact mean over the steps. A last row
+    'iteration_overhead' (group 'engine') holds the engine's time per pass
+    or step outside the kernels (not under the genz profile's flat
+    efficiency).
     """
     return breakdown_rows(*_arrays(model, hardware, parallel, workload, phase, options))
 
@@ -87,17 +97,17 @@ def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
 def breakdown_rows(t, cols) -> dict:
     """`breakdown`'s dict of columns from one phase's (table, columns) of
     `operator_arrays` (host)."""
+    cols = dict(cols)
+    overhead = cols.pop(_OVERHEAD, None)
     out = {"name": list(t.names), "group": list(t.groups)}
     out.update({k: [float(x) for x in jax.device_get(v)] for k, v in cols.items()})
     out["bound"] = [
         "network" if kind else ("compute" if c >= mm else "memory") if (c or mm) else "-"
         for kind, c, mm in zip(t.comm_kinds, out["compute_time"], out["memory_time"])]
-    if options.conv.efficiency != "flat":
-        # The engine's own time per pass or step (scheduling, sampling:
-        # efficiency.iteration_overhead), which evaluate adds to the kernels'.
-        over = float(efficiency.iteration_overhead(hardware, options))
+    if overhead is not None:  # the engine's time outside the kernels: a row of its own
+        over = float(jax.device_get(overhead)[0])
         row = {k: 0.0 for k in cols} | {"count": 1.0, "weight": 1.0, "time": over, "total_time": over}
-        out["name"].append("iteration_overhead")
+        out["name"].append(_OVERHEAD)
         out["group"].append("engine")
         out["bound"].append("-")
         for k, v in row.items():
