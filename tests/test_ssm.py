@@ -8,6 +8,8 @@ import glob
 import json
 from pathlib import Path
 
+import jax
+import numpy as np
 import pytest
 from helpers import workload
 
@@ -66,11 +68,29 @@ def test_mamba2_config():
     assert "ssm_dt_proj" not in row  # dt comes out of the in-projection
 
 
-def test_a_study_holds_one_kind():
-    from jaxplat.search import study_from_dict
-    with pytest.raises(SpecError, match="state-space"):
-        study_from_dict(dict(models=["llama-3.1-8b", "falcon-mamba-7b"], workloads=["qa"], hardware="h100-sxm",
-                             objective={"minimize": "tpot"}))
+def test_a_study_mixes_a_state_space_model_with_a_transformer():
+    """One sweep over Llama-3.1-8B and Falcon-Mamba-7B (two kinds, one
+    compiled step: a lax.switch branch each): every configuration's TPOT is
+    the one jitted evaluate gives it, ranked as a Python loop ranks them."""
+    from jaxplat import search
+    study = search.study_from_dict(dict(
+        models=["llama-3.1-8b", "falcon-mamba-7b"], workloads=["qa"], hardware="h100-sxm",
+        axes=dict(tp=[1, 2], batch=[1, 8]), constraints=dict(ttft="none", tpot="none"),
+        objective={"minimize": "tpot"}, top_k=8, engine=dict(block=4, blocks_per_step=1, fast_compile=True)))
+    engine = search.Engine(study)
+    assert len(engine.kinds) == 2
+    res = search.run(engine, progress=False)
+    one = jax.jit(lambda m, h, p, w: jp.evaluate(m, h, p, w, study.options))
+    hw, wl = jp.load_hardware("h100-sxm"), jp.load_workload("qa")
+    want = []
+    for flat in range(study.size):
+        c = {k: v[0] for k, v in study.decode([flat]).items()}
+        r = one(jp.load_model(c["model"]), hw, jp.Parallel(tp=c["tp"]), jp.replace(wl, batch=c["batch"]))
+        want.append((float(r.tpot), flat))
+    counts = dict(zip(search.COUNTERS, res.counts, strict=True))
+    assert study.size == 8 and counts["evaluated"] == counts["feasible"] == 8
+    assert list(res.top["index"]) == [f for _, f in sorted(want)]
+    np.testing.assert_allclose(res.top["vals"][:, engine.metrics.index("tpot")], sorted(t for t, _ in want), rtol=1e-5)
 
 
 def test_unsupported_ssm_is_a_one_line_error():

@@ -21,7 +21,8 @@ class Result:
     """The host-side running result of a sweep (flat indices as Python ints).
 
     Attributes:
-      counts: {counter: int}. top: dict of arrays sorted best first.
+      counts: [len(COUNTERS)] int64, in `search.COUNTERS` order. top: dict of
+        arrays sorted best first.
       front: dict of arrays sorted by the first Pareto metric. Their `vals`
         ([n, metrics], every reported metric) are filled by `fill_values`,
         which `run` calls at its end.
