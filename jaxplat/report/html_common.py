@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxplat.search import AXIS_KINDS
 from jaxplat.specs import SpecError
 
 REPORT_FILE = "report.html"
@@ -70,13 +71,10 @@ COLUMNS = {
 }
 # sweep metric name -> its column (jaxplat.cli.sweep.metric_columns)
 _METRIC_SUFFIXES = ("", "_s", "_tok_s")
-# hardware axes where a smaller value is the harder requirement to meet (its
-# requirement is the largest value that works)
-LOWER_IS_BETTER = {"link_latency", "scaleout_latency", "price", "tdp"}
-HARDWARE_AXES = {"flops", "hbm_bandwidth", "hbm_size", "sram_size", "sram_bandwidth", "link_bandwidth",
-                 "link_latency", "domain", "scaleout_bandwidth", "scaleout_latency", "eff_compute", "eff_memory",
-                 "eff_network", "price", "tdp", "array_rows", "array_cols", "cores", "clock", "vector_flops",
-                 "host_flops", "host_bandwidth"}
+# hardware axes, and those where a smaller value is the harder requirement to
+# meet (its requirement is the largest value that works): from the axes' kinds
+HARDWARE_AXES = {k for k, v in AXIS_KINDS.items() if v.group == "hardware"}
+LOWER_IS_BETTER = {k for k in HARDWARE_AXES if AXIS_KINDS[k].better == "less"}
 CATEGORICAL_AXES = {"model", "workload", "dtype", "weight_dtype", "kv_dtype", "tp", "pp", "ep", "moe_ep", "dp", "sp",
                     "microbatches", "chips", "batch", "beams", "domain"}
 
