@@ -111,6 +111,10 @@ def log2_axes(axes, xs, xlabels, xlabel, ylabels):
         ax.set_ylabel(ylabel)
 
 
+# ticks within one decade: 1-9 alone leave 10-20 bare (a curve at 15 gets no label)
+NARROW_SUBS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
+
+
 def _readable_log_ticks(fig):
     """Log axes left to matplotlib's locator get ticks at 1, 2, 5 x 10^n in
     plain numbers (not 4x10^0), so a narrow range still shows labels."""
@@ -120,7 +124,7 @@ def _readable_log_ticks(fig):
             if isinstance(axis.get_major_locator(), LogLocator) and getattr(axis.get_transform(), "base", 0) == 10:
                 lo, hi = sorted(axis.get_view_interval())
                 decades = np.log10(hi / lo) if lo > 0 else 9.0
-                subs = (1.0, 2.0, 5.0) if decades > 2.5 else (1.0, 2.0, 3.0, 5.0) if decades > 1.0 else range(1, 10)
+                subs = (1.0, 2.0, 5.0) if decades > 2.5 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if decades > 1.0 else NARROW_SUBS
                 axis.set_major_locator(LogLocator(base=10, subs=subs))
                 axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
                 axis.set_minor_formatter(NullFormatter())
