@@ -23,7 +23,7 @@ from jaxplat.specs import builtin_names  # noqa: E402
 OUT = HERE / "calibration_rows.csv"
 COLUMNS = ["model", "hardware", "tp", "pp", "ep", "moe_ep", "dp", "microbatches", "dtype", "prompt", "output",
            "prompt_cv", "output_cv", "batch", "concurrency", "rate", "offline", "max_batch", "max_num_tokens",
-           "chunk", "kv_block", "mem_fraction", "metric", "value", "engine", "source", "note"]
+           "chunk", "kv_block", "mem_fraction", "prefill_first", "metric", "value", "engine", "source", "note"]
 
 # --- assumptions (each one lands in the rows' notes) -----------------------
 # Engine defaults: KV block tokens, iteration token budget, chunked prefill.
@@ -169,11 +169,19 @@ def mlperf_dstack(path, skipped):
         if hw not in builtin_names("hardware"):
             skipped.append(f"row {i}: no built-in chip {hw!r}")
             continue
+        # Scheduler of the dstack runs (their launch flags): vLLM 0.7 turns
+        # chunked prefill off for MLA models (vllm-project/vllm PR #12642,
+        # vllm/config.py of v0.7.3), and its V0 scheduler then runs waiting
+        # prefills before decodes; SGLang runs prefill and decode batches
+        # apart (--enable-mixed-chunk not given, off by default). TensorRT-LLM
+        # batches context and generation requests in one iteration (in-flight
+        # batching).
+        prefill_first = int(kind == "closed" and engine in ("vllm", "sglang"))
         src = "dstack" if kind == "closed" else re.search(r"(v\d\.\d)", scenario).group(1)
         yield _row(model=model, hardware=hw, tp=tp, pp=pp, ep=ep, moe_ep=moe_ep, dp=dp, microbatches=pp,
                    dtype=dtype, prompt=prompt, output=output, prompt_cv=pcv, output_cv=ocv, max_batch=mb,
                    max_num_tokens=e["max_num_tokens"], chunk=e["chunk"], kv_block=e["kv_block"],
-                   mem_fraction=0.9, metric=metric, value=f"{value:.6g}", engine=engine,
+                   mem_fraction=0.9, prefill_first=prefill_first, metric=metric, value=f"{value:.6g}", engine=engine,
                    source=("mlperf-" + src) if src != "dstack" else "dstack-deepseek-r1",
                    note="; ".join(notes), **load)
 

@@ -39,6 +39,22 @@ in a few steps. Reported: TPOT = D / (O - 1); TTFT = N / X - (O - 1) TPOT
 (Little's law over all N, so a wait for a slot is included); throughput
 X O dp. Checked against the request simulator run closed loop
 (`simulator.simulate(..., closed=True)`, tests/test_engine.py).
+
+Waves (fixed lengths under a prefill-first scheduler, srv.prefill_first:
+vLLM V0 without chunked prefill, SGLang without mixed chunks). A benchmark
+starts its N clients together. While prompts wait, such an engine runs
+prefill-only iterations and the decodes pause, so the R running requests
+are prefilled W iterations in a row (g whole prompts each, or C tokens of
+chunks), then decode O - 1 steps together, finish in one iteration and come
+back together: the wave never spreads. Per cycle of T = T_pre + (O - 1) t_d
+(T_pre: the W prefill iterations, t_d: a decode step of R), X = R / T. The
+j-th prompt's first token comes with the prefill iteration that finishes it,
+ceil(j / g) (whole prompts; ceil(j P / C) chunked), so the mean TTFT inside
+the engine is t_p mean_j ceil(j / g) ~ t_p (W + 1) / 2, not one iteration:
+a 128-client wave of 3200-token prompts under an 8192-token budget is 64
+prefill iterations, the 64th prompt pair waits for the 63 before it. TPOT =
+(T - TTFT_engine) / (O - 1) (a prompt prefilled early waits for the rest of
+its wave before it decodes); TTFT = N / X - (O - 1) TPOT as above.
 """
 
 import jax
@@ -98,11 +114,50 @@ def _times(model, hw, par, wl, srv, opts, n, running, in_step, lam):
     return t[0], t[1], k, g
 
 
+def _wave(model, hw, par, wl, srv, opts, running):
+    """(X requests/s, mean TTFT in the engine s, cycle s) of a wave of
+    `running` requests under a prefill-first scheduler (module docstring)."""
+    P, R = wl.prompt, running
+    dsteps = jnp.maximum(wl.output - 1.0, 1.0)
+    C = srv.budget
+    chunked = srv.chunk > 0
+    g = jnp.clip(jnp.floor(C / P), 1.0, R)  # whole prompts per prefill-only iteration
+    per_it = jnp.where(chunked, jnp.minimum(C, R * P), g * P)  # prompt tokens per full iteration
+    total = R * P
+    full = jnp.floor(total / per_it + 1e-4)  # full prefill iterations (1e-4: float slack on exact multiples)
+    rest = jnp.maximum(total - full * per_it, 0.0)  # tokens of a last, partial one
+    rest = jnp.where(rest < 0.5, 0.0, rest)
+    one = jnp.ones((1,), jnp.float32)
+    # One prompt's tokens per iteration entry: a chunk of C (ctx0: on average
+    # half the prompt before it), or whole prompts (copies of one prompt).
+    per = jnp.minimum(per_it, P)
+
+    def pre(tok):  # a prefill-only iteration of `tok` prompt tokens
+        p1 = jnp.minimum(jnp.maximum(tok, 1.0), per)
+        return iteration_time(model, hw, par, wl, opts, 0.0, P, p1 * one, (P - p1) / 2.0 * one,
+                              safe_div(tok, p1) * one)
+    t_full, t_rest = jax.vmap(pre)(jnp.stack([per_it, jnp.maximum(rest, 1.0)]))
+    t_rest = jnp.where(rest > 0, t_rest, 0.0)
+    t_pre = full * t_full + t_rest
+    t_d = iteration_time(model, hw, par, wl, opts, R, P + wl.output / 2.0, 0.0 * one, 0.0 * one)
+    # Whole prompts: R = q g + r; sum_j ceil(j / g) = g q (q + 1) / 2 + r (q + 1),
+    # the r prompts of the partial iteration finish at t_pre.
+    q, r = full, jnp.maximum(R - full * g, 0.0)
+    whole = (t_full * g * q * (q + 1.0) / 2.0 + r * t_pre) / R
+    # Chunked: prompt j ends in iteration ceil(j P / C); mean ~ (R + 1) P / (2 C)
+    # + 1/2 (the ceiling's mean round-up), at most the whole prefill.
+    chunks = jnp.minimum(((R + 1.0) * P / (2.0 * per_it) + 0.5) * t_full, t_pre)
+    a = jnp.where(chunked, chunks, whole)
+    cycle = t_pre + dsteps * t_d
+    return R / cycle, a, cycle
+
+
 def closed_loop(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Serving, concurrency,
                 opts: Options = Options(), max_batch=None, steps: int = 8) -> ClosedLoop:
     """Steady state of `concurrency` clients per replica in a closed loop
     (module docstring). srv.rate is ignored; fixed lengths (srv.prompt_cv =
-    srv.output_cv = 0) keep the clients in step. `max_batch`: slots from
+    srv.output_cv = 0) keep the clients in step, in one wave where
+    srv.prefill_first. `max_batch`: slots from
     memory if None (`capacity`). `steps`: fixed-point steps on the number of
     decoding requests and the arrivals per iteration (it moves by under
     1e-3 after 6 in the tests' cases).
@@ -135,6 +190,11 @@ def closed_loop(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Se
         return jnp.clip(x * dsteps * tpot, 0.0, running), x, tpot, g
     zero = jnp.zeros_like(running)
     _, x, tpot, g = jax.lax.fori_loop(0, steps, step, (running * dsteps / (dsteps + 1.0), zero, zero, zero))
+    # Fixed lengths under a prefill-first scheduler: the clients move in one wave.
+    wave = in_step & (srv.prefill_first > 0)
+    xw, aw, cw = _wave(model, hw, par, wl, srv, opts, running)
+    x = jnp.where(wave, xw, x)
+    tpot = jnp.where(wave, (cw - aw) / dsteps, tpot)
     ttft = jnp.maximum(safe_div(N, x) - dsteps * tpot, 0.0)
     feasible = max_batch >= 1.0
     return ClosedLoop(rate=jnp.where(feasible, x, 0.0), ttft=ttft, tpot=tpot,

@@ -39,6 +39,14 @@ class Serving:
       kv_block: tokens per KV-cache block (paged attention: vLLM 16,
         TensorRT-LLM 32, SGLang 1); a sequence holds whole blocks. 0: no
         rounding.
+      prefill_first: 1 where an iteration with waiting prompts runs only
+        prefills and the decodes wait (vLLM V0's default scheduler without
+        chunked prefill: "by default, vLLM scheduler prioritizes prefills",
+        vLLM docs, performance/optimization, quoted in vllm-project/vllm
+        PR #7874; SGLang runs prefill and decode batches apart unless
+        --enable-mixed-chunk, off by default, server_args); 0 where prompts
+        share iterations with the decodes (TensorRT-LLM in-flight batching,
+        vLLM chunked prefill, Sarathi-Serve).
     """
 
     rate: jax.Array
@@ -50,6 +58,7 @@ class Serving:
     slo_quantile: jax.Array
     max_num_tokens: jax.Array
     kv_block: jax.Array
+    prefill_first: jax.Array
 
     @property
     def budget(self):
@@ -59,11 +68,11 @@ class Serving:
 
 def serving(rate=0.0, prompt_cv=0.0, output_cv=0.0, max_batch=0.0, chunk=0.0,
             mem_fraction=DEFAULT_MEM_FRACTION, slo_quantile=0.9, max_num_tokens=DEFAULT_TOKEN_BUDGET,
-            kv_block=0.0) -> Serving:
+            kv_block=0.0, prefill_first=0.0) -> Serving:
     """Build `Serving` with float32 leaves (one compiled program for all values)."""
     f = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
     return Serving(f(rate), f(prompt_cv), f(output_cv), f(max_batch), f(chunk), f(mem_fraction), f(slo_quantile),
-                   f(max_num_tokens), f(kv_block))
+                   f(max_num_tokens), f(kv_block), f(prefill_first))
 
 
 @pytree_dataclass

@@ -62,8 +62,9 @@ def simulate(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     Args:
       srv: uses max_batch (running sequences, <= slots; 0 = slots), chunk
         (prefill token budget per iteration including decodes; 0 = whole
-        prompts, in-flight batching) and max_num_tokens (the budget of an
-        iteration with whole prompts: prompts that fit join it whole).
+        prompts, in-flight batching), max_num_tokens (the budget of an
+        iteration with whole prompts: prompts that fit join it whole) and
+        prefill_first (decodes wait while prompts do).
       reqs: `Requests` sorted by arrival.
       slots, iterations: static sizes (request slots; scan length).
       warmup: fraction of the first requests left out of the statistics
@@ -108,10 +109,13 @@ def simulate(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
         nxt = nxt + k
         active = req >= 0
         # Schedule: decodes first (one token each), then prompt chunks in
-        # arrival order within the remaining budget (Sarathi-Serve).
-        dec = active & (left <= 0)
-        n_dec = jnp.sum(dec).astype(f32)
+        # arrival order within the remaining budget (Sarathi-Serve); with
+        # srv.prefill_first, an iteration with prompts waiting runs only
+        # them and the decodes wait (vLLM V0's default scheduler).
         pre = active & (left > 0)
+        hold = (srv.prefill_first > 0) & jnp.any(pre)
+        dec = active & (left <= 0) & ~hold
+        n_dec = jnp.sum(dec).astype(f32)
         order = jnp.argsort(jnp.where(pre, req, n + ids))
         left_sorted = jnp.where(pre, left, 0.0)[order]
         before = jnp.cumsum(left_sorted) - left_sorted
