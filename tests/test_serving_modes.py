@@ -265,3 +265,18 @@ def test_estimate_disagg_is_the_pools_model(capsys, llama8b, h100, qa):
     # Property: a second prefill replica halves the prefill load: shorter waits, same decode pool.
     assert two["ttft_mean_s"] < one["ttft_mean_s"] and two["tpot_mean_s"] == one["tpot_mean_s"]
     assert "goodput_req_s" not in one
+
+
+def test_estimate_prefill_first_is_the_wave(capsys, llama8b, h100, qa):
+    wl, mb = qa
+    out = _estimate(capsys, "--concurrency", "16", "--max-num-tokens", "2000", "--prefill-first")
+    srv = S.serving(max_num_tokens=2000.0, prefill_first=1.0)
+    cl = S.closed_loop_jit(llama8b, h100, jp.Parallel(), wl, srv, 16.0, OPTS, mb)
+    assert out["ttft_s"] == pytest.approx(float(cl.ttft), rel=1e-5)
+    assert out["tpot_s"] == pytest.approx(float(cl.tpot), rel=1e-5)
+    # Property: 16 prompts of 1000 tokens prefilled 2 per iteration back to back
+    # (8 iterations, the mean prompt waits 4.5) wait longer for their first
+    # token than clients whose prompts join the decodes' iterations.
+    mixed = S.closed_loop_jit(llama8b, h100, jp.Parallel(), wl, replace(srv, prefill_first=jnp.float32(0.0)),
+                              16.0, OPTS, mb)
+    assert out["ttft_s"] > 1.5 * float(mixed.ttft)

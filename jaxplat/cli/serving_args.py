@@ -1,5 +1,5 @@
 """Serving options of `jaxplat estimate` (--rate, --concurrency, --max-batch,
---chunk, --max-num-tokens, --kv-block, --disagg, --draft) and the JSON
+--chunk, --max-num-tokens, --kv-block, --prefill-first, --disagg, --draft) and the JSON
 fields they add.
 
 estimate.py calls `add_arguments(parser)` when it builds its parser. A call
@@ -42,6 +42,10 @@ def add_arguments(p) -> None:
                    help="KV-cache block in tokens (paged attention: vLLM 16, TensorRT-LLM 32; default 0: none)")
     g.add_argument("--chunk", type=int, default=0,
                    help="chunked prefill: token budget per iteration, decodes included (default: whole prompts)")
+    g.add_argument("--prefill-first", action="store_true",
+                   help="iterations with waiting prompts run only prefills and decodes wait (vLLM V0 without "
+                        "chunked prefill, SGLang without --enable-mixed-chunk); with --concurrency and fixed "
+                        "lengths the clients then move in one wave (default: prompts join the decodes' iterations)")
     g.add_argument("--mem-fraction", type=float, default=serving.DEFAULT_MEM_FRACTION,
                    help=f"usable fraction of free memory for the KV cache (default {serving.DEFAULT_MEM_FRACTION})")
     g.add_argument("--disagg", metavar="NP:ND[:TP_P:TP_D]", default=None,
@@ -173,7 +177,8 @@ def plan(args, model, par: Parallel, wl, warnings=None):
     inputs = {"wl": replace(wl, beams=1.0),
               "srv": serving.serving(rate=rate, max_batch=args.max_batch, chunk=args.chunk,
                                      mem_fraction=args.mem_fraction, max_num_tokens=args.max_num_tokens,
-                                     kv_block=args.kv_block)}
+                                     kv_block=args.kv_block,
+                                     prefill_first=float(getattr(args, "prefill_first", False)))}
     concurrency = args.concurrency is not None
     if concurrency:
         inputs["clients"] = f32(args.concurrency)
