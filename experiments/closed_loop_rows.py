@@ -22,11 +22,10 @@ import argparse
 import jax
 import numpy as np
 
-from jaxplat.design.calibration import predict_one
+from jaxplat.design.calibration import OPTS, predict_one
 from jaxplat.design.measured import read_rows, row_pytrees
 from jaxplat.model import load_model
 from jaxplat.serving import capacity
-from jaxplat.design.calibration import OPTS
 
 
 def main():
@@ -41,7 +40,7 @@ def main():
     err = {m: [] for m in ("ttft_s", "tpot_s", "throughput_tok_s")}
     print(f"{'engine':7s} {'chip':9s} {'N':>4s} | {'TTFT s meas/pred':>17s} {'err':>6s} | {'TPOT ms meas/pred':>17s} {'err':>6s} "
           f"| {'thr tok/s meas/pred':>19s} {'err':>6s} | {'dec m/p':>9s} {'wait m/p':>9s} {'slots':>5s}")
-    for key, by in configs.items():
+    for by in configs.values():
         r = next(iter(by.values()))
         model = fn.setdefault(r.model, (load_model(r.model),))[0]
         hw, par, wl, srv = row_pytrees(r)
@@ -51,7 +50,7 @@ def main():
         meas = {m: by[m].value for m in by}
         O = r.output
 
-        def little(x_tok, t1, t2):
+        def little(x_tok, t1, t2, O=O):
             x = x_tok / O
             return x * (O - 1) * t2, x * t1
         dm, wm = little(meas["throughput_tok_s"], meas["ttft_s"], meas["tpot_s"])
