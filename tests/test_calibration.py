@@ -105,3 +105,54 @@ def test_shipped_defaults_are_a_fit_inside_the_physical_bounds():
     assert "leave_one_hardware_out" in text and "leave_one_model_out" in text
     hw = jp.load_hardware("h100-sxm")
     assert float(hw.eff_moe) == pytest.approx(cal.parameters["moe"], rel=1e-6)
+
+
+def test_rows_with_an_assumed_input_count_up_to_one_factor_per_benchmark():
+    # Two rows of one benchmark whose mean input is assumed (MLPerf), log
+    # ratios +0.05 and -0.03, and one exact row at +0.02, weights 1. By hand:
+    # the group's mean log ratio is 0.01, so its rows count as +0.04 and
+    # -0.04; loss = (0.5 * 0.04^2 * 2 + 0.5 * 0.02^2) / 3 = 0.0006.
+    # The plain loss (0.5 * (0.05^2 + 0.03^2 + 0.02^2)) / 3 = 0.000633 tells
+    # the old behaviour (no groups) apart.
+    meas = np.array([100.0, 200.0, 300.0])
+    pred = meas * np.exp([0.05, -0.03, 0.02])
+    groups = np.array([0, 0, -1])
+    w = np.ones(3)
+    loss, grad = huber_log(pred, meas, w, groups)
+    assert loss == pytest.approx(0.0006, rel=1e-9)
+    assert huber_log(pred, meas, w)[0] == pytest.approx(0.0038 / 6, rel=1e-9)
+    # scaling the whole group (another input length) leaves the loss as is;
+    # scaling the exact row does not
+    assert huber_log(pred * np.array([1.7, 1.7, 1.0]), meas, w, groups)[0] == pytest.approx(loss, rel=1e-9)
+    assert huber_log(pred * np.array([1.0, 1.0, 1.7]), meas, w, groups)[0] > 10 * loss
+    # the derivative is the loss's: central finite differences in each prediction
+    for i in range(3):
+        step = np.zeros(3)
+        step[i] = 1e-4 * pred[i]
+        fd = (huber_log(pred + step, meas, w, groups)[0] - huber_log(pred - step, meas, w, groups)[0]) / (2 * step[i])
+        assert grad[i] == pytest.approx(fd, rel=1e-5)
+    # beyond HUBER_DELTA (linear part) too: ratios +0.5, -0.3 in the group
+    pred2 = meas * np.exp([0.5, -0.3, 0.02])
+    g2 = huber_log(pred2, meas, w, groups)[1]
+    for i in range(3):
+        step = np.zeros(3)
+        step[i] = 1e-5 * pred2[i]
+        fd = (huber_log(pred2 + step, meas, w, groups)[0] - huber_log(pred2 - step, meas, w, groups)[0]) / (2 * step[i])
+        assert g2[i] == pytest.approx(fd, rel=1e-4)
+
+
+def test_the_shipped_rows_with_an_assumed_input_are_the_mlperf_ones():
+    # data/measured/convert.py notes MLPerf's mean inputs as assumed (OpenOrca
+    # 512, the mixed Mixtral set 512, the 405B set 8000); the TensorRT-LLM
+    # table and the dstack runs have exact lengths.
+    from jaxplat.design.calibration import assumed_input_groups
+    from pathlib import Path
+    rows = read_rows(Path(__file__).parent.parent / "data" / "measured" / "calibration_rows.csv")
+    g = assumed_input_groups(rows)
+    for r, gi in zip(rows, g):
+        assert (gi >= 0) == r.source.startswith("mlperf"), (r.line, r.source)
+    # one group per model, load and metric, shared by every round and chip
+    keys = {(r.model, r.load, r.metric) for r, gi in zip(rows, g) if gi >= 0}
+    assert len(set(g[g >= 0])) == len(keys)
+    offline_70b = {gi for r, gi in zip(rows, g) if r.model == "llama-2-70b" and r.load == "offline"}
+    assert len(offline_70b) == 1
