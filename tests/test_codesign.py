@@ -47,8 +47,10 @@ def test_loss_gradient_matches_finite_differences():
     """The co-design loss in the default profile (memory hierarchy,
     hierarchical collectives, energy and cost in smooth mode) against
     central differences; SRAM size reaches it through the memory placement.
+    tp 2 only, so that the link is on the path of every candidate (with tp 1
+    among them the loss may pick a split that sends nothing).
     (The derivatives of `evaluate` itself, both profiles: test_sensitivities.)"""
-    prob = cd.problem_from_dict({**STUDY, "profile": "default"})[0]
+    prob = cd.problem_from_dict({**STUDY, "profile": "default", "candidates": {"tp": [2], "batch": [1, 4]}})[0]
     z = jnp.log(jnp.array([4e14, 3e7, 3.3, 3e11], jnp.float32))
     vg = jax.jit(jax.value_and_grad(lambda z: cd.loss_fn(z, prob, 0.3, 20.0, 8.0, 10.0)))
     g = np.asarray(vg(z)[1])
