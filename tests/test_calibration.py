@@ -145,8 +145,9 @@ def test_the_shipped_rows_with_an_assumed_input_are_the_mlperf_ones():
     # data/measured/convert.py notes MLPerf's mean inputs as assumed (OpenOrca
     # 512, the mixed Mixtral set 512, the 405B set 8000); the TensorRT-LLM
     # table and the dstack runs have exact lengths.
-    from jaxplat.design.calibration import assumed_input_groups
     from pathlib import Path
+
+    from jaxplat.design.calibration import assumed_input_groups
     rows = read_rows(Path(__file__).parent.parent / "data" / "measured" / "calibration_rows.csv")
     g = assumed_input_groups(rows)
     for r, gi in zip(rows, g):

@@ -10,9 +10,9 @@ import numpy as np
 import yaml
 
 from jaxplat.cost import evaluate
-from jaxplat.model import EFFICIENCY_PARAMS, load_calibration
 from jaxplat.design import codesign as cd
 from jaxplat.design import spaces
+from jaxplat.model import EFFICIENCY_PARAMS, load_calibration
 from jaxplat.report import json_text, table
 from jaxplat.specs import SpecError, read_yaml, resolve, units
 from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR

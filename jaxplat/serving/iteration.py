@@ -12,8 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost import OpTable, build_table, evaluate, row_components, safe_div
-from jaxplat.cost import iteration_overhead
+from jaxplat.cost import OpTable, build_table, evaluate, iteration_overhead, row_components, safe_div
 from jaxplat.cost.inference import pipeline_round
 from jaxplat.cost.memory import kv_read_mask
 from jaxplat.cost.operators import NUMERIC, microbatching
