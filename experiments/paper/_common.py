@@ -84,12 +84,13 @@ def npu(flops=800e12, mem=40e9, bw=4e12, icn=300e9, latency=2e-6, domain=4096, l
     characteristics": 800 TFLOP/s, 40 GB at 4 TB/s, 300 GB/s links with
     2 µs latency; the GenZ repository's "Paper charts/Sec 6.A TFLOPS
     scaling.ipynb" system). FP8 at twice the bf16 rate (a common ratio;
-    assumed). Efficiencies 1 as GenZ's default System. `levels`: network
-    levels instead of one flat one."""
+    assumed). Efficiencies 1 as GenZ's default System. The paper models no
+    power cap, so the board power is one that never binds (1e5 W). `levels`:
+    network levels instead of one flat one."""
     net = levels or [{"name": "icn", "domain": domain, "bandwidth": icn, "latency": latency}]
     return hardware_from_dict({"flops": {"bf16": flops, "fp8": 2 * flops},
                                "memory": [{"name": "hbm", "size": mem, "bandwidth": bw}],
-                               "network": net}, src="baseline NPU")
+                               "network": net, "tdp_w": 1e5}, src="baseline NPU")
 
 
 def figure(nrows=1, ncols=1, size=(11, 4.2)):
