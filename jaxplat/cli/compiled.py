@@ -54,7 +54,7 @@ def run(name: str, fn, args: tuple, static: tuple, directory=None):
     leaves, in_tree = jax.tree.flatten(args)
     k = key(name, static, in_tree, leaves)
     program = _MEMORY.get(k)  # a process that estimates the same shape again (tests, notebooks)
-    path = None if directory is None else Path(directory) / f"{name}-{k}.bin"
+    path = None if directory is None else _path(directory, name, k)
     if program is None and path is not None:
         program = load(path)
     if program is None:
@@ -71,7 +71,11 @@ _MEMORY = {}  # key -> compiled program of this process
 def program_path(directory, name: str, args: tuple, static: tuple) -> Path:
     """The file of the program of `name` for these arguments (see `key`)."""
     leaves, in_tree = jax.tree.flatten(args)
-    return Path(directory) / f"{name}-{key(name, static, in_tree, leaves)}.bin"
+    return _path(directory, name, key(name, static, in_tree, leaves))
+
+
+def _path(directory, name: str, k: str) -> Path:
+    return Path(directory) / f"{name}-{k}.bin"
 
 
 # XLA:CPU options of a program that runs once: no LLVM optimization, the

@@ -167,13 +167,18 @@ def _algorithm_times(kinds: tuple, hw: Hardware, n, bytes_, stride):
     return [a + b * bytes_[:, None] for a, b in zip(fixed, per_byte)], F, lvl, algs
 
 
+def kept_algorithms(kinds: tuple) -> tuple:
+    """Indices into _ALGS of the algorithms some kind in `kinds` runs."""
+    return tuple(a for a in range(len(_ALGS)) if any(_RUNS[k][a] for k in kinds))
+
+
 def _algorithm_affine(kinds: tuple, hw: Hardware, n, stride):
     """Each algorithm's time as fixed + per_byte x payload: two lists (one
     [R, L + 1] array per kept algorithm, as `_algorithm_times`), F, lvl and
     the kept algorithms. The bytes through a link are linear in the payload
     (every coefficient of `_algorithm_coefficients` is), so rows that share
     a group (n, stride) and kind share these arrays whatever their payloads."""
-    algs = tuple(a for a in range(len(_ALGS)) if any(_RUNS[k][a] for k in kinds))
+    algs = kept_algorithms(kinds)
     coefs, F, lvl = _algorithm_coefficients(kinds, hw, n, jnp.ones_like(n), stride)
     R, L = F.shape[0], F.shape[1] - 1
     inv_beta = safe_div(1.0, hw.net_bw * hw.eff_network)  # 0 for a level without bandwidth
@@ -415,7 +420,7 @@ def describe_rows(kind: str, a: dict) -> dict:
         lv = [float(x) for x in a["levels"]]
         return {"form": "point-to-point", "levels": lv, "algorithms": ["send" if x else "" for x in lv],
                 "seconds": sum(lv)}
-    kept = tuple(i for i in range(len(_ALGS)) if _RUNS[kind][i])  # as `_algorithm_times` keeps them
+    kept = kept_algorithms((kind,))
     times, F, lvl = (np.asarray(a[k]) for k in ("times", "F", "lvl"))
     used = F > 1.0
     best = np.where(used, times.min(axis=-1), 0.0)

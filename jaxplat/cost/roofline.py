@@ -8,7 +8,6 @@ held in the KV cache, so each operator's time summed over a range of steps has
 a closed form (a sum of the max of two affine functions).
 """
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -15,8 +15,9 @@ One row is one measured number of one deployment under one load:
   metric, value          throughput_tok_s (output tokens/s of the whole
                          deployment), ttft_s or tpot_s (mean seconds)
 Optional: microbatches, prompt_cv, output_cv (length spread; 0: fixed),
-max_batch, max_num_tokens, chunk, kv_block, mem_fraction, prefill_first (engine settings,
-jaxplat.serving.Serving), engine, source, note (kept for reports).
+max_batch, max_num_tokens, chunk, kv_block, mem_fraction, prefill_first
+(engine settings, jaxplat.serving.Serving), engine, source, note (kept for
+reports).
 """
 
 import csv
@@ -31,7 +32,8 @@ from jaxplat.specs import SpecError, units
 REQUIRED = ("model", "hardware", "tp", "pp", "ep", "moe_ep", "dp", "dtype", "prompt", "output", "batch",
             "concurrency", "rate", "offline", "metric", "value")
 OPTIONAL = {"microbatches": None, "prompt_cv": 0.0, "output_cv": 0.0, "max_batch": 0.0, "max_num_tokens": 8192.0,
-            "chunk": 0.0, "kv_block": 0.0, "mem_fraction": 0.9, "prefill_first": 0.0, "engine": "", "source": "", "note": ""}
+            "chunk": 0.0, "kv_block": 0.0, "mem_fraction": 0.9, "prefill_first": 0.0, "engine": "", "source": "",
+            "note": ""}
 LOADS = ("batch", "concurrency", "rate", "offline")
 METRICS = ("throughput_tok_s", "ttft_s", "tpot_s")
 

@@ -22,15 +22,8 @@ from jaxplat.model.architecture import (
                                         ssm_state_elements,
 )
 from jaxplat.model.compute_spec import OFFLOAD_GROUPS, OFFLOAD_NAMES
-from jaxplat.model.efficiency_spec import (
-                                        PARAMS as EFFICIENCY_PARAMS,
-)
-from jaxplat.model.efficiency_spec import (
-                                        Calibration,
-                                        calibration_from_dict,
-                                        default_calibration,
-                                        load_calibration,
-)
+from jaxplat.model.efficiency_spec import PARAMS as EFFICIENCY_PARAMS
+from jaxplat.model.efficiency_spec import Calibration, calibration_from_dict, default_calibration, load_calibration
 from jaxplat.model.genz import GENZ_GB, genz_h100, genz_system
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.hardware_spec import hardware_from_dict, load_hardware, network_level_names

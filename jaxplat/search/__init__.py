@@ -15,7 +15,7 @@ from jaxplat.search.staging import split_shared
 from jaxplat.search.study import AXIS_KINDS, METRICS, Axis, Study, load_study, study_from_dict
 from jaxplat.search.sweep import STATE_FILE, Result, run
 
-__all__ = ["AMONG_ALL", "AXIS_KINDS", "COUNTERS", "MAX_BLOCK", "METRICS", "STATE_FILE", "Axis", "DeviceProfile", "Engine", "Grid",
-           "Result", "Study", "alike", "available_metrics", "compile_lowered", "device_profile",
+__all__ = ["AMONG_ALL", "AXIS_KINDS", "COUNTERS", "MAX_BLOCK", "METRICS", "STATE_FILE", "Axis", "DeviceProfile",
+           "Engine", "Grid", "Result", "Study", "alike", "available_metrics", "compile_lowered", "device_profile",
            "enable_compilation_cache", "grid_map", "load_study", "max_block", "run", "split_cpu_devices",
            "split_shared", "study_from_dict", "vmap_last"]
