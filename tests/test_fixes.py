@@ -57,6 +57,25 @@ def test_iteration_with_one_prompt_is_ttft_on_two_levels(llama):
     assert got == pytest.approx(want, rel=1e-5)
 
 
+def test_attention_data_parallel_iteration_prefills_one_prompt_per_rank():
+    """Mixtral-8x7B on 8 H100s as tp 1 x ep 8 (attention data parallel): an
+    iteration prefilling 8 prompts of 512 tokens runs one prompt on each
+    rank, the experts seeing all 8 x 512 tokens: `evaluate`'s TTFT of a
+    static batch of 8 (one sequence per rank). One rank prefilling all 4096
+    tokens (what the iteration cost before: its prompts as one sequence on
+    one rank) is the TTFT of one 4096-token prompt, several times longer.
+    A single prompt stays on its rank: evaluate's TTFT at batch 1."""
+    model, hw, par = jp.load_model("mixtral-8x7b"), jp.load_hardware("h100-sxm"), jp.Parallel(ep=8)
+    z, chunk = jnp.zeros((1,), jnp.float32), jnp.array([512.0])
+    it = lambda copies: float(S.iteration_time_jit(model, hw, par, WL, OPTS, jnp.float32(0.0),  # noqa: E731
+                                                   jnp.float32(0.0), chunk, z, jnp.array([copies])))
+    ttft = lambda batch, prompt: float(jp.evaluate(model, hw, par, replace(WL, batch=batch, prompt=prompt),  # noqa: E731
+                                                   OPTS).ttft)
+    assert it(8.0) == pytest.approx(ttft(8.0, 512.0), rel=1e-4)
+    assert it(1.0) == pytest.approx(ttft(1.0, 512.0), rel=1e-4)
+    assert ttft(1.0, 4096.0) > 3.0 * it(8.0)
+
+
 # ------------------------------------------------------- 2. table_footprint
 
 def _table(**cols):

@@ -148,6 +148,28 @@ def test_max_load_by_hand():
     assert float(b0) == 0 and float(thr0) == 0
 
 
+def test_attention_data_parallel_ranks_each_hold_their_own_sequences():
+    """Mixtral-8x7B, fp8, 8 H100s as tp 1 x ep 8 (attention data parallel,
+    one expert per chip): each rank keeps the KV of its own sequences, so
+    the replica holds 8 x what one chip's pool does. By hand, one sequence
+    of 1024 + 1024 tokens holds 2 (K, V) x 32 layers x 8 KV heads x 128 x
+    2048 x 1 byte on its rank; the capacity is the largest batch whose
+    busiest rank's KV (ceil(batch / 8) sequences) fits the pool."""
+    model, hw = jp.load_model("mixtral-8x7b"), jp.load_hardware("h100-sxm")
+    wl = workload_from_dict({"batch": 1, "prompt": 1024, "output": 1024, "dtype": "fp8"})
+    par, srv = jp.Parallel(ep=8), S.serving(mem_fraction=0.9, kv_block=0)
+    kv_seq = 2.0 * 32 * 8 * 128 * 2048
+    b, per_seq, pool = (float(x) for x in S.capacity(model, hw, par, wl, srv, OPTS))
+    assert per_seq == pytest.approx(kv_seq, rel=1e-6)
+    assert b == 8 * np.floor(pool / kv_seq) and b > 8
+    kv_at = lambda n: float(jp.evaluate(model, hw, par, replace(wl, batch=n)).kv_bytes)  # noqa: E731
+    assert kv_at(b) <= pool < kv_at(b + 1)
+    # The same chips as one tensor-parallel group hold each sequence's KV split
+    # 8 ways (one KV head per chip): no attention-DP multiplier there.
+    b_tp, per_tp, pool_tp = (float(x) for x in S.capacity(model, hw, jp.Parallel(tp=8), wl, srv, OPTS))
+    assert per_tp == pytest.approx(kv_seq / 8, rel=1e-6) and b_tp == np.floor(pool_tp / per_tp)
+
+
 # ------------------------------------------------------------ disaggregated pools
 
 

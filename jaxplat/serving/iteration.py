@@ -31,8 +31,11 @@ def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     holds prompt + output tokens of KV (beams share the prompt) with fixed
     lengths, its time-average length with spread ones, in whole blocks of
     srv.kv_block tokens (paged attention; Kwon et al., SOSP 2023).
-    Capped by srv.max_batch when that is > 0.
-    Returns (max_batch, kv_bytes_per_sequence, kv_pool_bytes), floats.
+    With attention data parallel over par.ep ranks (Parallel.ep) each rank
+    holds the KV of its own sequences only, so the replica holds ep times
+    what one chip's pool does. Capped by srv.max_batch when that is > 0.
+    Returns (max_batch, kv_bytes_per_sequence on the chip that holds it,
+    kv_pool_bytes per chip), floats.
     """
     budget = srv.budget if token_budget is None else token_budget
     one = evaluate(model, hw, par, replace(wl, batch=1.0), opts)
@@ -54,10 +57,13 @@ def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     blk = jnp.maximum(srv.kv_block, 1.0)
     paged = jnp.where(srv.kv_block > 0, jnp.ceil(tokens / blk) * blk, tokens) / full
     kv_seq = one.kv_bytes * paged
+    # `one` holds ceil(1 / ep) = 1 sequence on its rank: the pool's sequences
+    # are one rank's, and each of the ep ranks has such a pool.
     b = jnp.floor(safe_div(pool, kv_seq))
     if opts.smooth:  # straight-through floor: exact forward, gradient of the ratio
         raw = safe_div(pool, kv_seq)
         b = raw + jax.lax.stop_gradient(b - raw)
+    b = b * par.ep
     b = jnp.where(srv.max_batch > 0, jnp.minimum(b, srv.max_batch), b)
     return b, kv_seq, pool
 
@@ -131,9 +137,16 @@ def iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies=No
     copies = jnp.ones_like(chunk) if copies is None else copies
     dec = build_table(model, par, replace(wl, batch=n_dec, prompt=ctx_dec, beams=1.0), "decode", opts)
     tokens = jnp.sum(copies * chunk)
-    seqs = jnp.sum(copies * (chunk > 0)) * logits
-    pre = build_table(model, par, replace(wl, batch=1.0, prompt=tokens, beams=1.0), "prefill", opts)
-    attn = _prefill_attention(model, par, wl, opts, chunk, ctx0, copies)
+    prompts = jnp.sum(copies * (chunk > 0))
+    # Attention data parallel over par.ep ranks (Parallel.ep): each rank
+    # prefills its own prompts, so up to ep ranks share the iteration's
+    # prompt tokens (mean field: `spread` ranks, tokens / spread each; the
+    # experts then see all of them, ep x tok / ep per rank). One prompt
+    # stays on one rank, as `evaluate`'s TTFT at batch 1; ep = 1: spread 1.
+    spread = jnp.clip(prompts, 1.0, par.ep)
+    seqs = prompts * logits / spread
+    pre = build_table(model, par, replace(wl, batch=spread, prompt=tokens / spread, beams=1.0), "prefill", opts)
+    attn = {k: v / spread for k, v in _prefill_attention(model, par, wl, opts, chunk, ctx0, copies).items()}
     kv = jnp.asarray(kv_read_mask(pre) + np.array([n.startswith("softmax") for n in pre.names], np.float32))
     # LM head: one logit row per finished prompt, not per token (the table at
     # batch 1 has one); scale it by the prompts in the iteration.
@@ -143,7 +156,7 @@ def iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies=No
                for k in ("f0", "a0", "w0", "o0")}
     changes["m"] = pre.m * scale
     # attention rows: one (sequence, head) problem per prefilling sequence and head
-    changes["problems"] = jnp.where(kv > 0, pre.problems * jnp.sum(copies * (chunk > 0)), pre.problems)
+    changes["problems"] = jnp.where(kv > 0, pre.problems * prompts / spread, pre.problems)
     changes["comm_b"] = pre.comm_b * scale
     pre = replace(pre, **changes)
     return merge_tables(dec, pre)
