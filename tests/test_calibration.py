@@ -12,7 +12,7 @@ import jaxplat as jp
 from jaxplat.cli.app import main
 from jaxplat.design.calibration import huber_log, predict_one
 from jaxplat.design.measured import REQUIRED, read_rows
-from jaxplat.model import load_calibration, replace, workload_from_dict
+from jaxplat.model import load_calibration, replace, select_calibration, workload_from_dict
 from jaxplat.serving import serving
 from jaxplat.specs import SpecError
 
@@ -86,6 +86,41 @@ def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
     # the file is a calibration estimate/sweep/codesign accept
     hw = jp.load_hardware("h100-sxm", load_calibration(out))
     assert float(hw.eff_compute) == pytest.approx(0.55, rel=1e-2)
+
+
+def test_an_engine_gets_its_own_values_where_asked(tmp_path, capsys):
+    # Synthetic rows of two engines on one chip: "ref" ran at compute 0.55,
+    # "young" (a less tuned release) at 0.5 x that; memory 0.9 for both.
+    # Fitting compute per engine for "young" finds both, the file keeps the
+    # engine's value apart, and --engine selects it.
+    model = jp.load_model("llama-3.1-8b")
+    predict = jax.jit(lambda hw, wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
+    rows = []
+    for engine, compute in (("ref", 0.55), ("young", 0.275)):
+        hw = replace(jp.load_hardware("h100-sxm"), eff_compute=compute, eff_memory=0.9)
+        for prompt, batch in ((2048, 1), (256, 32), (128, 1)):
+            wl = workload_from_dict({"batch": 1, "prompt": prompt, "output": 32, "dtype": "bf16"})
+            thr, ttft, tpot = (float(x) for x in predict(hw, wl, float(batch)))
+            for metric, value in (("ttft_s", ttft), ("tpot_s", tpot)):
+                rows.append({**ROW, "dtype": "bf16", "prompt": prompt, "output": 32, "batch": batch,
+                             "metric": metric, "value": value, "engine": engine})
+    path = _write(tmp_path / "engines.csv", rows, list(REQUIRED) + ["engine"])
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(path), "--out", str(out), "--fit", "compute", "memory", "--engine-fit", "compute",
+                 "--engines", "young", "--no-holdout", "--steps", "30"]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["parameters"]["compute"] == pytest.approx(0.55, rel=1e-2)
+    assert doc["engines"]["young"]["compute"] == pytest.approx(0.275, rel=1e-2)
+    assert doc["fit"]["fit"]["all"]["median_abs"] < 1e-3
+    assert float(jp.load_hardware("h100-sxm", select_calibration(out, "young")).eff_compute) == \
+        pytest.approx(0.275, rel=1e-2)
+    assert float(jp.load_hardware("h100-sxm", select_calibration(out)).eff_compute) == pytest.approx(0.55, rel=1e-2)
+    with pytest.raises(SpecError, match=r"--engine old: .*cal.yaml has no values for it; engines there: young"):
+        select_calibration(out, "old")
+    capsys.readouterr()
+    assert main(["calibrate", str(path), "--fit", "compute", "--engine-fit", "compute", "--engines", "nope"]) == 2
+    assert capsys.readouterr().err.strip() == (f"jaxplat: error: --engines nope: no row of {path} has that engine; "
+                                               "engines there: ref, young")
 
 
 def test_shipped_defaults_are_a_fit_inside_the_physical_bounds():

@@ -1,5 +1,7 @@
 """Convert the measured tables in this folder into the rows `jaxplat calibrate`
-reads (schema: README.md, "Calibration rows"), writing calibration_rows.csv.
+reads (schema: README.md, "Calibration rows"), writing calibration_rows.csv
+(the rows the calibration fits) and heldout_rows.csv (rows it never fits:
+experiments/heldout_check.py predicts them).
 
     python data/measured/convert.py            # from the repository root
 
@@ -21,6 +23,7 @@ from jaxplat.model import Parallel  # noqa: E402
 from jaxplat.specs import builtin_names  # noqa: E402
 
 OUT = HERE / "calibration_rows.csv"
+HELDOUT = HERE / "heldout_rows.csv"
 COLUMNS = ["model", "hardware", "tp", "pp", "ep", "moe_ep", "dp", "microbatches", "dtype", "prompt", "output",
            "prompt_cv", "output_cv", "batch", "concurrency", "rate", "offline", "max_batch", "max_num_tokens",
            "chunk", "kv_block", "mem_fraction", "prefill_first", "metric", "value", "engine", "source", "note"]
@@ -59,6 +62,7 @@ DSTACK_DTYPE = "fp8/fp8/bf16"
 TRTLLM_TABLE_MEM_FRACTION = 0.95  # perf-overview: KV fraction 0.95 (0.90 where that ran out of memory)
 
 MODELS = {"llama-3.3-70b": "llama-3.1-70b", "llama-3.1-8b": "llama-3.1-8b", "Llama-2-70B-chat": "llama-2-70b",
+          "llama-3.1-405b": "llama-3.1-405b", "qwen3-235b-a22b": "qwen3-235b-a22b",
           "Mixtral-8x7B-Instruct": "mixtral-8x7b", "Llama-3.1-405B-Instruct": "llama-3.1-405b",
           "DeepSeek-R1 (671B MoE, 37B active)": "deepseek-v3"}  # R1 has the V3 architecture
 HARDWARE = (("GB200 NVL72", "gb200-nvl72"), ("H100-SXM", "h100-sxm"), ("H200-SXM", "h200-sxm"),
@@ -73,18 +77,20 @@ def _row(**kw):
     return r
 
 
-def trtllm_table(path):
-    """TensorRT-LLM perf-overview: offline output tokens/s, fixed ISL/OSL."""
+def trtllm_table(path, source="trtllm-perf-overview"):
+    """TensorRT-LLM perf-overview: offline output tokens/s, fixed ISL/OSL.
+    An `ep` column (attention data parallel over ep ranks, Parallel.ep) is
+    optional: 1 where absent."""
     e = ENGINES["trtllm"]
     for r in csv.DictReader(open(path)):
-        tp, pp, gpus = int(r["tp"]), int(r["pp"]), int(r["gpus"])
+        tp, pp, gpus, ep = int(r["tp"]), int(r["pp"]), int(r["gpus"]), int(r.get("ep") or 1)
         prompt = int(r["isl"])
-        yield _row(model=MODELS[r["model"]], hardware=r["gpu"], tp=tp, pp=pp, ep=1, moe_ep=1, dp=gpus // (tp * pp),
+        yield _row(model=MODELS[r["model"]], hardware=r["gpu"], tp=tp, pp=pp, ep=ep, moe_ep=1, dp=gpus // (tp * pp * ep),
                    microbatches=pp, dtype=r["dtype"], prompt=prompt, output=int(r["osl"]), prompt_cv=0,
                    output_cv=0, offline=1, max_num_tokens=e["max_num_tokens"],
                    chunk=e["max_num_tokens"] if prompt > e["max_num_tokens"] else 0, kv_block=e["kv_block"],
                    mem_fraction=TRTLLM_TABLE_MEM_FRACTION, metric="throughput_tok_s", value=r["output_tok_s"],
-                   engine="trtllm", source="trtllm-perf-overview",
+                   engine="trtllm", source=source,
                    note="chunked context assumed where the prompt exceeds max_num_tokens" if prompt > 8192 else "")
 
 
@@ -98,6 +104,13 @@ def _hardware(text):
 def _engine(framework):
     f = framework.lower()
     return "trtllm" if "tensorrt" in f else "sglang" if "sglang" in f else "vllm" if "vllm" in f else "other"
+
+
+def _release(engine, framework):
+    """The engine and its minor release, e.g. 'vllm-0.7' (the dstack runs:
+    releases of February-March 2025, weeks after DeepSeek-R1 came out)."""
+    release = re.search(r"(?:TensorRT-LLM|vLLM|SGLang) (\d+\.\d+)", framework).group(1)
+    return f"{engine}-{release}"
 
 
 def mlperf_dstack(path, skipped):
@@ -181,7 +194,8 @@ def mlperf_dstack(path, skipped):
         yield _row(model=model, hardware=hw, tp=tp, pp=pp, ep=ep, moe_ep=moe_ep, dp=dp, microbatches=pp,
                    dtype=dtype, prompt=prompt, output=output, prompt_cv=pcv, output_cv=ocv, max_batch=mb,
                    max_num_tokens=e["max_num_tokens"], chunk=e["chunk"], kv_block=e["kv_block"],
-                   mem_fraction=0.9, prefill_first=prefill_first, metric=metric, value=f"{value:.6g}", engine=engine,
+                   mem_fraction=0.9, prefill_first=prefill_first, metric=metric, value=f"{value:.6g}",
+                   engine=_release(engine, r["framework"]) if kind == "closed" else engine,
                    source=("mlperf-" + src) if src != "dstack" else "dstack-deepseek-r1",
                    note="; ".join(notes), **load)
 
@@ -190,13 +204,20 @@ def main():
     skipped = []
     rows = list(trtllm_table(HERE / "trtllm_offline_throughput.csv"))
     rows += list(mlperf_dstack(HERE / "mlperf_v4.0-v5.0_and_dstack.csv", skipped))
-    with open(OUT, "w", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    _write(OUT, rows)
     print(f"wrote {len(rows)} rows to {OUT.relative_to(ROOT)}; left out {len(skipped)}:", file=sys.stderr)
     for s in skipped:
         print(f"  {s}", file=sys.stderr)
+    held = list(trtllm_table(HERE / "trtllm_perf_overview_heldout.csv", source="trtllm-perf-overview-heldout"))
+    _write(HELDOUT, held)
+    print(f"wrote {len(held)} held-out rows to {HELDOUT.relative_to(ROOT)}", file=sys.stderr)
+
+
+def _write(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
 
 
 if __name__ == "__main__":

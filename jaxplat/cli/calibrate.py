@@ -29,6 +29,12 @@ def register(sub):
     p.add_argument("--out", help="calibration YAML to write (for --calibration FILE)")
     p.add_argument("--fit", nargs="+", default=list(cal.DEFAULT_FIT), metavar="NAME",
                    help=f"parameters to fit (default: {' '.join(cal.DEFAULT_FIT)}; any of {', '.join(cal.BOUNDS)})")
+    p.add_argument("--engine-fit", nargs="+", default=[], metavar="NAME",
+                   help="of the --fit parameters, those fitted once more for each engine in --engines (as a "
+                        "factor on the global value; e.g. compute)")
+    p.add_argument("--engines", nargs="+", default=[], metavar="ENGINE",
+                   help="values of the measured rows' engine column whose rows get their own --engine-fit "
+                        "values (written under engines:, used by --engine ENGINE); other rows share the global ones")
     p.add_argument("--steps", type=int, default=40, help="L-BFGS iterations per fit (default 40)")
     p.add_argument("--train", nargs="+", default=[], metavar="COLUMN=VALUE",
                    help="fit only on rows matching all of these (e.g. hardware=h100-sxm); the rest are held out")
@@ -92,6 +98,8 @@ def _summary(pred, rows, mask):
 def _command(args) -> str:
     """The command line that reproduces this fit."""
     parts = [f"jaxplat calibrate {args.measured}", f"--fit {' '.join(args.fit)}", f"--steps {args.steps}"]
+    if args.engine_fit:
+        parts.append(f"--engine-fit {' '.join(args.engine_fit)} --engines {' '.join(args.engines)}")
     if args.train:
         parts.append(f"--train {' '.join(args.train)}")
     if list(args.loads) != list(cal.FIT_LOADS):
@@ -101,7 +109,7 @@ def _command(args) -> str:
     return " ".join(parts)
 
 
-def _header(command, summary, flags) -> str:
+def _header(command, summary, flags, engines=None) -> str:
     """Comment lines opening a calibration file: how it was made, when, and
     its errors per kind of measurement (median |error|, median signed, rows)."""
     lines = ["Efficiency parameters fitted by `jaxplat calibrate` (meanings: README, 'Efficiency and",
@@ -118,6 +126,8 @@ def _header(command, summary, flags) -> str:
     if "chip_ratio_median_abs" in summary:
         lines.append(f"  per-chip MLPerf offline throughput ratios: median |error| "
                      f"{100 * summary['chip_ratio_median_abs']:.1f}%")
+    for e, own in (engines or {}).items():
+        lines.append(f"Engine {e} (its rows, --engine {e}): " + ", ".join(f"{n} {v:.3g}" for n, v in own.items()))
     notes = [f"{n} {f}" for n, f in flags.items() if f]
     if notes:
         lines.append("Flags (modelling signals, not results): " + "; ".join(notes))
@@ -150,9 +160,15 @@ def run(args) -> int:
     if not train.any():
         raise SpecError(f"--train {' '.join(args.train)} --loads {' '.join(args.loads)} matches no row of "
                         f"{args.measured}")
+    if bool(args.engine_fit) != bool(args.engines):
+        raise SpecError("--engine-fit and --engines go together: which parameters, for which engines")
+    missing = [e for e in args.engines if not any(r.engine == e for r in rows)]
+    if missing:
+        raise SpecError(f"--engines {missing[0]}: no row of {args.measured} has that engine; engines there: "
+                        f"{', '.join(sorted({r.engine for r in rows if r.engine}))}")
     log = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
     t0 = time.time()
-    pred = cal.Predictor(rows, args.fit)
+    pred = cal.Predictor(rows, args.fit, engine_fit=args.engine_fit, engines=args.engines)
     log(f"{len(rows)} rows, {len(pred.configs)} configurations, {len(pred.groups)} programs")
     before = np.asarray(pred.predict(cal.z_of(pred, pred.base)))
     weights = cal.source_weights(rows, train)  # each source counts the same
@@ -172,9 +188,14 @@ def run(args) -> int:
                            {"before": before, "fit": fitted, **{f"leave_one_{c}_out": p for c, (p, _) in held.items()}})
 
     params = {**pred.base, **values}
-    flags = {n: ("at its bound" if min(abs(v / b - 1) for b in cal.BOUNDS[n]) < 1e-3 else
+    engines = cal.engine_values(params, args.engine_fit, args.engines)
+    flags = {n: ("at its bound" if min(abs(v / b - 1) for b in cal.bounds(n)) < 1e-3 else
                  "above the physical maximum" if v > cal.PHYSICAL_MAX.get(n, np.inf) else "")
              for n, v in values.items()}
+    for e, own in engines.items():  # an engine's value is held to the parameter's physical maximum too
+        for n, v in own.items():
+            if v > cal.PHYSICAL_MAX.get(n, np.inf) and not flags[f"{n}@{e}"]:
+                flags[f"{n}@{e}"] = "above the physical maximum"
     summary = {"rows": len(rows), "fitted_rows": int(train.sum()), "loss": loss, "steps": len(hist),
                "seconds": seconds, "before": _summary(before, rows, train), "fit": _summary(fitted, rows, train)}
     if not train.all():
@@ -189,11 +210,13 @@ def run(args) -> int:
     if args.out:
         command = _command(args)
         doc = {"description": command,
-               "parameters": {n: float(f"{params[n]:.6g}") for n in EFFICIENCY_PARAMS},
-               "fit": json.loads(json.dumps(summary))}
-        Path(args.out).write_text(_header(command, summary, flags) + yaml.safe_dump(doc, sort_keys=False))
+               "parameters": {n: float(f"{params[n]:.6g}") for n in EFFICIENCY_PARAMS}}
+        if engines:
+            doc["engines"] = {e: {n: float(f"{v:.6g}") for n, v in own.items()} for e, own in engines.items()}
+        doc["fit"] = json.loads(json.dumps(summary))
+        Path(args.out).write_text(_header(command, summary, flags, engines) + yaml.safe_dump(doc, sort_keys=False))
     if args.json:
-        print(json.dumps({"parameters": params, "flags": flags, **summary,
+        print(json.dumps({"parameters": params, "engines": engines, "flags": flags, **summary,
                           "chip_ratios": [{"pair": a, "measured": b, "predicted": c, "error": e}
                                           for a, b, c, e in ratios]}))
         return 0
@@ -203,6 +226,11 @@ def run(args) -> int:
                 [[n, f"{params[n]:.4g}" + (" s" if EFFICIENCY_PARAMS[n][2] == "s" else ""),
                   f"{cal.BOUNDS[n][0]:g}..{cal.BOUNDS[n][1]:g}" if n in values else "not fitted",
                   EFFICIENCY_PARAMS[n][3], flags.get(n, "")] for n in EFFICIENCY_PARAMS], "lrrll"))
+    if engines:
+        print()
+        print(table(["engine", "parameter", "value", "x global", "note"],
+                    [[e, n, f"{v:.4g}", f"{params[f'{n}@{e}']:.3f}", flags.get(f"{n}@{e}", "")]
+                     for e, own in engines.items() for n, v in own.items()], "llrrl"))
     print()
     print(_rows_table("Before the fit (parameters as loaded)", before, rows, train, _category))
     print()

@@ -12,7 +12,7 @@ import yaml
 from jaxplat.cost import evaluate
 from jaxplat.design import codesign as cd
 from jaxplat.design import spaces
-from jaxplat.model import EFFICIENCY_PARAMS, load_calibration
+from jaxplat.model import EFFICIENCY_PARAMS, select_calibration
 from jaxplat.report import json_text, table
 from jaxplat.specs import SpecError, read_yaml, resolve, units
 from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
@@ -42,6 +42,8 @@ def register(sub):
     p.add_argument("--steps", type=int, help="optimizer steps (overrides the study)")
     p.add_argument("--no-grid", action="store_true", help="skip the grid oracle")
     p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE`")
+    p.add_argument("--engine", help="a serving engine the calibration has its own values for (its engines: "
+                                    "e.g. vllm-0.7); default: the reference engine of its global values")
     p.set_defaults(func=run)
 
 
@@ -150,7 +152,7 @@ def run(args) -> int:
             raise SpecError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     study = resolve("studies", args.study)
     prob, cfg = cd.problem_from_dict(read_yaml(study), src=str(study),
-                                     calibration=load_calibration(args.calibration) if args.calibration else None)
+                                     calibration=select_calibration(args.calibration, args.engine))
     starts, steps = args.starts or cfg["starts"], args.steps or cfg["steps"]
     t0 = time.time()
     res = cd.codesign(prob, starts=starts, steps=steps, seed=cfg["seed"])

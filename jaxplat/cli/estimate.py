@@ -26,12 +26,12 @@ from jaxplat.model import (
     PROFILES,
     Options,
     Parallel,
-    load_calibration,
     load_hardware,
     load_model,
     load_workload,
     network_level_names,
     replace,
+    select_calibration,
 )
 from jaxplat.report import format_comm_breakdown, json_text, operator_table, table
 from jaxplat.specs import UNBOUNDED_SLO, SpecError, units
@@ -81,6 +81,8 @@ def register(sub):
                         f"{EXIT_INFEASIBLE} with the reasons")
     p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE` "
                                          "(default: the shipped specs/calibration/default.yaml)")
+    p.add_argument("--engine", help="a serving engine the calibration has its own values for (its engines: "
+                                    "e.g. vllm-0.7); default: the reference engine of its global values")
     p.add_argument("--no-cache", action="store_true",
                    help="compile in memory only (default: keep the compiled estimate in $JAXPLAT_CACHE_DIR, else "
                         "~/.cache/jaxplat/xla, so that the next call of the same shape skips tracing and compiling)")
@@ -197,7 +199,7 @@ def estimate_arrays(model, hardware, parallel, workload, serving_inputs, options
 
 def run(args) -> int:
     model = load_model(args.model)
-    hw = load_hardware(args.hardware, load_calibration(args.calibration) if args.calibration else None)
+    hw = load_hardware(args.hardware, select_calibration(args.calibration, args.engine))
     wl = _overrides(load_workload(args.workload), args)
     par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp, microbatches=args.microbatches,
                    overlap=args.overlap, imbalance=args.imbalance, moe_ep=args.moe_ep)

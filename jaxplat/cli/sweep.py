@@ -31,6 +31,8 @@ def register(sub):
                         "engine.fast_compile in the study)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE`")
+    p.add_argument("--engine", help="a serving engine the calibration has its own values for (its engines: "
+                                    "e.g. vllm-0.7); default: the reference engine of its global values")
     p.add_argument("--devices", type=int, help="on CPU, split the sweep over this many host devices "
                                               "(default: one per core; on one process only)")
     p.add_argument("--cache-dir", help="persistent XLA compilation cache, so a rerun or resume skips the compile "
@@ -88,8 +90,8 @@ def run(args) -> int:
 
     if not args.no_cache:
         search.enable_compilation_cache(args.cache_dir)
-    from jaxplat.model import load_calibration
-    study = load_study(resolve("studies", args.study), load_calibration(args.calibration) if args.calibration else None)
+    from jaxplat.model import select_calibration
+    study = load_study(resolve("studies", args.study), select_calibration(args.calibration, args.engine))
     for flag in ("block", "blocks_per_step"):
         v = getattr(args, flag)
         if v is not None and v < 1:

@@ -4,9 +4,12 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
   * the chip's kernels in general: a large, well-shaped 16-bit GEMM reaches a
     share `eff_compute` of the dense peak (clock and power limits, the
     mainloop's bubbles), a long stream `eff_memory` of the bandwidth;
-  * the dtype: each halving of the operand width below 16 bits keeps a share
-    `eff_narrow` of that (FP8 and FP4 peaks are harder to feed: twice the
-    operands per cycle through the same register file and shared memory);
+  * the dtype: 8-bit and narrower kernels keep a share `eff_narrow` of that
+    (FP8 and FP4 peaks are harder to feed: twice the operands per cycle
+    through the same register file and shared memory), FP4 kernels a share
+    `eff_fp4` of FP8's on top (their per-block scales are applied in the
+    mainloop; NVIDIA, "NVFP4" / OCP MX formats: one scale per 16 or 32
+    elements);
   * the shape, through the chip's structure (`Hardware.units` SMs or CUs and
     a kernel's tile_m x tile_n output tile with tile_k k-steps): tile
     quantization (a partial tile is paid in full, so a skinny decode GEMM
@@ -107,8 +110,11 @@ def kernel_kind(table: OpTable, hw: Hardware, opts: Options):
 
 
 def gemm_peak(hw: Hardware, dtype, bytes_per_element):
-    """FLOP/s a large, well-shaped GEMM reaches in `dtype` (an index)."""
-    return hw.flops[dtype.astype(jnp.int32)] * hw.eff_compute * hw.eff_narrow ** halvings(bytes_per_element)
+    """FLOP/s a large, well-shaped GEMM reaches in `dtype` (an index):
+    peak x eff_compute, x eff_narrow at 8 bits and below, x eff_fp4 at 4."""
+    h = halvings(bytes_per_element)
+    dtype_share = hw.eff_narrow ** jnp.minimum(h, 1.0) * hw.eff_fp4 ** jnp.clip(h - 1.0, 0.0, 1.0)
+    return hw.flops[dtype.astype(jnp.int32)] * hw.eff_compute * dtype_share
 
 
 def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_peak):

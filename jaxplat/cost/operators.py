@@ -119,13 +119,13 @@ class _Rows:
         """A weight GEMM: [m, k] activations times a [k, n] weight."""
         wbytes = k * n * ctx.bw
         self.add(name, group, count, f=(2.0 * m * k * n, 0.0), a=(m * k * ctx.ba, 0.0),
-                 w=(wbytes if traffic else 0.0, 0.0), o=(m * n * ctx.ba, 0.0), on=on,
+                 w=(wbytes if traffic else 0.0, 0.0), o=(m * n * ctx.bs, 0.0), on=on,
                  stored=wbytes if stored is None else stored, mkn=(m, k, n))
 
     def eltwise(self, name, group, count, elems_in, elems_out, flops_per, ctx, on=0.0):
         """An element-wise op: memory traffic of its input and output."""
-        self.add(name, group, count, f=(flops_per * elems_out, 0.0), a=(elems_in * ctx.ba, 0.0),
-                 o=(elems_out * ctx.ba, 0.0), on=(on, 0.0, on))
+        self.add(name, group, count, f=(flops_per * elems_out, 0.0), a=(elems_in * ctx.bs, 0.0),
+                 o=(elems_out * ctx.bs, 0.0), on=(on, 0.0, on))
 
     def collective(self, name, group, count, kind, n, nbytes, stride=1.0):
         """A collective over n chips `stride` ranks apart (tp innermost)."""
@@ -160,7 +160,8 @@ class _Ctx:
     model: Model
     opts: Options
     smooth: bool
-    ba: jax.Array   # bytes per activation element
+    ba: jax.Array   # bytes per activation element of a GEMM's input (its compute dtype)
+    bs: jax.Array   # bytes per element of GEMM outputs and the residual stream (Conventions.wide_outputs)
     bw: jax.Array   # bytes per weight element
     bk: jax.Array   # bytes per KV element
     tp: jax.Array   # chips the attention heads and FFN width are split over
@@ -260,7 +261,12 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     # Default: the ep ranks run attention data parallel, each on a share of
     # the micro-batch (the busiest one on ceil(ub / ep) sequences; ub itself when ep = 1).
     b = ub if over_ep else jnp.where(par.ep > 1.0, _ceil(ub / par.ep, opts.smooth), ub)
-    ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bw=wl.bytes_weight,
+    # FP8/FP4 GEMMs accumulate in FP32 and write 16-bit outputs; engines keep
+    # the residual stream, element-wise ops and the hidden-state collectives
+    # in BF16 and quantize at the next GEMM's input (NVIDIA Transformer Engine
+    # FP8 recipe; TensorRT-LLM and vLLM all-reduce BF16 tensors).
+    bs = jnp.maximum(wl.bytes_act, 2.0) if opts.conv.wide_outputs else wl.bytes_act
+    ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bs=bs, bw=wl.bytes_weight,
                bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, moe_ep=par.moe_ep, sp=par.sp, imbalance=par.imbalance,
                h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt, output=wl.output)
     ctx.h = ctx.ceil(model.heads / tp_attn)
@@ -377,7 +383,7 @@ def _context_parallel(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv_width, dv):
                      seqs * T * kv_width * ctx.bk, stride=ctx.tp)
     else:
         r.collective("cp_merge_allreduce", "attention", "attn", "allreduce", ctx.sp,
-                     seqs * ctx.h * (dv + 2.0) * ctx.ba, stride=ctx.tp)
+                     seqs * ctx.h * (dv + 2.0) * ctx.bs, stride=ctx.tp)
 
 
 def _gqa_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T, on_gemm):
@@ -501,16 +507,18 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         per_expert = D * width * ctx.bw
         r.add("experts_up_gate", "moe", "moe", f=(2.0 * routed * D * fi * width, 0.0),
               a=(routed * D * ctx.ba, 0.0), w=(touched * fi * per_expert, 0.0),
-              o=(routed * fi * width * ctx.ba, 0.0), stored=local * fi * per_expert,
+              o=(routed * fi * width * ctx.bs, 0.0), stored=local * fi * per_expert,
               mkn=(routed, D, fi * width))
         r.eltwise("experts_act", "moe", "moe", fi * routed * width, routed * width, ACT_FLOPS, ctx)
         r.add("experts_down", "moe", "moe", f=(2.0 * routed * D * width, 0.0),
               a=(routed * width * ctx.ba, 0.0), w=(touched * per_expert, 0.0),
-              o=(routed * D * ctx.ba, 0.0), stored=local * per_expert, mkn=(routed, width, D))
+              o=(routed * D * ctx.bs, 0.0), stored=local * per_expert, mkn=(routed, width, D))
         # shared experts are dense: split over all tp chips
         _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * ctx.ceil(m.expert_intermediate / ctx.tp),
              on_gemm)
-    r.collective("combine", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.ep_stride)
+    # Tokens go out at the GEMM input's precision (FP8 dispatch, DeepEP) and
+    # come back as the experts' 16-bit outputs.
+    r.collective("combine", "moe", "moe", "alltoall", ctx.ep, a2a * ctx.bs / ctx.ba, stride=ctx.ep_stride)
 
 
 def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Options) -> OpTable:
@@ -545,10 +553,10 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     # Embedding. GenZ: a one-hot GEMM in prefill, absent in decode.
     if conv.embedding_gemm and phase == "prefill":
         r.gemm("embedding", "embedding", "once", tok, vocab, D, ctx)
-        r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp_attn, act * ctx.ba)
+        r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp_attn, act * ctx.bs)
     elif not conv.embedding_gemm:
-        r.add("embedding", "embedding", "once", w=(act * ctx.bw, 0.0), o=(act * ctx.ba, 0.0), stored=emb_stored)
-        r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp, act * ctx.ba)
+        r.add("embedding", "embedding", "once", w=(act * ctx.bw, 0.0), o=(act * ctx.bs, 0.0), stored=emb_stored)
+        r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp, act * ctx.bs)
 
     # Attention block, every layer.
     if conv.elementwise:
@@ -557,7 +565,7 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
         _mla_layer(r, ctx, phase, seqs, tok, T)
     else:
         _gqa_layer(r, ctx, phase, seqs, tok, T, on_gemm)
-    r.collective("attn_allreduce", "attention", "attn", "allreduce", ctx.tp_attn, act * ctx.ba)
+    r.collective("attn_allreduce", "attention", "attn", "allreduce", ctx.tp_attn, act * ctx.bs)
     if conv.elementwise:
         r.eltwise("attn_residual", "attention", "attn", 2.0 * act, act, ADD_FLOPS, ctx)
 
@@ -575,7 +583,7 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     # FFN: dense layers, then MoE layers (a dense model has zero MoE layers).
     _ffn(r, ctx, "", "ffn", "dense", tok, ctx.ceil(m.intermediate / ctx.tp), on_gemm)
     _moe(r, ctx, phase, tok, T, on_gemm)
-    r.collective("ffn_allreduce", "ffn", "ffn", "allreduce", ctx.tp, act * ctx.ba)
+    r.collective("ffn_allreduce", "ffn", "ffn", "allreduce", ctx.tp, act * ctx.bs)
     if conv.elementwise:
         r.eltwise("ffn_residual", "ffn", "ffn", 2.0 * act, act, ADD_FLOPS, ctx)
 
@@ -583,7 +591,7 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     # from every chip of the stage to its peer one stage on (stage_chips
     # ranks apart, so the message crosses the level that holds 2·stage_chips).
     # GenZ: pp - 1 message passes of B·T·D elements (CONVENTIONS.md, "PP").
-    r.collective("stage_send", "pipeline", "send", "sendrecv", ctx.send_span, act * ctx.ba)
+    r.collective("stage_send", "pipeline", "send", "sendrecv", ctx.send_span, act * ctx.bs)
 
     if conv.elementwise:
         r.eltwise("final_norm", "lm_head", "once", act, act, NORM_FLOPS, ctx)
@@ -591,5 +599,5 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     head_tok = tok if conv.lm_head_all_tokens else seqs
     head_stored = emb_stored * (1.0 - m.tied if conv.tied_head_stored else 1.0)
     r.gemm("lm_head", "lm_head", "once", head_tok, D, vocab, ctx, stored=head_stored)
-    r.collective("lm_head_allgather", "lm_head", "once", "allgather", ctx.tp_attn, head_tok * m.vocab * ctx.ba)
+    r.collective("lm_head_allgather", "lm_head", "once", "allgather", ctx.tp_attn, head_tok * m.vocab * ctx.bs)
     return r.table(m.hidden.dtype)

@@ -77,7 +77,7 @@ def mamba_block(r, ctx, phase: str, seqs, tok, on_gemm):
           stored=params * bw)
     r.add("ssm_state_write", "mamba", "mamba", o=(state, 0.0))
     r.gemm("ssm_out_proj", "mamba", "mamba", tok, di, D, ctx, on=on_gemm)
-    r.collective("mamba_allreduce", "mamba", "mamba", "allreduce", split, tok * D * ctx.ba)
+    r.collective("mamba_allreduce", "mamba", "mamba", "allreduce", split, tok * D * ctx.bs)
 
 
 def _genz_block(r, ctx, tok, on_gemm):

@@ -13,7 +13,8 @@ the mean Huber loss of log(predicted / measured) (robust to the odd
 outlier: quadratic inside `HUBER_DELTA`, linear beyond), minimized with
 optax's L-BFGS. Rows whose mean input length is an assumption (MLPerf's
 datasets) count up to one free factor per benchmark
-(`assumed_input_groups`): they compare chips, not set absolute efficiency. Predictions come from the one cost model: offline rows from
+(`assumed_input_groups`): they compare chips, not set absolute efficiency.
+Predictions come from the one cost model: offline rows from
 `serving.max_load`, closed-loop rows from `serving.closed_loop`, Poisson
 rows from `serving.queueing`, static batches from `evaluate`; rows of one
 model and one kind of load are one vmapped, jitted program.
@@ -28,7 +29,7 @@ import optax
 
 from jaxplat.cost import evaluate
 from jaxplat.design.measured import METRICS, Row, row_pytrees
-from jaxplat.model import EFFICIENCY_PARAMS, Options, load_model, replace
+from jaxplat.model import EFFICIENCY_PARAMS, Options, default_calibration, load_model, replace
 from jaxplat.search import compile_lowered
 from jaxplat.serving import capacity, closed_loop, queueing
 
@@ -38,7 +39,8 @@ BOUNDS = {
     "compute": (0.2, 1.0),          # share of dense peak on large 16-bit GEMMs
     "memory": (0.3, 1.0),           # share of HBM peak on long streams
     "network": (0.2, 1.0),          # share of link bandwidth on large collectives
-    "narrow_dtype": (0.3, 1.0),     # per halving of width below 16 bits
+    "narrow_dtype": (0.3, 1.0),     # 8-bit kernels relative to 16-bit ones
+    "narrow_fp4": (0.3, 1.0),       # FP4 kernels relative to FP8 ones
     "attention": (0.1, 1.0),        # attention kernels relative to GEMMs
     "moe": (0.05, 1.0),             # routed experts' grouped GEMMs relative to dense GEMMs
     "kernel_latency": (1e-7, 1e-4),  # s per GEMM/attention kernel (launch ~2-5 us without graphs)
@@ -47,33 +49,50 @@ BOUNDS = {
 # Upper values no real kernel exceeds on these chips (clock throttling at TDP,
 # DRAM refresh and page switches, protocol overheads): a fit above them is
 # reported as a modelling error.
-PHYSICAL_MAX = {"compute": 0.9, "memory": 0.92, "network": 0.9, "narrow_dtype": 1.0, "attention": 1.0, "moe": 1.0}
+PHYSICAL_MAX = {"compute": 0.9, "memory": 0.92, "network": 0.9, "narrow_dtype": 1.0, "narrow_fp4": 1.0,
+                "attention": 1.0, "moe": 1.0}
 # Where a fit starts: inside every bound (a sigmoid at its bound has no
 # gradient), at typical values (dense GEMMs ~70% of peak, HBM ~80%, launch
 # latency of a graph-captured kernel ~2 us, a scheduler step ~1 ms).
-START = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 0.9, "attention": 0.8, "moe": 0.8,
-         "kernel_latency": 2e-6, "iteration_overhead": 1e-3}
+START = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 0.9, "narrow_fp4": 0.9, "attention": 0.8,
+         "moe": 0.8, "kernel_latency": 2e-6, "iteration_overhead": 1e-3}
 # Loads whose rows the fit uses by default. Poisson-load latencies are left
 # to check it: measured at the highest rate the SLOs allow, they sit where
 # latency diverges, so they test capacity (the offline rows do that) with a
 # loss that jumps as the load crosses the model's stability edge.
 FIT_LOADS = ("offline", "concurrency", "batch")
-DEFAULT_FIT = ("compute", "memory", "narrow_dtype", "attention", "moe", "kernel_latency", "iteration_overhead")
+DEFAULT_FIT = ("compute", "memory", "narrow_dtype", "narrow_fp4", "attention", "moe", "kernel_latency",
+               "iteration_overhead")
+# Per-engine parameters (`--engine-fit`) are fitted as factors on the global
+# value, "name@engine": 1 is the reference engine the global values describe
+# (an engine with no rows in a fit keeps it), below 1 a less tuned one.
+ENGINE_FACTOR_BOUNDS = (0.05, 1.5)
 HUBER_DELTA = 0.1  # |log ratio| where the loss turns linear (~10%)
 RIDGE = 1e-7       # pull of z towards its start (keeps unidentified parameters put; far below the data)
 OPTS = Options()
 QUEUE_STEPS = 24  # fixed-point steps of the queueing model (converged to ~1e-4 at the loads measured)
 
 
+def bounds(name):
+    """(lo, hi) of a fitted value: a parameter's BOUNDS, or an engine factor's."""
+    return ENGINE_FACTOR_BOUNDS if "@" in name else BOUNDS[name]
+
+
 def to_z(name, value):
-    lo, hi = BOUNDS[name]
+    lo, hi = bounds(name)
     u = (np.log(np.clip(value, lo * 1.0001, hi * 0.9999)) - np.log(lo)) / (np.log(hi) - np.log(lo))
     return float(np.log(u / (1.0 - u)))
 
 
 def from_z(name, z):
-    lo, hi = BOUNDS[name]
+    lo, hi = bounds(name)
     return jnp.exp(jnp.log(lo) + (jnp.log(hi) - jnp.log(lo)) * jax.nn.sigmoid(z))
+
+
+def engine_values(values: dict, engine_fit, engines) -> dict:
+    """{engine: {parameter: global value x the engine's factor}}: what the
+    calibration file's `engines:` holds."""
+    return {e: {p: values[p] * values[f"{p}@{e}"] for p in engine_fit} for e in engines}
 
 
 def _stack(trees):
@@ -116,13 +135,21 @@ class Predictor:
     fixed-point loops: forward mode is the cheaper to compile and run). The
     engine's slots (`capacity`) depend on no efficiency parameter and are
     computed once.
+
+    `engine_fit` (a subset of `names`) are fitted once more for each engine
+    in `engines`, as factors "name@engine" on the global value for the rows
+    whose `engine` column is that engine (`names` lists the globals, then
+    the factors).
     """
 
-    def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None):
-        unknown = [n for n in names if n not in BOUNDS]
+    def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None, engine_fit=(), engines=()):
+        unknown = [n for n in names if n not in BOUNDS] + [n for n in engine_fit if n not in names]
         if unknown:
-            raise ValueError(f"cannot fit {unknown[0]!r}; parameters: {', '.join(BOUNDS)}")
-        self.rows, self.names = rows, tuple(names)
+            raise ValueError(f"cannot fit {unknown[0]!r}; parameters: {', '.join(BOUNDS)} "
+                             "(per-engine ones among those fitted)")
+        self.globals, self.engine_fit, self.engines = tuple(names), tuple(engine_fit), tuple(engines)
+        self.rows = rows
+        self.names = self.globals + tuple(f"{p}@{e}" for e in self.engines for p in self.engine_fit)
         index, self.configs = {}, []
         for r in rows:
             index.setdefault(r.config_key(), len(index))
@@ -143,22 +170,36 @@ class Predictor:
             offline = jnp.array([self.configs[i].load == "offline" for i in idx])
             slots = (jnp.zeros_like(amount) if kind == "batch" else
                      jax.jit(jax.vmap(lambda h, p, w, s: capacity(model, h, p, w, s, OPTS)[0]))(hw, par, wl, srv))
-            g = _Group(model_name, kind, idx, (hw, par, wl, srv, amount, offline, slots))
+            engine = jnp.array([[float(self.configs[i].engine == e) for e in self.engines] for i in idx],
+                               jnp.float32).reshape(len(idx), len(self.engines))
+            g = _Group(model_name, kind, idx, (hw, par, wl, srv, amount, offline, slots, engine))
             g.jac = self._compile(model, kind, g.args)
             self.groups.append(g)
         self.base = {n: float(jnp.mean(getattr(self.groups[0].args[0], EFFICIENCY_PARAMS[n][0])))
                      for n in BOUNDS}
+        loaded = calibration or default_calibration()  # engine factors as loaded: its engine / global values
+        for e in self.engines:
+            for p in self.engine_fit:
+                own = loaded.engines.get(e, {}).get(p) if loaded else None
+                self.base[f"{p}@{e}"] = own / loaded.parameters[p] if own and p in loaded.parameters else 1.0
 
     def _compile(self, model, kind, args):
         """values -> ([configs, 3, params] Jacobian, [configs, 3] predictions),
         compiled with XLA's cheapest settings: it runs in milliseconds, and a
         fit evaluates it a few hundred times."""
-        fields = [EFFICIENCY_PARAMS[n][0] for n in self.names]
+        fields = [EFFICIENCY_PARAMS[n][0] for n in self.globals]
+        G, K, E = len(self.globals), len(self.engine_fit), len(self.engines)
+        pick = np.zeros((K, G), np.float32)  # [K, G]: which global each per-engine factor scales
+        pick[np.arange(K), [self.globals.index(p) for p in self.engine_fit]] = 1.0
 
-        def one(values, hw, par, wl, srv, amount, offline, slots):
-            hw = replace(hw, **dict(zip(fields, values)))
+        def one(values, hw, par, wl, srv, amount, offline, slots, engine):
+            v = values[:G]
+            if K and E:  # this row's engine factors (1 for an engine not in `engines`)
+                factors = values[G:].reshape(E, K)
+                v = v * (1.0 + (engine @ (factors - 1.0)) @ pick)
+            hw = replace(hw, **dict(zip(fields, v)))
             return predict_one(model, hw, par, wl, srv, kind, amount, offline, slots)
-        batched = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, 0, 0, 0))
+        batched = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, 0, 0, 0, 0))
 
         def with_aux(values, *a):
             out = batched(values, *a)
@@ -196,7 +237,7 @@ class Predictor:
 
     def z0(self, start=None):
         start = {**START, **(start or {})}
-        return jnp.array([to_z(n, start[n]) for n in self.names], jnp.float32)
+        return jnp.array([to_z(n, start.get(n, 1.0)) for n in self.names], jnp.float32)
 
 
 def assumed_input_groups(rows: list[Row]) -> np.ndarray:
@@ -234,21 +275,24 @@ def huber_log(pred, meas, weights, groups=None):
     """
     r = np.where(weights > 0, np.log(np.maximum(np.nan_to_num(pred, nan=1e30), 1e-30) / meas), 0.0)
     groups = np.full(len(r), -1) if groups is None else np.asarray(groups)
-    u = r.copy()
-    for g in np.unique(groups[groups >= 0]):
-        m = (groups == g) & (weights > 0)
-        if m.any():
-            u[m] = r[m] - np.sum(weights[m] * r[m]) / np.sum(weights[m])
+    u = r - _per_group(weights * r, groups, weights)  # r less its group's weighted mean
     a = np.abs(u)
     h = np.where(a <= HUBER_DELTA, 0.5 * u * u, HUBER_DELTA * (a - 0.5 * HUBER_DELTA))
     dh = weights * np.where(a <= HUBER_DELTA, u, HUBER_DELTA * np.sign(u))  # d(w h)/du
-    dr = dh.copy()  # du_i/dr_k = delta_ik - w_k / W_g within a group
+    dr = dh - weights * _per_group(dh, groups, weights)  # du_i/dr_k = delta_ik - w_k / W_g within a group
+    total = max(float(np.sum(weights)), 1.0)
+    return float(np.sum(weights * h)) / total, dr / np.maximum(pred, 1e-30) / total
+
+
+def _per_group(x, groups, weights):
+    """[rows] sum of x over the row's group / the group's total weight, for
+    rows of a group (groups >= 0, weight > 0); 0 for the others."""
+    out = np.zeros(len(x))
     for g in np.unique(groups[groups >= 0]):
         m = (groups == g) & (weights > 0)
         if m.any():
-            dr[m] = dh[m] - weights[m] * np.sum(dh[m]) / np.sum(weights[m])
-    total = max(float(np.sum(weights)), 1.0)
-    return float(np.sum(weights * h)) / total, dr / np.maximum(pred, 1e-30) / total
+            out[m] = np.sum(x[m]) / np.sum(weights[m])
+    return out
 
 
 def source_weights(rows: list[Row], mask=None) -> np.ndarray:
@@ -323,7 +367,8 @@ def fit(pred: Predictor, weights=None, steps: int = 40, start=None, log=None):
 
 
 def z_of(pred: Predictor, values: dict):
-    return jnp.array([to_z(n, values[n]) for n in pred.names], jnp.float32)
+    """z of `values` ({name: value}; an engine factor left out is 1)."""
+    return jnp.array([to_z(n, values.get(n, 1.0) if "@" in n else values[n]) for n in pred.names], jnp.float32)
 
 
 def summarize(pred_values, rows: list[Row], mask=None) -> dict:
@@ -386,6 +431,6 @@ def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
     return out
 
 
-__all__ = ["BOUNDS", "DEFAULT_FIT", "assumed_input_groups", "FIT_LOADS", "START", "source_weights", "HUBER_DELTA", "PHYSICAL_MAX", "Predictor", "chip_ratio_errors", "fit",
-           "from_z", "held_out_predictions", "huber_log", "leave_one_out", "predict_one", "summarize", "to_z",
-           "z_of"]
+__all__ = ["BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "FIT_LOADS", "HUBER_DELTA", "PHYSICAL_MAX", "START", "Predictor",
+           "assumed_input_groups", "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z", "held_out_predictions", "huber_log",
+           "leave_one_out", "predict_one", "source_weights", "summarize", "to_z", "z_of"]

@@ -25,7 +25,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from jaxplat.model import Parallel, load_hardware, load_model, workload_from_dict
+from jaxplat.model import Parallel, default_calibration, load_hardware, load_model, workload_from_dict
 from jaxplat.serving import serving
 from jaxplat.specs import SpecError, units
 
@@ -59,9 +59,9 @@ class Row:
     note: str = ""
 
     def config_key(self):
-        """Rows of one deployment under one load share a prediction."""
+        """Rows of one deployment under one load, run by one engine, share a prediction."""
         return (self.model, self.hardware, tuple(sorted(self.par.items())), tuple(sorted(self.dtype.items())),
-                self.prompt, self.output, self.load, self.amount, tuple(sorted(self.settings.items())))
+                self.prompt, self.output, self.load, self.amount, tuple(sorted(self.settings.items())), self.engine)
 
 
 def _num(src, line, col, text, *, positive=True, allow_zero=True, integer=False):
@@ -165,7 +165,12 @@ def read_rows(path) -> list[Row]:
 
 
 def row_pytrees(row: Row, calibration=None):
-    """(Hardware, Parallel, Workload, Serving) of a row."""
+    """(Hardware, Parallel, Workload, Serving) of a row. The chip's
+    efficiency is `calibration`'s (default: the shipped one's) as run by the
+    row's engine where the calibration has values for it (Calibration.for_engine)."""
+    cal = calibration if calibration is not None else default_calibration()
+    if cal is not None and row.engine in cal.engines:
+        calibration = cal.for_engine(row.engine)
     hw = load_hardware(row.hardware, calibration)
     par = Parallel(**row.par)
     wl = workload_from_dict({"batch": 1, "prompt": row.prompt, "output": row.output, "dtype": row.dtype},

@@ -23,7 +23,13 @@ from jaxplat.model.architecture import (
 )
 from jaxplat.model.compute_spec import OFFLOAD_GROUPS, OFFLOAD_NAMES
 from jaxplat.model.efficiency_spec import PARAMS as EFFICIENCY_PARAMS
-from jaxplat.model.efficiency_spec import Calibration, calibration_from_dict, default_calibration, load_calibration
+from jaxplat.model.efficiency_spec import (
+    Calibration,
+    calibration_from_dict,
+    default_calibration,
+    load_calibration,
+    select_calibration,
+)
 from jaxplat.model.genz import GENZ_GB, genz_h100, genz_system
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.hardware_spec import hardware_from_dict, load_hardware, network_level_names
@@ -40,6 +46,7 @@ __all__ = ["ATTENTION_KINDS", "SSM_KINDS", "attention_layers", "ffn_layers", "ss
            "MAX_NET_LEVELS", "OFFLOAD_GROUPS", "OFFLOAD_NAMES", "PROFILES", "TOPOLOGIES", "Hardware",
            "Model", "Options", "Parallel", "Technology", "Workload", "as_f32", "calibration_from_dict", "chips", "default_calibration", "ffn_factor", "genz_h100",
            "genz_system", "hardware_from_dict", "kv_elements_per_token", "load_calibration", "load_hardware", "load_model",
+           "select_calibration",
            "load_technology", "load_workload", "local_keys", "local_pairs", "local_tokens", "model_from_config", "moe_layers", "network_level_names",
            "param_count", "pytree_dataclass", "replace", "stage_chips", "static", "technology_from_dict",
            "workload_from_dict"]

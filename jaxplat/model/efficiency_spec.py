@@ -9,6 +9,10 @@ A chip's efficiency parameters come, in this order (later wins):
      `load_hardware` (a built-in name or a file) or from a study;
   3. the spec's own `efficiency:` block;
   4. a calibration file given with `--calibration`, global then per chip.
+A calibration may also hold per-engine values (`engines:`, what one serving
+engine's kernels reach where it differs from the reference the global values
+describe); `Calibration.for_engine(name)` folds one engine's into the global
+ones, which `--engine NAME` and measured rows with that `engine` use.
 The function that turns them into per-operator efficiencies is
 `jaxplat.cost.efficiency`; a chip without measurements gets its shape
 effects from its own `compute:` block (units, tile: jaxplat.model.compute_spec)
@@ -28,8 +32,11 @@ PARAMS = {
     "memory": ("eff_memory", 1.0, "fraction", "share of peak memory bandwidth a long streaming read reaches"),
     "network": ("eff_network", 1.0, "fraction", "share of link bandwidth a large collective reaches"),
     "narrow_dtype": ("eff_narrow", 1.0, "fraction",
-                     "per halving of operand width below 16 bits, the share of the wider dtype's "
-                     "achieved fraction that its kernels keep (FP8: x1, FP4: x2)"),
+                     "8-bit and narrower GEMM kernels' share of the 16-bit kernels' achieved fraction "
+                     "of their peak"),
+    "narrow_fp4": ("eff_fp4", 1.0, "fraction",
+                   "FP4 GEMM kernels' share of the FP8 kernels' achieved fraction (block-scale "
+                   "dequantization in the mainloop)"),
     "attention": ("eff_attention", 1.0, "fraction",
                   "attention kernels' efficiency relative to GEMMs (compute and memory time)"),
     "moe": ("eff_moe", 1.0, "fraction",
@@ -39,7 +46,7 @@ PARAMS = {
     "iteration_overhead": ("iteration_overhead", 0.0, "s",
                            "time per engine iteration outside the kernels (scheduling, sampling, launch)"),
 }
-CALIBRATION_KEYS = ("parameters", "chips", "fit", "description")
+CALIBRATION_KEYS = ("parameters", "chips", "engines", "fit", "description")
 
 
 def check_params(src, where, values: dict) -> dict:
@@ -60,24 +67,35 @@ def check_params(src, where, values: dict) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """Efficiency parameters: global ones and per-chip overrides (by name)."""
+    """Efficiency parameters: global ones, per-chip and per-engine overrides
+    (by name)."""
 
     parameters: dict
     chips: dict = dataclasses.field(default_factory=dict)
     source: str = ""
+    engines: dict = dataclasses.field(default_factory=dict)
 
     def for_chip(self, name: str | None) -> dict:
         """The parameters a chip of this name gets: global, then its own."""
         return {**self.parameters, **self.chips.get(name or "", {})}
 
+    def for_engine(self, name: str | None) -> "Calibration":
+        """This calibration as run by engine `name`: its values over the
+        global ones (unchanged for None, "" or an engine without values)."""
+        if not name or name not in self.engines:
+            return self
+        return dataclasses.replace(self, parameters={**self.parameters, **self.engines[name]})
+
 
 def calibration_from_dict(d: dict, src="calibration") -> Calibration:
     check_keys(src, "", d, CALIBRATION_KEYS, required=("parameters",))
-    chips = d.get("chips") or {}
-    if not isinstance(chips, dict):
-        raise SpecError(f"{src}: chips must map chip names to parameter mappings")
+    chips, engines = d.get("chips") or {}, d.get("engines") or {}
+    for key, what in ((chips, "chips"), (engines, "engines")):
+        if not isinstance(key, dict):
+            raise SpecError(f"{src}: {what} must map {what[:-1]} names to parameter mappings")
     return Calibration(parameters=check_params(src, "parameters.", d["parameters"] or {}),
                        chips={str(c): check_params(src, f"chips.{c}.", v or {}) for c, v in chips.items()},
+                       engines={str(e): check_params(src, f"engines.{e}.", v or {}) for e, v in engines.items()},
                        source=str(src))
 
 
@@ -93,6 +111,22 @@ DEFAULT_CALIBRATION = SPEC_ROOT / "calibration" / "default.yaml"
 def default_calibration() -> Calibration | None:
     """The shipped calibration (None when the file is absent)."""
     return load_calibration(DEFAULT_CALIBRATION) if DEFAULT_CALIBRATION.is_file() else None
+
+
+def select_calibration(path=None, engine=None) -> Calibration | None:
+    """The calibration `--calibration PATH --engine ENGINE` ask for: the file
+    (default: the shipped one) as run by that engine; None when neither is
+    given (the built-in chips then take the shipped defaults)."""
+    if not path and not engine:
+        return None
+    cal = load_calibration(path) if path else default_calibration()
+    if engine:
+        if cal is None or engine not in cal.engines:
+            known = ", ".join(sorted(cal.engines)) if cal is not None and cal.engines else "none"
+            raise SpecError(f"--engine {engine}: {cal.source if cal else 'no calibration'} has no values for it; "
+                            f"engines there: {known} (the global values describe the reference engine)")
+        cal = cal.for_engine(engine)
+    return cal
 
 
 def efficiency_fields(d: dict, src="hardware", defaults: Calibration | None = None,

@@ -36,6 +36,10 @@ class Hardware:
       eff_narrow: per halving of the operand width below 16 bits, the share
         of the wider dtype's achieved fraction that kernels keep (FP8 GEMMs
         reach less of their 2x peak than BF16 ones of theirs).
+      eff_fp4: FP4 kernels' share of the FP8 kernels' achieved fraction
+        (FP4 GEMMs pay eff_narrow once and this on top: their block scales,
+        one per 16 or 32 elements in NVFP4/MXFP4, are dequantized in the
+        mainloop that FP8's per-tensor scales leave alone).
       eff_attention: attention kernels' efficiency relative to GEMMs, on
         both their compute and their memory time.
       eff_moe: routed experts' grouped-GEMM kernels' efficiency relative to
@@ -98,6 +102,7 @@ class Hardware:
     pue: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     # Shape-dependent efficiency (jaxplat.cost.efficiency); neutral defaults.
     eff_narrow: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    eff_fp4: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     eff_attention: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     eff_moe: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     kernel_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))

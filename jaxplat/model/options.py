@@ -61,6 +61,10 @@ class Conventions:
         GenZ: every layer attends to the whole context.
       power_limit: a phase whose average power would exceed the chips' TDP
         is slowed until it does not (cost.energy.power_floor). GenZ: no.
+      wide_outputs: GEMMs with operands narrower than 16 bits (FP8, FP4)
+        write 16-bit outputs, and the residual stream, element-wise ops and
+        hidden-state collectives stay 16-bit (quantized again at the next
+        GEMM's input). GenZ: every activation at the activation dtype.
       efficiency: "shape" (each operator's efficiency from its shape, dtype
         and kernel kind, plus kernel and per-iteration latencies:
         jaxplat.cost.efficiency) or "flat" (GenZ: one compute and one memory
@@ -89,6 +93,7 @@ class Conventions:
     mla: bool = True
     local_attention: bool = True
     power_limit: bool = True
+    wide_outputs: bool = True
     efficiency: str = "shape"
 
 
@@ -99,7 +104,8 @@ GENZ = Conventions(elementwise=False, causal_pairs=False, heads_over_ep=True, sc
                    lm_head_all_tokens=True, tied_head_stored=False, moe_accounting="genz",
                    mamba_accounting="genz", microbatching="batch_over_pp", collectives="genz", memory_hierarchy=False,
                    peak="bf16_scaled", decode="final_step", ttft="one_microbatch", footprint="summed_stages",
-                   mla=False, local_attention=False, power_limit=False, efficiency="flat")
+                   mla=False, local_attention=False, power_limit=False, wide_outputs=False,
+                   efficiency="flat")
 CONVENTIONS = {"default": Conventions(), "genz": GENZ}
 PROFILES = tuple(CONVENTIONS)
 
