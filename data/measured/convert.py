@@ -85,7 +85,8 @@ def trtllm_table(path, source="trtllm-perf-overview"):
     for r in csv.DictReader(open(path)):
         tp, pp, gpus, ep = int(r["tp"]), int(r["pp"]), int(r["gpus"]), int(r.get("ep") or 1)
         prompt = int(r["isl"])
-        yield _row(model=MODELS[r["model"]], hardware=r["gpu"], tp=tp, pp=pp, ep=ep, moe_ep=1, dp=gpus // (tp * pp * ep),
+        yield _row(model=MODELS[r["model"]], hardware=r["gpu"], tp=tp, pp=pp, ep=ep, moe_ep=1,
+                   dp=gpus // (tp * pp * ep),
                    microbatches=pp, dtype=r["dtype"], prompt=prompt, output=int(r["osl"]), prompt_cv=0,
                    output_cv=0, offline=1, max_num_tokens=e["max_num_tokens"],
                    chunk=e["max_num_tokens"] if prompt > e["max_num_tokens"] else 0, kv_block=e["kv_block"],

@@ -431,6 +431,7 @@ def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
     return out
 
 
-__all__ = ["BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "FIT_LOADS", "HUBER_DELTA", "PHYSICAL_MAX", "START", "Predictor",
-           "assumed_input_groups", "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z", "held_out_predictions", "huber_log",
-           "leave_one_out", "predict_one", "source_weights", "summarize", "to_z", "z_of"]
+__all__ = ["BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "FIT_LOADS", "HUBER_DELTA", "PHYSICAL_MAX", "START",
+           "Predictor", "assumed_input_groups", "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z",
+           "held_out_predictions", "huber_log", "leave_one_out", "predict_one", "source_weights", "summarize", "to_z",
+           "z_of"]
