@@ -59,6 +59,12 @@ ASSUMED_PARALLEL = {
 # DeepSeek-R1 checkpoint, whose config.json has torch_dtype bfloat16 and no KV
 # quantization). Weights FP8 (block-scaled), GEMM activations FP8.
 DSTACK_DTYPE = "fp8/fp8/bf16"
+# vLLM 0.7 with chunked prefill off (it is, for MLA models) sizes an
+# iteration at the model length: max_num_batched_tokens = max(max_model_len,
+# 2048) (vllm/config.py SchedulerConfig of v0.7.3); max_model_len is
+# --max-model-len where the flags give it, else the checkpoint's
+# max_position_embeddings (deepseek-ai/DeepSeek-R1 config.json: 163840).
+DEEPSEEK_R1_MAX_MODEL_LEN = 163840
 TRTLLM_TABLE_MEM_FRACTION = 0.95  # perf-overview: KV fraction 0.95 (0.90 where that ran out of memory)
 
 MODELS = {"llama-3.3-70b": "llama-3.1-70b", "llama-3.1-8b": "llama-3.1-8b", "Llama-2-70B-chat": "llama-2-70b",
@@ -176,6 +182,10 @@ def mlperf_dstack(path, skipped):
         stated = re.search(r"max_batch (\d+)", r["framework"])
         if stated and kind == "closed":
             mb = int(stated.group(1))
+        if kind == "closed" and engine == "vllm":
+            stated = re.search(r"--max-model-len (\d+)", r["framework"])
+            e["max_num_tokens"] = max(int(stated.group(1)) if stated else DEEPSEEK_R1_MAX_MODEL_LEN, 2048)
+            notes.append(f"vLLM iteration budget = max_model_len {e['max_num_tokens']} (chunked prefill off)")
         value = float(r["value"]) / (1000.0 if r["unit"] == "ms" else 1.0)
         if moe_ep > 1 and "moe_ep" not in Parallel.__dataclass_fields__:
             skipped.append(f"row {i}: moe_ep={moe_ep} needs Parallel.moe_ep")
