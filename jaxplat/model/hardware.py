@@ -33,9 +33,9 @@ class Hardware:
       eff_compute, eff_memory, eff_network: achievable fractions of peak on
         large, well-shaped work (a big GEMM in 16-bit, a long stream, a big
         collective); the shape-dependent rest is jaxplat.cost.efficiency.
-      eff_narrow: per halving of the operand width below 16 bits, the share
-        of the wider dtype's achieved fraction that kernels keep (FP8 GEMMs
-        reach less of their 2x peak than BF16 ones of theirs).
+      eff_narrow: 8-bit and narrower kernels' share of the 16-bit kernels'
+        achieved fraction of their peak (FP8 GEMMs reach less of their 2x
+        peak than BF16 ones of theirs).
       eff_fp4: FP4 kernels' share of the FP8 kernels' achieved fraction
         (FP4 GEMMs pay eff_narrow once and this on top: their block scales,
         one per 16 or 32 elements in NVFP4/MXFP4, are dequantized in the
