@@ -261,10 +261,8 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     # Default: the ep ranks run attention data parallel, each on a share of
     # the micro-batch (the busiest one on ceil(ub / ep) sequences; ub itself when ep = 1).
     b = ub if over_ep else jnp.where(par.ep > 1.0, _ceil(ub / par.ep, opts.smooth), ub)
-    # FP8/FP4 GEMMs accumulate in FP32 and write 16-bit outputs; engines keep
-    # the residual stream, element-wise ops and the hidden-state collectives
-    # in BF16 and quantize at the next GEMM's input (NVIDIA Transformer Engine
-    # FP8 recipe; TensorRT-LLM and vLLM all-reduce BF16 tensors).
+    # FP8/FP4 GEMMs write 16-bit outputs; the residual stream and its collectives stay BF16 up to
+    # the next GEMM's input (NVIDIA Transformer Engine FP8 recipe; TensorRT-LLM/vLLM all-reduce BF16).
     bs = jnp.maximum(wl.bytes_act, 2.0) if opts.conv.wide_outputs else wl.bytes_act
     ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bs=bs, bw=wl.bytes_weight,
                bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, moe_ep=par.moe_ep, sp=par.sp, imbalance=par.imbalance,
@@ -516,8 +514,7 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         # shared experts are dense: split over all tp chips
         _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * ctx.ceil(m.expert_intermediate / ctx.tp),
              on_gemm)
-    # Tokens go out at the GEMM input's precision (FP8 dispatch, DeepEP) and
-    # come back as the experts' 16-bit outputs.
+    # Out at the GEMM input's precision (FP8 dispatch, DeepEP), back as the experts' 16-bit outputs.
     r.collective("combine", "moe", "moe", "alltoall", ctx.ep, a2a * ctx.bs / ctx.ba, stride=ctx.ep_stride)
 
 
