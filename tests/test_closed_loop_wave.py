@@ -68,3 +68,22 @@ def test_wave_ttft_by_hand(runs):
     # iteration, well under the wave's 2.5: the wave is what raises TTFT.
     assert cl.ttft[2] < 0.6 * cl.ttft[0]
     assert sim.ttft_mean[2] < 0.6 * sim.ttft_mean[0]
+
+
+def test_attention_data_parallel_ranks_schedule_their_own_budgets():
+    """Mixtral-8x7B on 8 H100s as tp 1 x ep 8, prefill-first, whole prompts,
+    a 512-token budget per rank (TensorRT-LLM attention DP and SGLang DP
+    attention schedule each rank's own iteration): 8 clients with 512-token
+    prompts prefill in one iteration, one prompt per rank, so the wave's
+    mean TTFT is that iteration's time. One 512-token budget for the whole
+    replica would run them one by one: 8 iterations, mean (8 + 1) / 2 of
+    one prompt's."""
+    model, hw, par = jp.load_model("mixtral-8x7b"), jp.load_hardware("h100-sxm"), jp.Parallel(ep=8)
+    srv = S.serving(max_num_tokens=512.0, prefill_first=1.0, max_batch=64.0)
+    assert float(S.replica_budget(srv, par)) == 8 * 512
+    cl = jax.jit(lambda m, h: S.closed_loop(m, h, par, WL, srv, 8.0, OPTS))(model, hw)
+    one = jnp.ones((1,), jnp.float32)
+    it = jax.jit(lambda m, h, n: S.iteration_time(m, h, par, WL, OPTS, 0.0, 512.0, 512.0 * one, 0.0 * one, n * one))
+    t8, t1 = float(it(model, hw, 8.0)), float(it(model, hw, 1.0))
+    assert float(cl.ttft) == pytest.approx(t8, rel=1e-3)
+    assert float(cl.ttft) < 0.5 * 4.5 * t1

@@ -76,20 +76,20 @@ def test_attention_data_parallel_iteration_prefills_one_prompt_per_rank():
     assert ttft(1.0, 4096.0) > 3.0 * it(8.0)
 
 
-def test_fp8_gemms_write_bf16_outputs(llama):
-    """Llama-3.1-8B in fp8 on tp 2, a 512-token prefill: the QKV GEMM reads
-    its input in fp8 (512 x 4096 x 1 B) and writes its output in bf16
-    (512 x (4096 + 2 x 1024) / 2 x 2 B), and the all-reduce after attention
-    moves the bf16 hidden state (512 x 4096 x 2 B), as engines run FP8
-    inference; GenZ's accounting keeps every activation at the dtype's 1 B."""
+def test_fp8_hidden_states_cross_the_network_in_bf16(llama):
+    """Llama-3.1-8B in fp8 on tp 2, a 512-token prefill: the all-reduce after
+    attention moves the bf16 hidden state (512 x 4096 x 2 B), as engines
+    all-reduce FP8 GEMMs' 16-bit outputs, while the QKV GEMM's memory traffic
+    stays at fp8 (in 512 x 4096 x 1 B, out 512 x (4096 + 2 x 1024) / 2 x 1 B);
+    GenZ's accounting keeps the all-reduce at the dtype's 1 B too."""
     wl = workload(batch=1, prompt=512, output=2, dtype="fp8")
     par = jp.Parallel(tp=2)
-    for opts, out_bytes in ((OPTS, 2.0), (jp.Options(profile="genz"), 1.0)):
+    for opts, net_bytes in ((OPTS, 2.0), (jp.Options(profile="genz"), 1.0)):
         t = build_table(llama, par, wl, "prefill", opts)
         row = {n: i for i, n in enumerate(t.names)}
-        assert float(t.comm_b[row["attn_allreduce"]]) == 512 * 4096 * out_bytes
+        assert float(t.comm_b[row["attn_allreduce"]]) == 512 * 4096 * net_bytes
         assert float(t.a0[row["qkv"]]) == 512 * 4096 * 1.0
-        assert float(t.o0[row["qkv"]]) == 512 * (4096 + 2 * 1024) / 2 * out_bytes
+        assert float(t.o0[row["qkv"]]) == 512 * (4096 + 2 * 1024) / 2 * 1.0
 
 
 # ------------------------------------------------------- 2. table_footprint

@@ -119,13 +119,13 @@ class _Rows:
         """A weight GEMM: [m, k] activations times a [k, n] weight."""
         wbytes = k * n * ctx.bw
         self.add(name, group, count, f=(2.0 * m * k * n, 0.0), a=(m * k * ctx.ba, 0.0),
-                 w=(wbytes if traffic else 0.0, 0.0), o=(m * n * ctx.bs, 0.0), on=on,
+                 w=(wbytes if traffic else 0.0, 0.0), o=(m * n * ctx.ba, 0.0), on=on,
                  stored=wbytes if stored is None else stored, mkn=(m, k, n))
 
     def eltwise(self, name, group, count, elems_in, elems_out, flops_per, ctx, on=0.0):
         """An element-wise op: memory traffic of its input and output."""
-        self.add(name, group, count, f=(flops_per * elems_out, 0.0), a=(elems_in * ctx.bs, 0.0),
-                 o=(elems_out * ctx.bs, 0.0), on=(on, 0.0, on))
+        self.add(name, group, count, f=(flops_per * elems_out, 0.0), a=(elems_in * ctx.ba, 0.0),
+                 o=(elems_out * ctx.ba, 0.0), on=(on, 0.0, on))
 
     def collective(self, name, group, count, kind, n, nbytes, stride=1.0):
         """A collective over n chips `stride` ranks apart (tp innermost)."""
@@ -161,7 +161,7 @@ class _Ctx:
     opts: Options
     smooth: bool
     ba: jax.Array   # bytes per activation element of a GEMM's input (its compute dtype)
-    bs: jax.Array   # bytes per element of GEMM outputs and the residual stream (Conventions.wide_outputs)
+    bs: jax.Array   # bytes per element of hidden states on the network (Conventions.wide_collectives)
     bw: jax.Array   # bytes per weight element
     bk: jax.Array   # bytes per KV element
     tp: jax.Array   # chips the attention heads and FFN width are split over
@@ -261,9 +261,9 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     # Default: the ep ranks run attention data parallel, each on a share of
     # the micro-batch (the busiest one on ceil(ub / ep) sequences; ub itself when ep = 1).
     b = ub if over_ep else jnp.where(par.ep > 1.0, _ceil(ub / par.ep, opts.smooth), ub)
-    # FP8/FP4 GEMMs write 16-bit outputs; the residual stream and its collectives stay BF16 up to
-    # the next GEMM's input (NVIDIA Transformer Engine FP8 recipe; TensorRT-LLM/vLLM all-reduce BF16).
-    bs = jnp.maximum(wl.bytes_act, 2.0) if opts.conv.wide_outputs else wl.bytes_act
+    # FP8/FP4 GEMMs write 16-bit outputs, and the hidden states they all-reduce, send or combine
+    # cross the network in BF16 (NVIDIA Transformer Engine FP8 recipe; TensorRT-LLM/vLLM all-reduce BF16).
+    bs = jnp.maximum(wl.bytes_act, 2.0) if opts.conv.wide_collectives else wl.bytes_act
     ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bs=bs, bw=wl.bytes_weight,
                bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, moe_ep=par.moe_ep, sp=par.sp, imbalance=par.imbalance,
                h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt, output=wl.output)
@@ -505,12 +505,12 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         per_expert = D * width * ctx.bw
         r.add("experts_up_gate", "moe", "moe", f=(2.0 * routed * D * fi * width, 0.0),
               a=(routed * D * ctx.ba, 0.0), w=(touched * fi * per_expert, 0.0),
-              o=(routed * fi * width * ctx.bs, 0.0), stored=local * fi * per_expert,
+              o=(routed * fi * width * ctx.ba, 0.0), stored=local * fi * per_expert,
               mkn=(routed, D, fi * width))
         r.eltwise("experts_act", "moe", "moe", fi * routed * width, routed * width, ACT_FLOPS, ctx)
         r.add("experts_down", "moe", "moe", f=(2.0 * routed * D * width, 0.0),
               a=(routed * width * ctx.ba, 0.0), w=(touched * per_expert, 0.0),
-              o=(routed * D * ctx.bs, 0.0), stored=local * per_expert, mkn=(routed, width, D))
+              o=(routed * D * ctx.ba, 0.0), stored=local * per_expert, mkn=(routed, width, D))
         # shared experts are dense: split over all tp chips
         _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * ctx.ceil(m.expert_intermediate / ctx.tp),
              on_gemm)
@@ -552,7 +552,7 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
         r.gemm("embedding", "embedding", "once", tok, vocab, D, ctx)
         r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp_attn, act * ctx.bs)
     elif not conv.embedding_gemm:
-        r.add("embedding", "embedding", "once", w=(act * ctx.bw, 0.0), o=(act * ctx.bs, 0.0), stored=emb_stored)
+        r.add("embedding", "embedding", "once", w=(act * ctx.bw, 0.0), o=(act * ctx.ba, 0.0), stored=emb_stored)
         r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp, act * ctx.bs)
 
     # Attention block, every layer.

@@ -61,10 +61,13 @@ class Conventions:
         GenZ: every layer attends to the whole context.
       power_limit: a phase whose average power would exceed the chips' TDP
         is slowed until it does not (cost.energy.power_floor). GenZ: no.
-      wide_outputs: GEMMs with operands narrower than 16 bits (FP8, FP4)
-        write 16-bit outputs, and the residual stream, element-wise ops and
-        hidden-state collectives stay 16-bit (quantized again at the next
-        GEMM's input). GenZ: every activation at the activation dtype.
+      wide_collectives: the hidden states that cross the network (TP
+        all-reduce, pipeline send, MoE combine) are 16-bit when the
+        activation dtype is narrower: FP8/FP4 GEMMs write 16-bit outputs and
+        engines all-reduce them so. Memory traffic stays at the activation
+        dtype (engines fuse the element-wise ops that would move the 16-bit
+        tensors: residual + norm + quantize, gated activations). GenZ: every
+        activation at the activation dtype.
       efficiency: "shape" (each operator's efficiency from its shape, dtype
         and kernel kind, plus kernel and per-iteration latencies:
         jaxplat.cost.efficiency) or "flat" (GenZ: one compute and one memory
@@ -93,7 +96,7 @@ class Conventions:
     mla: bool = True
     local_attention: bool = True
     power_limit: bool = True
-    wide_outputs: bool = True
+    wide_collectives: bool = True
     efficiency: str = "shape"
 
 
@@ -104,7 +107,7 @@ GENZ = Conventions(elementwise=False, causal_pairs=False, heads_over_ep=True, sc
                    lm_head_all_tokens=True, tied_head_stored=False, moe_accounting="genz",
                    mamba_accounting="genz", microbatching="batch_over_pp", collectives="genz", memory_hierarchy=False,
                    peak="bf16_scaled", decode="final_step", ttft="one_microbatch", footprint="summed_stages",
-                   mla=False, local_attention=False, power_limit=False, wide_outputs=False,
+                   mla=False, local_attention=False, power_limit=False, wide_collectives=False,
                    efficiency="flat")
 CONVENTIONS = {"default": Conventions(), "genz": GENZ}
 PROFILES = tuple(CONVENTIONS)

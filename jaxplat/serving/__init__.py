@@ -22,6 +22,7 @@ from jaxplat.serving.settings import (
                                       lognormal_params,
                                       lognormal_quantile,
                                       normal_score,
+                                      replica_budget,
                                       serving,
 )
 from jaxplat.serving.simulator import Requests, sample_requests, simulate, simulate_sampled, summarize
@@ -37,7 +38,7 @@ iteration_time_jit = jax.jit(iteration_time, static_argnames=("opts",))
 speculative_tpot_jit = jax.jit(speculative_tpot, static_argnames=("opts",))
 disaggregated_jit = jax.jit(disaggregated, static_argnames=("opts", "level"))
 
-__all__ = ["ClosedLoop", "closed_loop", "closed_loop_jit", "DEFAULT_MEM_FRACTION", "DEFAULT_TOKEN_BUDGET", "SATURATED", "Requests", "Serving", "ServingMetrics",
+__all__ = ["ClosedLoop", "closed_loop", "closed_loop_jit", "DEFAULT_MEM_FRACTION", "replica_budget", "DEFAULT_TOKEN_BUDGET", "SATURATED", "Requests", "Serving", "ServingMetrics",
            "capacity", "capacity_jit", "decode_time", "disaggregated", "disaggregated_jit", "expected_tokens", "goodput", "goodput_jit", "iteration_table",
            "iteration_time", "iteration_time_jit", "kv_transfer_time", "lognormal_params", "lognormal_quantile", "max_load", "max_load_jit",
            "merge_tables", "normal_score", "queueing", "queueing_jit", "sample_requests", "serving", "simulate", "simulate_sampled",

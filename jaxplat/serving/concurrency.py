@@ -63,7 +63,7 @@ import jax.numpy as jnp
 from jaxplat.cost import safe_div
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass
 from jaxplat.serving.iteration import capacity, iteration_time
-from jaxplat.serving.settings import Serving
+from jaxplat.serving.settings import Serving, replica_budget
 
 
 @pytree_dataclass
@@ -98,13 +98,14 @@ def _times(model, hw, par, wl, srv, opts, n, running, in_step, lam):
     """(t_d, t_m, k, g): decode-only and prefill iteration seconds, prefill
     iterations per group and group size, at n decoding requests and lam
     arrivals per iteration (spread lengths)."""
-    P, C = wl.prompt, srv.budget
+    P, C = wl.prompt, replica_budget(srv, par)
     avail = jnp.maximum(C - jnp.ceil(n), 1.0)  # the decode rows hold ceil(n) sequences
     at_once = jnp.clip(jnp.floor(avail / P), 1.0, running)  # whole prompts the budget admits together
     g = jnp.where(in_step, at_once, jnp.clip(merged_arrivals(lam), 1.0, at_once))
     c = jnp.where(srv.chunk > 0, jnp.minimum(g * P, avail), g * P)  # prompt tokens per prefill iteration
     k = g * P / c  # iterations' worth of the group's prompt tokens
-    per = jnp.minimum(c, P)  # one prompt's tokens in it: a chunk, or whole prompts
+    # one prompt's tokens in it: a chunk (at most its rank's budget), or whole prompts
+    per = jnp.minimum(c, jnp.where(srv.chunk > 0, jnp.minimum(P, srv.budget), P))
     others = n * jnp.maximum(running - g, 0.0) / running  # decodes beside a group's prefill
     one = jnp.ones((1,), jnp.float32)
     ctx = P + wl.output / 2.0
@@ -119,7 +120,7 @@ def _wave(model, hw, par, wl, srv, opts, running):
     `running` requests under a prefill-first scheduler (module docstring)."""
     P, R = wl.prompt, running
     dsteps = jnp.maximum(wl.output - 1.0, 1.0)
-    C = srv.budget
+    C = replica_budget(srv, par)
     chunked = srv.chunk > 0
     g = jnp.clip(jnp.floor(C / P), 1.0, R)  # whole prompts per prefill-only iteration
     per_it = jnp.where(chunked, jnp.minimum(C, R * P), g * P)  # prompt tokens per full iteration
@@ -130,7 +131,7 @@ def _wave(model, hw, par, wl, srv, opts, running):
     one = jnp.ones((1,), jnp.float32)
     # One prompt's tokens per iteration entry: a chunk of C (ctx0: on average
     # half the prompt before it), or whole prompts (copies of one prompt).
-    per = jnp.minimum(per_it, P)
+    per = jnp.minimum(per_it, jnp.where(chunked, jnp.minimum(P, srv.budget), P))
 
     def pre(tok):  # a prefill-only iteration of `tok` prompt tokens
         p1 = jnp.minimum(jnp.maximum(tok, 1.0), per)
@@ -167,7 +168,7 @@ def closed_loop(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Se
         max_batch, _, _ = capacity(model, hw, par, wl, srv, opts)
     P, O = wl.prompt, wl.output
     dsteps = jnp.maximum(O - 1.0, 1.0)
-    budget_slots = srv.budget * O / (P + dsteps)
+    budget_slots = replica_budget(srv, par) * O / (P + dsteps)
     running = jnp.maximum(jnp.minimum(jnp.minimum(N, max_batch), budget_slots), 1.0)
     in_step = (srv.prompt_cv == 0) & (srv.output_cv == 0)
 

@@ -66,6 +66,16 @@ class Serving:
         return jnp.where(self.chunk > 0, self.chunk, self.max_num_tokens)
 
 
+def replica_budget(srv: Serving, par):
+    """Prompt and decode tokens one replica's iteration holds: srv.budget per
+    scheduler, and with attention data parallel (Parallel.ep) one scheduler
+    per rank, each batching its own requests (TensorRT-LLM attention DP's
+    max_num_tokens and SGLang DP attention's chunked_prefill_size are per
+    rank). One prompt stays on its rank: at most srv.budget of it per
+    iteration."""
+    return srv.budget * par.ep
+
+
 def serving(rate=0.0, prompt_cv=0.0, output_cv=0.0, max_batch=0.0, chunk=0.0,
             mem_fraction=DEFAULT_MEM_FRACTION, slo_quantile=0.9, max_num_tokens=DEFAULT_TOKEN_BUDGET,
             kv_block=0.0, prefill_first=0.0) -> Serving:

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass
 from jaxplat.serving.iteration import iteration_time
-from jaxplat.serving.settings import Serving, ServingMetrics, lognormal_params
+from jaxplat.serving.settings import Serving, ServingMetrics, lognormal_params, replica_budget
 
 _BIG = 1e30  # s: "never" (an arrival beyond the horizon, an unfinished request)
 
@@ -81,7 +81,7 @@ def simulate(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     """
     n = reqs.arrival.shape[0]
     cap = jnp.where(srv.max_batch > 0, jnp.minimum(srv.max_batch, slots), float(slots))
-    budget = srv.budget
+    budget = replica_budget(srv, par)
     ids = jnp.arange(slots)
     f32 = jnp.float32
 
