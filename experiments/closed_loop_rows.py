@@ -38,7 +38,7 @@ def main():
         configs.setdefault(r.config_key(), {})[r.metric] = r
     fn = {}
     err = {m: [] for m in ("ttft_s", "tpot_s", "throughput_tok_s")}
-    print(f"{'engine':7s} {'chip':9s} {'N':>4s} | {'TTFT s meas/pred':>17s} {'err':>6s} | {'TPOT ms meas/pred':>17s} {'err':>6s} "
+    print(f"{'engine':11s} {'chip':9s} {'N':>4s} | {'TTFT s meas/pred':>17s} {'err':>6s} | {'TPOT ms meas/pred':>17s} {'err':>6s} "
           f"| {'thr tok/s meas/pred':>19s} {'err':>6s} | {'dec m/p':>9s} {'wait m/p':>9s} {'slots':>5s}")
     for by in configs.values():
         r = next(iter(by.values()))
@@ -60,7 +60,7 @@ def main():
             e = p / meas[m] - 1.0
             err[m].append(e)
             out.append(e)
-        print(f"{r.engine:7s} {r.hardware:9s} {r.amount:4.0f} | {meas['ttft_s']:8.2f}/{ttft:8.2f} {out[0]:+6.0%} | "
+        print(f"{r.engine:11s} {r.hardware:9s} {r.amount:4.0f} | {meas['ttft_s']:8.2f}/{ttft:8.2f} {out[0]:+6.0%} | "
               f"{meas['tpot_s']*1e3:8.1f}/{tpot*1e3:8.1f} {out[1]:+6.0%} | {meas['throughput_tok_s']:9.0f}/{thr:9.0f} {out[2]:+6.0%} | "
               f"{dm:4.0f}/{dp_:4.0f} {wm:4.0f}/{wp:4.0f} {cap:5.0f}")
     for m, e in err.items():
