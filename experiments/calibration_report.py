@@ -135,8 +135,11 @@ def main(argv=None):
     enable_compilation_cache()
     rows = read_rows(args.data)
     names = [n for n in EFFICIENCY_PARAMS if n in cal.BOUNDS]
-    pred = cal.Predictor(rows, names)
-    shipped = default_calibration().parameters
+    shipped_cal = default_calibration()
+    # the shipped engine values as factors on the global ones (before: 1, the reference engine)
+    engine_fit = sorted({p for own in shipped_cal.engines.values() for p in own})
+    pred = cal.Predictor(rows, names, engine_fit=engine_fit, engines=sorted(shipped_cal.engines))
+    shipped = shipped_cal.parameters
     before = np.asarray(pred.predict(cal.z_of(pred, BEFORE)))
     after = np.asarray(pred.predict(cal.z_of(pred, {**pred.base, **shipped})))
     sets = [("before", before, False), ("after", after, True)]
