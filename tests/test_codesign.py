@@ -81,7 +81,8 @@ def test_smooth_mode_tends_to_exact():
         sm = jp.evaluate(model, hw, par, wl, jp.Options(profile="genz", smooth=True), p)
         errs.append(max(abs(float(getattr(sm, k)) / float(getattr(exact, k)) - 1)
                         for k in ("ttft", "tpot", "cost_per_mtok_usd", "energy_per_token_j")))
-    assert errs[0] > errs[1] > errs[2] and errs[2] < 2e-3
+    # non-increasing: far from every ridge, p = 30 already rounds to the exact value in float32
+    assert errs[0] > errs[1] >= errs[2] and errs[2] < 2e-3 and errs[0] > 0
 
 
 def _convex(z, shift, tau, k, p, w):

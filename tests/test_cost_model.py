@@ -150,10 +150,16 @@ def test_smooth_gradients_match_finite_differences(llama70b, h100, chatbot):
 
 
 def test_smooth_approaches_exact(llama70b, h100):
+    # The p-norm roofline max is never below the exact max; the other smooth
+    # twins can be: tile quantization's smooth ceil pays for fewer tiles (this
+    # decode's 160 rows: 1.25 tiles of 128, not 2), and the power limit's
+    # (inference.larger_weights) is a weighted mean near its crossover. Both
+    # off here: no tile structure, no TDP.
+    h100 = replace(h100, tdp=0.0, units=0.0)
     wl = workload(batch=160, prompt=512, output=256)  # decode near the ridge point
     exact = jp.evaluate(llama70b, h100, jp.Parallel(tp=8), wl)
     errs = []
-    for p in (4.0, 8.0, 16.0):  # Python floats, as the default sharpness: one compiled program
+    for p in (4.0, 16.0, 64.0):  # Python floats, as the default sharpness: one compiled program
         sm = jp.evaluate(llama70b, h100, jp.Parallel(tp=8), wl, jp.Options(smooth=True), p)
         for k in ("ttft", "tpot"):
             assert float(getattr(sm, k)) >= float(getattr(exact, k)) * (1 - 1e-5)  # p-norm >= max

@@ -230,7 +230,7 @@ def test_pipeline_prefill_and_decode_by_hand(llama70b, h100):
     one = jp.evaluate(llama70b, h100, jp.Parallel(tp=4), replace(wl, batch=ub))
     bare = replace(llama70b, layers=0.0, dense_layers=0.0)
     emb = jp.evaluate(bare, h100, jp.Parallel(tp=4), replace(wl, batch=ub))
-    beta, alpha = 450e9 * 0.8, 1e-6  # stages 4 ranks apart: both in one 8-GPU NVLink node
+    beta, alpha = 450e9 * float(h100.eff_network), 1e-6  # stages 4 ranks apart: both in one 8-GPU NVLink node
     send_pre = alpha + ub * 512 * 8192 * 2 / beta
     send_dec = alpha + ub * 8192 * 2 / beta
     P, E = float(one.ttft), float(emb.ttft)
