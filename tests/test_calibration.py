@@ -123,6 +123,32 @@ def test_an_engine_gets_its_own_values_where_asked(tmp_path, capsys):
                                                "engines there: ref, young")
 
 
+def test_an_engines_fixed_time_may_be_far_above_the_references(tmp_path):
+    # "young" pays 3 ms per iteration (a host-side scheduler), 67x the
+    # reference's 45 us: beyond the 1.5x an efficiency factor may take, inside
+    # the time factors' bounds. Decode steps at batch 1 and 8 (TPOT) and a
+    # short prefill (TTFT) of each engine; fitting iteration_overhead per
+    # engine finds 3 ms, the reference keeps 45 us.
+    model = jp.load_model("llama-3.1-8b")
+    predict = jax.jit(lambda hw, wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
+    rows = []
+    for engine, overhead in (("ref", 45e-6), ("young", 3e-3)):
+        hw = replace(jp.load_hardware("h100-sxm"), iteration_overhead=overhead)
+        for prompt, batch in ((256, 1), (256, 8), (1024, 1)):
+            wl = workload_from_dict({"batch": 1, "prompt": prompt, "output": 32, "dtype": "bf16"})
+            thr, ttft, tpot = (float(x) for x in predict(hw, wl, float(batch)))
+            for metric, value in (("ttft_s", ttft), ("tpot_s", tpot)):
+                rows.append({**ROW, "dtype": "bf16", "prompt": prompt, "output": 32, "batch": batch,
+                             "metric": metric, "value": value, "engine": engine})
+    path = _write(tmp_path / "overhead.csv", rows, list(REQUIRED) + ["engine"])
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(path), "--out", str(out), "--fit", "iteration_overhead", "--engine-fit",
+                 "iteration_overhead", "--engines", "young", "--no-holdout", "--steps", "30"]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["parameters"]["iteration_overhead"] == pytest.approx(45e-6, rel=0.1)
+    assert doc["engines"]["young"]["iteration_overhead"] == pytest.approx(3e-3, rel=1e-2)
+
+
 def test_shipped_defaults_are_a_fit_inside_the_physical_bounds():
     # specs/calibration/default.yaml is `jaxplat calibrate`'s output: every
     # parameter it fits lies inside the fit's bounds (a value outside them
@@ -192,6 +218,10 @@ def test_the_shipped_rows_with_an_assumed_input_are_the_mlperf_ones():
     assert len(set(g[g >= 0])) == len(keys)
     offline_70b = {gi for r, gi in zip(rows, g) if r.model == "llama-2-70b" and r.load == "offline"}
     assert len(offline_70b) == 1
+    # AMD's MLPerf submissions (ROCm builds of vLLM) are an engine of their own
+    for r in rows:
+        if r.source.startswith("mlperf"):
+            assert r.engine == ("vllm-rocm" if r.hardware.startswith("mi") else "trtllm"), (r.line, r.engine)
 
 
 def test_estimate_runs_as_an_engine_of_the_shipped_calibration(capsys):

@@ -113,6 +113,14 @@ def _engine(framework):
     return "trtllm" if "tensorrt" in f else "sglang" if "sglang" in f else "vllm" if "vllm" in f else "other"
 
 
+def _mlperf_engine(engine, hw):
+    """An MLPerf submission's engine: AMD's submissions run their own ROCm
+    builds of vLLM (0.4.3+rocm614 in v4.1, 0.6.5+mlperf50 in v5.0) with
+    AMD's kernels, a software stack of its own: 'vllm-rocm', so a
+    calibration can give it values of its own (`--engines vllm-rocm`)."""
+    return "vllm-rocm" if engine == "vllm" and hw.startswith("mi") else engine
+
+
 def _release(engine, framework):
     """The engine and its minor release, e.g. 'vllm-0.7' (the dstack runs:
     releases of February-March 2025, weeks after DeepSeek-R1 came out)."""
@@ -206,7 +214,7 @@ def mlperf_dstack(path, skipped):
                    dtype=dtype, prompt=prompt, output=output, prompt_cv=pcv, output_cv=ocv, max_batch=mb,
                    max_num_tokens=e["max_num_tokens"], chunk=e["chunk"], kv_block=e["kv_block"],
                    mem_fraction=0.9, prefill_first=prefill_first, metric=metric, value=f"{value:.6g}",
-                   engine=_release(engine, r["framework"]) if kind == "closed" else engine,
+                   engine=_release(engine, r["framework"]) if kind == "closed" else _mlperf_engine(engine, hw),
                    source=("mlperf-" + src) if src != "dstack" else "dstack-deepseek-r1",
                    note="; ".join(notes), **load)
 

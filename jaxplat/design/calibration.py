@@ -65,8 +65,17 @@ DEFAULT_FIT = ("compute", "memory", "narrow_dtype", "narrow_fp4", "attention", "
                "iteration_overhead")
 # Per-engine parameters (`--engine-fit`) are fitted as factors on the global
 # value, "name@engine": 1 is the reference engine the global values describe
-# (an engine with no rows in a fit keeps it), below 1 a less tuned one.
+# (an engine with no rows in a fit keeps it), below 1 a less tuned one. A
+# fixed time (s) may be far above the reference's: a host-side scheduler
+# step of an early release costs milliseconds where a tuned one costs tens of
+# microseconds (vLLM's V0 scheduler runs in Python between GPU steps, what
+# its multi-step scheduling of v0.6 and its V1 engine were built to hide).
 ENGINE_FACTOR_BOUNDS = (0.05, 1.5)
+ENGINE_TIME_FACTOR_BOUNDS = (0.05, 1000.0)
+# Where a time factor starts: 10x the reference (~0.5 ms per iteration). At
+# 1 (45 us) it moves the predictions by under 0.2%: too little a slope for
+# the fit to leave from.
+ENGINE_START = {"kernel_latency": 10.0, "iteration_overhead": 10.0}
 HUBER_DELTA = 0.1  # |log ratio| where the loss turns linear (~10%)
 RIDGE = 1e-7       # pull of z towards its start (keeps unidentified parameters put; far below the data)
 OPTS = Options()
@@ -75,7 +84,10 @@ QUEUE_STEPS = 24  # fixed-point steps of the queueing model (converged to ~1e-4 
 
 def bounds(name):
     """(lo, hi) of a fitted value: a parameter's BOUNDS, or an engine factor's."""
-    return ENGINE_FACTOR_BOUNDS if "@" in name else BOUNDS[name]
+    if "@" not in name:
+        return BOUNDS[name]
+    timed = EFFICIENCY_PARAMS[name.split("@")[0]][2] == "s"
+    return ENGINE_TIME_FACTOR_BOUNDS if timed else ENGINE_FACTOR_BOUNDS
 
 
 def to_z(name, value):
@@ -237,7 +249,13 @@ class Predictor:
 
     def z0(self, start=None):
         start = {**START, **(start or {})}
-        return jnp.array([to_z(n, start.get(n, 1.0)) for n in self.names], jnp.float32)
+        return jnp.array([to_z(n, start.get(n, ENGINE_START.get(n.split("@")[0], 1.0))) for n in self.names],
+                         jnp.float32)
+
+
+def input_assumed(r: Row) -> bool:
+    """Whether the row's mean input length is the converter's assumption."""
+    return "mean input assumed" in r.note
 
 
 def assumed_input_groups(rows: list[Row]) -> np.ndarray:
@@ -259,7 +277,7 @@ def assumed_input_groups(rows: list[Row]) -> np.ndarray:
     """
     keys, out = {}, np.full(len(rows), -1)
     for i, r in enumerate(rows):
-        if "mean input assumed" in r.note:
+        if input_assumed(r):
             out[i] = keys.setdefault((r.model, r.load, r.metric), len(keys))
     return out
 
@@ -396,8 +414,17 @@ def leave_one_out(pred: Predictor, key, steps=40, start=None, log=None, weights=
             continue
         vals, _, _ = fit(pred, weights=w * ~held, steps=steps, start=start,
                          log=(lambda i, v, g=g: log(g, i, v)) if log else None)
+        vals = _unseen_engines_at_reference(pred, vals, w * ~held)
         out[g] = (np.asarray(pred.predict(z_of(pred, vals))), vals)
     return out
+
+
+def _unseen_engines_at_reference(pred: Predictor, vals: dict, weights) -> dict:
+    """`vals` with the factors of engines that no row of positive weight ran
+    set to 1: an engine the fit never saw gets the reference's values, not
+    wherever its factors started."""
+    seen = {r.engine for r, wi in zip(pred.rows, weights) if wi > 0}
+    return {n: 1.0 if "@" in n and n.split("@", 1)[1] not in seen else v for n, v in vals.items()}
 
 
 def held_out_predictions(pred: Predictor, key, steps=40, start=None, log=None, weights=None):
@@ -431,7 +458,7 @@ def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
     return out
 
 
-__all__ = ["BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "FIT_LOADS", "HUBER_DELTA", "PHYSICAL_MAX", "START",
-           "Predictor", "assumed_input_groups", "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z",
-           "held_out_predictions", "huber_log", "leave_one_out", "predict_one", "source_weights", "summarize", "to_z",
-           "z_of"]
+__all__ = ["BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "ENGINE_START", "ENGINE_TIME_FACTOR_BOUNDS", "FIT_LOADS",
+           "HUBER_DELTA", "PHYSICAL_MAX", "START", "Predictor", "assumed_input_groups", "bounds", "chip_ratio_errors",
+           "engine_values", "fit", "from_z", "held_out_predictions", "huber_log", "input_assumed", "leave_one_out",
+           "predict_one", "source_weights", "summarize", "to_z", "z_of"]
