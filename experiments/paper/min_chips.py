@@ -50,6 +50,12 @@ def main(argv=None):
     rows = [[lab, f"{bound[n] / c.GB:.4g} GB"] +
             [f"{need.get((n, h), np.inf):g} ({int(np.ceil(bound[n] / cap[h]))})" for h, _ in hws] for n, lab in models]
     print(c.table(["model", "weights + KV"] + [h for h, _ in hws], rows))
+    context = float(wl.prompt + wl.output)
+    for name, lab in models:  # no chip count helps a context past the model's trained positions
+        window = float(jp.load_model(name).max_context)
+        if 0 < window < context:
+            print(f"{lab}: inf: chat's {context:.0f}-token context exceeds its {window:.0f}-token window "
+                  "(max_position_embeddings)")
 
     fig, axes = c.figure(1, 1, size=(10, 4.4))
     ax = axes[0][0]
