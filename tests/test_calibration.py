@@ -88,22 +88,31 @@ def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
     assert float(hw.eff_compute) == pytest.approx(0.55, rel=1e-2)
 
 
-def test_an_engine_gets_its_own_values_where_asked(tmp_path, capsys):
-    # Synthetic rows of two engines on one chip: "ref" ran at compute 0.55,
-    # "young" (a less tuned release) at 0.5 x that; memory 0.9 for both.
-    # Fitting compute per engine for "young" finds both, the file keeps the
-    # engine's value apart, and --engine selects it.
+def _engine_rows(engines: dict, shapes) -> list:
+    """Synthetic measured rows: TTFT and TPOT of Llama-3.1-8B on an H100 at
+    each (prompt, static batch) in `shapes`, for each engine {name: the
+    Hardware fields it runs with}."""
     model = jp.load_model("llama-3.1-8b")
     predict = jax.jit(lambda hw, wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
     rows = []
-    for engine, compute in (("ref", 0.55), ("young", 0.275)):
-        hw = replace(jp.load_hardware("h100-sxm"), eff_compute=compute, eff_memory=0.9)
-        for prompt, batch in ((2048, 1), (256, 32), (128, 1)):
+    for engine, fields in engines.items():
+        hw = replace(jp.load_hardware("h100-sxm"), **fields)
+        for prompt, batch in shapes:
             wl = workload_from_dict({"batch": 1, "prompt": prompt, "output": 32, "dtype": "bf16"})
             thr, ttft, tpot = (float(x) for x in predict(hw, wl, float(batch)))
             for metric, value in (("ttft_s", ttft), ("tpot_s", tpot)):
                 rows.append({**ROW, "dtype": "bf16", "prompt": prompt, "output": 32, "batch": batch,
                              "metric": metric, "value": value, "engine": engine})
+    return rows
+
+
+def test_an_engine_gets_its_own_values_where_asked(tmp_path, capsys):
+    # Synthetic rows of two engines on one chip: "ref" ran at compute 0.55,
+    # "young" (a less tuned release) at 0.5 x that; memory 0.9 for both.
+    # Fitting compute per engine for "young" finds both, the file keeps the
+    # engine's value apart, and --engine selects it.
+    engines = {"ref": {"eff_compute": 0.55, "eff_memory": 0.9}, "young": {"eff_compute": 0.275, "eff_memory": 0.9}}
+    rows = _engine_rows(engines, ((2048, 1), (256, 32), (128, 1)))
     path = _write(tmp_path / "engines.csv", rows, list(REQUIRED) + ["engine"])
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", str(path), "--out", str(out), "--fit", "compute", "memory", "--engine-fit", "compute",
@@ -129,17 +138,8 @@ def test_an_engines_fixed_time_may_be_far_above_the_references(tmp_path):
     # the time factors' bounds. Decode steps at batch 1 and 8 (TPOT) and a
     # short prefill (TTFT) of each engine; fitting iteration_overhead per
     # engine finds 3 ms, the reference keeps 45 us.
-    model = jp.load_model("llama-3.1-8b")
-    predict = jax.jit(lambda hw, wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
-    rows = []
-    for engine, overhead in (("ref", 45e-6), ("young", 3e-3)):
-        hw = replace(jp.load_hardware("h100-sxm"), iteration_overhead=overhead)
-        for prompt, batch in ((256, 1), (256, 8), (1024, 1)):
-            wl = workload_from_dict({"batch": 1, "prompt": prompt, "output": 32, "dtype": "bf16"})
-            thr, ttft, tpot = (float(x) for x in predict(hw, wl, float(batch)))
-            for metric, value in (("ttft_s", ttft), ("tpot_s", tpot)):
-                rows.append({**ROW, "dtype": "bf16", "prompt": prompt, "output": 32, "batch": batch,
-                             "metric": metric, "value": value, "engine": engine})
+    rows = _engine_rows({"ref": {"iteration_overhead": 45e-6}, "young": {"iteration_overhead": 3e-3}},
+                        ((256, 1), (256, 8), (1024, 1)))
     path = _write(tmp_path / "overhead.csv", rows, list(REQUIRED) + ["engine"])
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", str(path), "--out", str(out), "--fit", "iteration_overhead", "--engine-fit",

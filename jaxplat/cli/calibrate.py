@@ -126,7 +126,8 @@ def _header(command, summary, flags, engines=None) -> str:
         lines.append(f"  {labels[k]}:")
         for cat, s in summary[k].items():
             if s["n"]:
-                lines.append(f"    {cat:39s} {100 * s['median_abs']:5.1f}%  {100 * s['median_signed']:+6.1f}%  n={s['n']}")
+                lines.append(f"    {cat:39s} {100 * s['median_abs']:5.1f}%  {100 * s['median_signed']:+6.1f}%  "
+                             f"n={s['n']}")
     if "chip_ratio_median_abs" in summary:
         lines.append(f"  per-chip MLPerf offline throughput ratios: median |error| "
                      f"{100 * summary['chip_ratio_median_abs']:.1f}%")
