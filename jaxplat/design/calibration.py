@@ -72,10 +72,10 @@ DEFAULT_FIT = ("compute", "memory", "narrow_dtype", "narrow_fp4", "attention", "
 # its multi-step scheduling of v0.6 and its V1 engine were built to hide).
 ENGINE_FACTOR_BOUNDS = (0.05, 1.5)
 ENGINE_TIME_FACTOR_BOUNDS = (0.05, 1000.0)
-# Where a time factor starts: 10x the reference (~0.5 ms per iteration). At
-# 1 (45 us) it moves the predictions by under 0.2%: too little a slope for
-# the fit to leave from.
-ENGINE_START = {"kernel_latency": 10.0, "iteration_overhead": 10.0}
+# Where an engine's iteration overhead starts: 10x the reference (~0.5 ms).
+# At 1 the reference's 45 us moves a decode step by under 0.2%: too little a
+# slope for the fit to leave from. Other factors start at 1.
+ENGINE_START = {"iteration_overhead": 10.0}
 HUBER_DELTA = 0.1  # |log ratio| where the loss turns linear (~10%)
 RIDGE = 1e-7       # pull of z towards its start (keeps unidentified parameters put; far below the data)
 OPTS = Options()
