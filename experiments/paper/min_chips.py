@@ -28,9 +28,10 @@ def main(argv=None):
     hws = (("baseline NPU (40 GB)", c.npu()), ("H100 SXM (80 GB)", jp.load_hardware("h100-sxm")),
            ("B200 (180 GB)", jp.load_hardware("b200")))
     wl = c.workload("chatbot", "fp8", beams=1)
-    configs, keys = [], []
+    configs, keys, window = [], [], {}
     for name, _ in models:
         model = jp.load_model(name)
+        window[name] = float(model.max_context)  # max_position_embeddings, 0 when unknown
         for hname, hw in hws:
             for n in CHIPS:
                 for tp in TPS:
@@ -52,9 +53,8 @@ def main(argv=None):
     print(c.table(["model", "weights + KV"] + [h for h, _ in hws], rows))
     context = float(wl.prompt + wl.output)
     for name, lab in models:  # no chip count helps a context past the model's trained positions
-        window = float(jp.load_model(name).max_context)
-        if 0 < window < context:
-            print(f"{lab}: inf: chat's {context:.0f}-token context exceeds its {window:.0f}-token window "
+        if 0 < window[name] < context:
+            print(f"{lab}: inf: chat's {context:.0f}-token context exceeds its {window[name]:.0f}-token window "
                   "(max_position_embeddings)")
 
     fig, axes = c.figure(1, 1, size=(10, 4.4))
