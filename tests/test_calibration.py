@@ -107,29 +107,33 @@ def _engine_rows(engines: dict, shapes) -> list:
 
 
 def test_an_engine_gets_its_own_values_where_asked(tmp_path, capsys):
-    # Synthetic rows of two engines on one chip: "ref" ran at compute 0.55,
-    # "young" (a less tuned release) at 0.5 x that; memory 0.9 for both.
-    # Fitting compute per engine for "young" finds both, the file keeps the
-    # engine's value apart, and --engine selects it.
-    engines = {"ref": {"eff_compute": 0.55, "eff_memory": 0.9}, "young": {"eff_compute": 0.275, "eff_memory": 0.9}}
+    # Synthetic rows of engines on one chip: "ref" ran at compute 0.55,
+    # "young" (a less tuned release) at 0.5 x that, "amd" (other kernels) at
+    # 0.8 x, and "young+amd" (that release on those kernels) at both:
+    # 0.55 x 0.5 x 0.8 = 0.22; memory 0.9 for all. Fitting compute per engine
+    # for "young" and "amd" finds both factors, the file keeps each engine's
+    # value apart, and --engine selects one or their product.
+    engines = {"ref": {"eff_compute": 0.55, "eff_memory": 0.9}, "young": {"eff_compute": 0.275, "eff_memory": 0.9},
+               "amd": {"eff_compute": 0.44, "eff_memory": 0.9}, "young+amd": {"eff_compute": 0.22, "eff_memory": 0.9}}
     rows = _engine_rows(engines, ((2048, 1), (256, 32), (128, 1)))
     path = _write(tmp_path / "engines.csv", rows, list(REQUIRED) + ["engine"])
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", str(path), "--out", str(out), "--fit", "compute", "memory", "--engine-fit", "compute",
-                 "--engines", "young", "--no-holdout", "--steps", "30"]) == 0
+                 "--engines", "young", "amd", "--no-holdout", "--steps", "30"]) == 0
     doc = yaml.safe_load(out.read_text())
     assert doc["parameters"]["compute"] == pytest.approx(0.55, rel=1e-2)
     assert doc["engines"]["young"]["compute"] == pytest.approx(0.275, rel=1e-2)
+    assert doc["engines"]["amd"]["compute"] == pytest.approx(0.44, rel=1e-2)
     assert doc["fit"]["fit"]["all"]["median_abs"] < 1e-3
-    assert float(jp.load_hardware("h100-sxm", select_calibration(out, "young")).eff_compute) == \
-        pytest.approx(0.275, rel=1e-2)
-    assert float(jp.load_hardware("h100-sxm", select_calibration(out)).eff_compute) == pytest.approx(0.55, rel=1e-2)
-    with pytest.raises(SpecError, match=r"--engine old: .*cal.yaml has no values for it; engines there: young"):
-        select_calibration(out, "old")
+    for engine, value in (("young", 0.275), ("young+amd", 0.22), (None, 0.55)):
+        assert float(jp.load_hardware("h100-sxm", select_calibration(out, engine)).eff_compute) == \
+            pytest.approx(value, rel=1e-2), engine
+    with pytest.raises(SpecError, match=r"--engine old: .*cal.yaml has no values for it; engines there: amd, young"):
+        select_calibration(out, "young+old")
     capsys.readouterr()
     assert main(["calibrate", str(path), "--fit", "compute", "--engine-fit", "compute", "--engines", "nope"]) == 2
     assert capsys.readouterr().err.strip() == (f"jaxplat: error: --engines nope: no row of {path} has that engine; "
-                                               "engines there: ref, young")
+                                               "engines there: amd, ref, young")
 
 
 def test_an_engines_fixed_time_may_be_far_above_the_references(tmp_path):
@@ -166,6 +170,20 @@ def test_shipped_defaults_are_a_fit_inside_the_physical_bounds():
     assert "leave_one_hardware_out" in text and "leave_one_model_out" in text
     hw = jp.load_hardware("h100-sxm")
     assert float(hw.eff_moe) == pytest.approx(cal.parameters["moe"], rel=1e-6)
+
+
+def test_no_fit_can_leave_the_physical_range():
+    # The fit's bounds are the physical maxima: however far z is pushed, the
+    # value stays at or below them (HBM at 0.92 of its peak: refresh and page
+    # switches), and a value in the top 1% of the log range is flagged.
+    from jaxplat.design.calibration import BOUNDS, PHYSICAL_MAX, at_bound, from_z
+    for name, top in PHYSICAL_MAX.items():
+        assert BOUNDS[name][1] <= top, name
+        assert float(from_z(name, 40.0)) <= top * (1 + 1e-6), name
+    # memory 0.3..0.92: 1% of the log range below the top is 0.92 (0.3/0.92)^0.01 = 0.9097;
+    # kernel_latency 1e-7..1e-4 s: 1% of its three decades above the bottom is 1e-7 x 10^0.03 = 1.07e-7 s.
+    assert at_bound("memory", 0.915) and not at_bound("memory", 0.905)
+    assert at_bound("kernel_latency", 1.05e-7) and not at_bound("kernel_latency", 1.1e-7)
 
 
 def test_rows_with_an_assumed_input_count_up_to_one_factor_per_benchmark():
@@ -218,10 +236,13 @@ def test_the_shipped_rows_with_an_assumed_input_are_the_mlperf_ones():
     assert len(set(g[g >= 0])) == len(keys)
     offline_70b = {gi for r, gi in zip(rows, g) if r.model == "llama-2-70b" and r.load == "offline"}
     assert len(offline_70b) == 1
-    # AMD's MLPerf submissions (ROCm builds of vLLM) are an engine of their own
+    # Every row on an AMD chip runs AMD's kernels (engine part "rocm"): its
+    # MLPerf submissions (ROCm builds of vLLM) as "rocm", the dstack runs as
+    # their release on it ("vllm-0.7+rocm"); no NVIDIA row has that part.
     for r in rows:
+        assert ("rocm" in r.engine.split("+")) == r.hardware.startswith("mi"), (r.line, r.engine)
         if r.source.startswith("mlperf"):
-            assert r.engine == ("vllm-rocm" if r.hardware.startswith("mi") else "trtllm"), (r.line, r.engine)
+            assert r.engine == ("rocm" if r.hardware.startswith("mi") else "trtllm"), (r.line, r.engine)
 
 
 def test_estimate_runs_as_an_engine_of_the_shipped_calibration(capsys):
@@ -238,4 +259,4 @@ def test_estimate_runs_as_an_engine_of_the_shipped_calibration(capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("jaxplat: error: --engine vllm: ") and err.endswith(
         "has no values for it; engines there: sglang-0.4, trtllm-0.17, vllm-0.7 (the global values describe "
-        "the reference engine)")
+        "the reference engine; parts join with +)")

@@ -113,12 +113,21 @@ def _engine(framework):
     return "trtllm" if "tensorrt" in f else "sglang" if "sglang" in f else "vllm" if "vllm" in f else "other"
 
 
+def _on_rocm(engine, hw):
+    """An engine run on an AMD chip runs AMD's kernel libraries (ROCm:
+    hipBLASLt, Composable Kernel) where NVIDIA's chips run CUDA's, a stack
+    of its own: its name gains the part 'rocm' ('vllm-0.7+rocm'), so a
+    calibration can give those kernels values of their own (`--engines rocm`)
+    that compose with the release's."""
+    return f"{engine}+rocm" if hw.startswith("mi") else engine
+
+
 def _mlperf_engine(engine, hw):
-    """An MLPerf submission's engine: AMD's submissions run their own ROCm
-    builds of vLLM (0.4.3+rocm614 in v4.1, 0.6.5+mlperf50 in v5.0) with
-    AMD's kernels, a software stack of its own: 'vllm-rocm', so a
-    calibration can give it values of its own (`--engines vllm-rocm`)."""
-    return "vllm-rocm" if engine == "vllm" and hw.startswith("mi") else engine
+    """An MLPerf submission's engine: the submitters' tuned harnesses, the
+    reference the global values describe, on the chip's own kernels. AMD's
+    run AMD's ROCm builds of vLLM (0.4.3+rocm614 in v4.1, 0.6.5+mlperf50 in
+    v5.0): engine 'rocm'."""
+    return "rocm" if engine == "vllm" and hw.startswith("mi") else engine
 
 
 def _release(engine, framework):
@@ -214,7 +223,7 @@ def mlperf_dstack(path, skipped):
                    dtype=dtype, prompt=prompt, output=output, prompt_cv=pcv, output_cv=ocv, max_batch=mb,
                    max_num_tokens=e["max_num_tokens"], chunk=e["chunk"], kv_block=e["kv_block"],
                    mem_fraction=0.9, prefill_first=prefill_first, metric=metric, value=f"{value:.6g}",
-                   engine=_release(engine, r["framework"]) if kind == "closed" else _mlperf_engine(engine, hw),
+                   engine=_on_rocm(_release(engine, r["framework"]), hw) if kind == "closed" else _mlperf_engine(engine, hw),
                    source=("mlperf-" + src) if src != "dstack" else "dstack-deepseek-r1",
                    note="; ".join(notes), **load)
 

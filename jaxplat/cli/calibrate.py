@@ -13,7 +13,7 @@ import yaml
 
 from jaxplat.design import calibration as cal
 from jaxplat.design.measured import read_rows
-from jaxplat.model import EFFICIENCY_PARAMS
+from jaxplat.model import EFFICIENCY_PARAMS, engine_parts
 from jaxplat.report import table
 from jaxplat.serving import SATURATED
 from jaxplat.specs import SpecError
@@ -33,8 +33,10 @@ def register(sub):
                    help="of the --fit parameters, those fitted once more for each engine in --engines (as a "
                         "factor on the global value; e.g. compute)")
     p.add_argument("--engines", nargs="+", default=[], metavar="ENGINE",
-                   help="values of the measured rows' engine column whose rows get their own --engine-fit "
-                        "values (written under engines:, used by --engine ENGINE); other rows share the global ones")
+                   help="values of the measured rows' engine column (or parts of it joined by +, e.g. rocm in "
+                        "vllm-0.7+rocm: such a row takes the product of its parts' factors) whose rows get their own "
+                        "--engine-fit values (written under engines:, used by --engine ENGINE); other rows share the "
+                        "global ones")
     p.add_argument("--steps", type=int, default=40, help="L-BFGS iterations per fit (default 40)")
     p.add_argument("--train", nargs="+", default=[], metavar="COLUMN=VALUE",
                    help="fit only on rows matching all of these (e.g. hardware=h100-sxm); the rest are held out")
@@ -167,10 +169,11 @@ def run(args) -> int:
                         f"{args.measured}")
     if bool(args.engine_fit) != bool(args.engines):
         raise SpecError("--engine-fit and --engines go together: which parameters, for which engines")
-    missing = [e for e in args.engines if not any(r.engine == e for r in rows)]
+    parts = {e for r in rows for e in engine_parts(r.engine)}
+    missing = [e for e in args.engines if e not in parts]
     if missing:
         raise SpecError(f"--engines {missing[0]}: no row of {args.measured} has that engine; engines there: "
-                        f"{', '.join(sorted({r.engine for r in rows if r.engine}))}")
+                        f"{', '.join(sorted(parts))}")
     log = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
     t0 = time.time()
     pred = cal.Predictor(rows, args.fit, engine_fit=args.engine_fit, engines=args.engines)
@@ -194,9 +197,7 @@ def run(args) -> int:
 
     params = {**pred.base, **values}
     engines = cal.engine_values(params, args.engine_fit, args.engines)
-    flags = {n: ("at its bound" if min(abs(v / b - 1) for b in cal.bounds(n)) < 1e-3 else
-                 "above the physical maximum" if v > cal.PHYSICAL_MAX.get(n, np.inf) else "")
-             for n, v in values.items()}
+    flags = {n: "at its bound" if cal.at_bound(n, v) else "" for n, v in values.items()}
     for e, own in engines.items():  # an engine's value is held to the parameter's physical maximum too
         for n, v in own.items():
             if v > cal.PHYSICAL_MAX.get(n, np.inf) and not flags[f"{n}@{e}"]:

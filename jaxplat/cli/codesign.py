@@ -9,6 +9,7 @@ import jax
 import numpy as np
 import yaml
 
+from jaxplat.cli.calibration_args import add_calibration_arguments
 from jaxplat.cost import evaluate
 from jaxplat.design import codesign as cd
 from jaxplat.design import spaces
@@ -41,9 +42,7 @@ def register(sub):
     p.add_argument("--starts", type=int, help="random starts (overrides the study)")
     p.add_argument("--steps", type=int, help="optimizer steps (overrides the study)")
     p.add_argument("--no-grid", action="store_true", help="skip the grid oracle")
-    p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE`")
-    p.add_argument("--engine", help="a serving engine the calibration has its own values for (its engines: "
-                                    "e.g. vllm-0.7); default: the reference engine of its global values")
+    add_calibration_arguments(p)
     p.set_defaults(func=run)
 
 

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from jaxplat.cli import compiled, serving_args
+from jaxplat.cli.calibration_args import add_calibration_arguments
 from jaxplat.cost import (
     attention_split,
     breakdown_rows,
@@ -79,10 +80,7 @@ def register(sub):
                    help=f"print the numbers of an infeasible configuration (degrees that do not divide the model, "
                         f"memory that does not fit) and exit 0; without it such a configuration exits "
                         f"{EXIT_INFEASIBLE} with the reasons")
-    p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE` "
-                                         "(default: the shipped specs/calibration/default.yaml)")
-    p.add_argument("--engine", help="a serving engine the calibration has its own values for (its engines: "
-                                    "e.g. vllm-0.7); default: the reference engine of its global values")
+    add_calibration_arguments(p)
     p.add_argument("--no-cache", action="store_true",
                    help="compile in memory only (default: keep the compiled estimate in $JAXPLAT_CACHE_DIR, else "
                         "~/.cache/jaxplat/xla, so that the next call of the same shape skips tracing and compiling)")

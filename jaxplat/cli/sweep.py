@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from jaxplat.cli.calibration_args import add_calibration_arguments
 from jaxplat.specs import SpecError, resolve
 
 
@@ -30,9 +31,7 @@ def register(sub):
                    help="CPU: compile about 25%% faster, run about 20%% slower (for short studies; "
                         "engine.fast_compile in the study)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE`")
-    p.add_argument("--engine", help="a serving engine the calibration has its own values for (its engines: "
-                                    "e.g. vllm-0.7); default: the reference engine of its global values")
+    add_calibration_arguments(p)
     p.add_argument("--devices", type=int, help="on CPU, split the sweep over this many host devices "
                                               "(default: one per core; on one process only)")
     p.add_argument("--cache-dir", help="persistent XLA compilation cache, so a rerun or resume skips the compile "

@@ -29,16 +29,22 @@ import optax
 
 from jaxplat.cost import evaluate
 from jaxplat.design.measured import METRICS, Row, row_pytrees
-from jaxplat.model import EFFICIENCY_PARAMS, Options, default_calibration, load_model, replace
+from jaxplat.model import EFFICIENCY_PARAMS, Options, default_calibration, engine_parts, load_model, replace
 from jaxplat.search import compile_lowered
 from jaxplat.serving import capacity, closed_loop, queueing
 
-# Physical bounds of the fit (log space). A value at its bound says the
-# model lacks something, not that the chip reaches it.
+# Upper values no real kernel exceeds on these chips (clock throttling at TDP,
+# DRAM refresh and page switches, protocol overheads).
+PHYSICAL_MAX = {"compute": 0.9, "memory": 0.92, "network": 0.9, "narrow_dtype": 1.0, "narrow_fp4": 1.0,
+                "attention": 1.0, "moe": 1.0}
+# Bounds of the fit (log space): the efficiencies stop at their physical
+# maximum, so a fit cannot ship an unphysical value; one that presses
+# against a bound (`at_bound`) says the model lacks something, not that the
+# chip reaches it.
 BOUNDS = {
-    "compute": (0.2, 1.0),          # share of dense peak on large 16-bit GEMMs
-    "memory": (0.3, 1.0),           # share of HBM peak on long streams
-    "network": (0.2, 1.0),          # share of link bandwidth on large collectives
+    "compute": (0.2, PHYSICAL_MAX["compute"]),  # share of dense peak on large 16-bit GEMMs
+    "memory": (0.3, PHYSICAL_MAX["memory"]),    # share of HBM peak on long streams
+    "network": (0.2, PHYSICAL_MAX["network"]),  # share of link bandwidth on large collectives
     "narrow_dtype": (0.3, 1.0),     # 8-bit kernels relative to 16-bit ones
     "narrow_fp4": (0.3, 1.0),       # FP4 kernels relative to FP8 ones
     "attention": (0.1, 1.0),        # attention kernels relative to GEMMs
@@ -46,11 +52,10 @@ BOUNDS = {
     "kernel_latency": (1e-7, 1e-4),  # s per GEMM/attention kernel (launch ~2-5 us without graphs)
     "iteration_overhead": (1e-5, 0.05),  # s per engine iteration (scheduling, sampling)
 }
-# Upper values no real kernel exceeds on these chips (clock throttling at TDP,
-# DRAM refresh and page switches, protocol overheads): a fit above them is
-# reported as a modelling error.
-PHYSICAL_MAX = {"compute": 0.9, "memory": 0.92, "network": 0.9, "narrow_dtype": 1.0, "narrow_fp4": 1.0,
-                "attention": 1.0, "moe": 1.0}
+# Share of a bound's log range within which a fitted value counts as at the
+# bound: the sigmoid's slope there is under 1% of its peak, so the fit can
+# press no further and the loss is flat in that parameter.
+AT_BOUND = 0.01
 # Where a fit starts: inside every bound (a sigmoid at its bound has no
 # gradient), at typical values (dense GEMMs ~70% of peak, HBM ~80%, launch
 # latency of a graph-captured kernel ~2 us, a scheduler step ~1 ms).
@@ -88,6 +93,13 @@ def bounds(name):
         return BOUNDS[name]
     timed = EFFICIENCY_PARAMS[name.split("@")[0]][2] == "s"
     return ENGINE_TIME_FACTOR_BOUNDS if timed else ENGINE_FACTOR_BOUNDS
+
+
+def at_bound(name, value) -> bool:
+    """Whether a fitted value sits at (within AT_BOUND of) either bound."""
+    lo, hi = bounds(name)
+    u = (np.log(value) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    return bool(u < AT_BOUND or u > 1.0 - AT_BOUND)
 
 
 def to_z(name, value):
@@ -150,8 +162,9 @@ class Predictor:
 
     `engine_fit` (a subset of `names`) are fitted once more for each engine
     in `engines`, as factors "name@engine" on the global value for the rows
-    whose `engine` column is that engine (`names` lists the globals, then
-    the factors).
+    whose `engine` column is that engine or has it among its "+" parts (a
+    row of "vllm-0.7+rocm" takes the product of both factors; `names` lists
+    the globals, then the factors).
     """
 
     def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None, engine_fit=(), engines=()):
@@ -182,8 +195,8 @@ class Predictor:
             offline = jnp.array([self.configs[i].load == "offline" for i in idx])
             slots = (jnp.zeros_like(amount) if kind == "batch" else
                      jax.jit(jax.vmap(lambda h, p, w, s: capacity(model, h, p, w, s, OPTS)[0]))(hw, par, wl, srv))
-            engine = jnp.array([[float(self.configs[i].engine == e) for e in self.engines] for i in idx],
-                               jnp.float32).reshape(len(idx), len(self.engines))
+            engine = jnp.array([[float(e in engine_parts(self.configs[i].engine)) for e in self.engines]
+                                for i in idx], jnp.float32).reshape(len(idx), len(self.engines))
             g = _Group(model_name, kind, idx, (hw, par, wl, srv, amount, offline, slots, engine))
             g.jac = self._compile(model, kind, g.args)
             self.groups.append(g)
@@ -206,9 +219,9 @@ class Predictor:
 
         def one(values, hw, par, wl, srv, amount, offline, slots, engine):
             v = values[:G]
-            if K and E:  # this row's engine factors (1 for an engine not in `engines`)
+            if K and E:  # the product of this row's engine parts' factors (1 for a part not in `engines`)
                 factors = values[G:].reshape(E, K)
-                v = v * (1.0 + (engine @ (factors - 1.0)) @ pick)
+                v = v * jnp.exp((engine @ jnp.log(factors)) @ pick)
             hw = replace(hw, **dict(zip(fields, v)))
             return predict_one(model, hw, par, wl, srv, kind, amount, offline, slots)
         batched = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, 0, 0, 0, 0))
@@ -423,7 +436,7 @@ def _unseen_engines_at_reference(pred: Predictor, vals: dict, weights) -> dict:
     """`vals` with the factors of engines that no row of positive weight ran
     set to 1: an engine the fit never saw gets the reference's values, not
     wherever its factors started."""
-    seen = {r.engine for r, wi in zip(pred.rows, weights) if wi > 0}
+    seen = {e for r, wi in zip(pred.rows, weights) if wi > 0 for e in engine_parts(r.engine)}
     return {n: 1.0 if "@" in n and n.split("@", 1)[1] not in seen else v for n, v in vals.items()}
 
 
@@ -458,7 +471,7 @@ def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
     return out
 
 
-__all__ = ["BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "ENGINE_START", "ENGINE_TIME_FACTOR_BOUNDS", "FIT_LOADS",
-           "HUBER_DELTA", "PHYSICAL_MAX", "START", "Predictor", "assumed_input_groups", "bounds", "chip_ratio_errors",
-           "engine_values", "fit", "from_z", "held_out_predictions", "huber_log", "input_assumed", "leave_one_out",
-           "predict_one", "source_weights", "summarize", "to_z", "z_of"]
+__all__ = ["AT_BOUND", "BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "ENGINE_START", "ENGINE_TIME_FACTOR_BOUNDS",
+           "FIT_LOADS", "HUBER_DELTA", "PHYSICAL_MAX", "START", "Predictor", "assumed_input_groups", "at_bound",
+           "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z", "held_out_predictions", "huber_log",
+           "input_assumed", "leave_one_out", "predict_one", "source_weights", "summarize", "to_z", "z_of"]

@@ -25,7 +25,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from jaxplat.model import Parallel, default_calibration, load_hardware, load_model, workload_from_dict
+from jaxplat.model import Parallel, default_calibration, engine_parts, load_hardware, load_model, workload_from_dict
 from jaxplat.serving import serving
 from jaxplat.specs import SpecError, units
 
@@ -167,9 +167,10 @@ def read_rows(path) -> list[Row]:
 def row_pytrees(row: Row, calibration=None):
     """(Hardware, Parallel, Workload, Serving) of a row. The chip's
     efficiency is `calibration`'s (default: the shipped one's) as run by the
-    row's engine where the calibration has values for it (Calibration.for_engine)."""
+    row's engine (each of its "+" parts) where the calibration has values for
+    it (Calibration.for_engine)."""
     cal = calibration if calibration is not None else default_calibration()
-    if cal is not None and row.engine in cal.engines:
+    if cal is not None and any(e in cal.engines for e in engine_parts(row.engine)):
         calibration = cal.for_engine(row.engine)
     hw = load_hardware(row.hardware, calibration)
     par = Parallel(**row.par)

@@ -27,6 +27,7 @@ from jaxplat.model.efficiency_spec import (
     Calibration,
     calibration_from_dict,
     default_calibration,
+    engine_parts,
     load_calibration,
     select_calibration,
 )
@@ -46,7 +47,7 @@ __all__ = ["ATTENTION_KINDS", "SSM_KINDS", "attention_layers", "ffn_layers", "ss
            "MAX_NET_LEVELS", "OFFLOAD_GROUPS", "OFFLOAD_NAMES", "PROFILES", "TOPOLOGIES", "Hardware",
            "Model", "Options", "Parallel", "Technology", "Workload", "as_f32", "calibration_from_dict", "chips", "default_calibration", "ffn_factor", "genz_h100",
            "genz_system", "hardware_from_dict", "kv_elements_per_token", "load_calibration", "load_hardware", "load_model",
-           "select_calibration",
+           "select_calibration", "engine_parts",
            "load_technology", "load_workload", "local_keys", "local_pairs", "local_tokens", "model_from_config", "moe_layers", "network_level_names",
            "param_count", "pytree_dataclass", "replace", "stage_chips", "static", "technology_from_dict",
            "workload_from_dict"]

@@ -12,7 +12,10 @@ A chip's efficiency parameters come, in this order (later wins):
 A calibration may also hold per-engine values (`engines:`, what one serving
 engine's kernels reach where it differs from the reference the global values
 describe); `Calibration.for_engine(name)` folds one engine's into the global
-ones, which `--engine NAME` and measured rows with that `engine` use.
+ones, which `--engine NAME` and measured rows with that `engine` use. A name
+may join parts with "+" (`vllm-0.7+rocm`: that release on AMD's ROCm
+kernels): each part's values scale the global ones by its own ratio to
+them, and the ratios multiply (`engine_parts`).
 The function that turns them into per-operator efficiencies is
 `jaxplat.cost.efficiency`; a chip without measurements gets its shape
 effects from its own `compute:` block (units, tile: jaxplat.model.compute_spec)
@@ -81,10 +84,20 @@ class Calibration:
 
     def for_engine(self, name: str | None) -> "Calibration":
         """This calibration as run by engine `name`: its values over the
-        global ones (unchanged for None, "" or an engine without values)."""
-        if not name or name not in self.engines:
-            return self
-        return dataclasses.replace(self, parameters={**self.parameters, **self.engines[name]})
+        global ones (unchanged for None, "" or an engine without values).
+        For parts joined by "+", each part's value of a parameter over the
+        global one is a factor, and the factors multiply."""
+        params = dict(self.parameters)
+        for part in engine_parts(name):
+            for k, v in self.engines.get(part, {}).items():
+                base = self.parameters.get(k)
+                params[k] = params[k] * v / base if base else v
+        return self if params == self.parameters else dataclasses.replace(self, parameters=params)
+
+
+def engine_parts(name: str | None) -> tuple:
+    """The parts of an engine name joined by "+" ("vllm-0.7+rocm" -> ("vllm-0.7", "rocm"))."""
+    return tuple(p for p in (name or "").split("+") if p)
 
 
 def calibration_from_dict(d: dict, src="calibration") -> Calibration:
@@ -121,10 +134,13 @@ def select_calibration(path=None, engine=None) -> Calibration | None:
         return None
     cal = load_calibration(path) if path else default_calibration()
     if engine:
-        if cal is None or engine not in cal.engines:
+        unknown = [e for e in engine_parts(engine) if cal is None or e not in cal.engines] or \
+            ([] if engine_parts(engine) else [engine])
+        if unknown:
             known = ", ".join(sorted(cal.engines)) if cal is not None and cal.engines else "none"
-            raise SpecError(f"--engine {engine}: {cal.source if cal else 'no calibration'} has no values for it; "
-                            f"engines there: {known} (the global values describe the reference engine)")
+            raise SpecError(f"--engine {unknown[0]}: {cal.source if cal else 'no calibration'} has no values for it; "
+                            f"engines there: {known} (the global values describe the reference engine; "
+                            "parts join with +)")
         cal = cal.for_engine(engine)
     return cal
 
