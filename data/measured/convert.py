@@ -223,7 +223,8 @@ def mlperf_dstack(path, skipped):
                    dtype=dtype, prompt=prompt, output=output, prompt_cv=pcv, output_cv=ocv, max_batch=mb,
                    max_num_tokens=e["max_num_tokens"], chunk=e["chunk"], kv_block=e["kv_block"],
                    mem_fraction=0.9, prefill_first=prefill_first, metric=metric, value=f"{value:.6g}",
-                   engine=_on_rocm(_release(engine, r["framework"]), hw) if kind == "closed" else _mlperf_engine(engine, hw),
+                   engine=(_on_rocm(_release(engine, r["framework"]), hw) if kind == "closed" else
+                           _mlperf_engine(engine, hw)),
                    source=("mlperf-" + src) if src != "dstack" else "dstack-deepseek-r1",
                    note="; ".join(notes), **load)
 

@@ -134,8 +134,7 @@ def select_calibration(path=None, engine=None) -> Calibration | None:
         return None
     cal = load_calibration(path) if path else default_calibration()
     if engine:
-        unknown = [e for e in engine_parts(engine) if cal is None or e not in cal.engines] or \
-            ([] if engine_parts(engine) else [engine])
+        unknown = [e for e in engine_parts(engine) or (engine,) if cal is None or e not in cal.engines]
         if unknown:
             known = ", ".join(sorted(cal.engines)) if cal is not None and cal.engines else "none"
             raise SpecError(f"--engine {unknown[0]}: {cal.source if cal else 'no calibration'} has no values for it; "
