@@ -87,12 +87,14 @@ class Calibration:
         global ones (unchanged for None, "" or an engine without values).
         For parts joined by "+", each part's value of a parameter over the
         global one is a factor, and the factors multiply."""
-        params = dict(self.parameters)
+        params, scaled = dict(self.parameters), set()
         for part in engine_parts(name):
             for k, v in self.engines.get(part, {}).items():
                 base = self.parameters.get(k)
-                params[k] = params[k] * v / base if base else v
-        return self if params == self.parameters else dataclasses.replace(self, parameters=params)
+                # the first part's value as written (no round trip through a ratio), later ones as factors
+                params[k] = params[k] * v / base if k in scaled and base else v
+                scaled.add(k)
+        return self if not scaled else dataclasses.replace(self, parameters=params)
 
 
 def engine_parts(name: str | None) -> tuple:
