@@ -133,14 +133,19 @@ def _wave(model, hw, par, wl, srv, opts, running):
     # half the prompt before it), or whole prompts (copies of one prompt).
     per = jnp.minimum(per_it, jnp.where(chunked, jnp.minimum(P, srv.budget), P))
 
-    def pre(tok):  # a prefill-only iteration of `tok` prompt tokens
-        p1 = jnp.minimum(jnp.maximum(tok, 1.0), per)
-        return iteration_time(model, hw, par, wl, opts, 0.0, P, p1 * one, (P - p1) / 2.0 * one,
-                              safe_div(tok, p1) * one)
-    t_full, t_rest = jax.vmap(pre)(jnp.stack([per_it, jnp.maximum(rest, 1.0)]))
+    # Prefill-only iterations of `tok` prompt tokens (a full one, the partial
+    # last one) and a decode step of R, as one vmapped trace (a third copy of
+    # the iteration's program would add a third to the compile time).
+    tok = jnp.stack([per_it, jnp.maximum(rest, 1.0), jnp.zeros_like(rest)])
+    p1 = jnp.minimum(jnp.maximum(tok, 1.0), per).at[2].set(0.0)
+    n_dec = jnp.stack([0.0, 0.0, R]).astype(jnp.float32)
+    ctx = jnp.stack([P, P, P + wl.output / 2.0])
+    copies = jnp.where(p1 > 0, safe_div(tok, p1), 1.0)
+    fn = lambda nd, cx, c, c0, k: iteration_time(model, hw, par, wl, opts, nd, cx, c * one, c0 * one,  # noqa: E731
+                                                  k * one)
+    t_full, t_rest, t_d = jax.vmap(fn)(n_dec, ctx, p1, jnp.where(p1 > 0, (P - p1) / 2.0, 0.0), copies)
     t_rest = jnp.where(rest > 0, t_rest, 0.0)
     t_pre = full * t_full + t_rest
-    t_d = iteration_time(model, hw, par, wl, opts, R, P + wl.output / 2.0, 0.0 * one, 0.0 * one)
     # Whole prompts: R = q g + r; sum_j ceil(j / g) = g q (q + 1) / 2 + r (q + 1),
     # the r prompts of the partial iteration finish at t_pre.
     q, r = full, jnp.maximum(R - full * g, 0.0)
