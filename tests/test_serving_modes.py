@@ -243,9 +243,11 @@ def test_estimate_rate_zero_is_max_load(capsys, llama8b, h100, qa):
 
 
 @pytest.mark.parametrize("chunk", [0, 256])
-def test_estimate_rate_and_chunk_are_the_queueing_model(capsys, llama8b, h100, qa, chunk):
+def test_estimate_rate_chunk_and_draft_are_the_queueing_and_speculative_models(capsys, llama8b, h100, qa, chunk):
+    # One command with all three flags: one compiled program (the chunk is a number in it) for
+    # both cases, where a command per flag would compile the queueing model once each.
     wl, mb = qa
-    out = _estimate(capsys, "--rate", "2", *(["--chunk", str(chunk)] if chunk else []))
+    out = _estimate(capsys, "--rate", "2", "--draft", "ngram", *(["--chunk", str(chunk)] if chunk else []))
     srv = S.serving(rate=2.0, chunk=float(chunk))
     q = S.queueing_jit(llama8b, h100, jp.Parallel(), wl, srv, OPTS, mb)
     for key, f in (("ttft_p50_s", q.ttft_p50), ("ttft_p99_s", q.ttft_p99), ("tpot_p50_s", q.tpot_p50),
@@ -260,12 +262,7 @@ def test_estimate_rate_and_chunk_are_the_queueing_model(capsys, llama8b, h100, q
     assert out["stable"] and out["ttft_p99_s"] >= out["ttft_p50_s"] and out["tpot_p99_s"] >= out["tpot_p50_s"]
     assert out["ttft_mean_s"] >= unloaded * (1 - 1e-6)
     assert (out["goodput_req_s"] >= 2.0) == bool(S.slo_met(q, wl, srv.slo_quantile))
-
-
-def test_estimate_draft_is_speculative_tpot(capsys, llama8b, h100, qa):
-    wl, mb = qa
-    out = _estimate(capsys, "--rate", "1", "--draft", "ngram")
-    q = S.queueing_jit(llama8b, h100, jp.Parallel(), wl, S.serving(rate=1.0), OPTS, mb)
+    # --draft ngram: speculative decoding at the batch the queue runs at 2 req/s.
     batch = max(1.0, float(q.batch))
     assert out["spec_batch"] == pytest.approx(batch, rel=1e-6)
     spec, plain = S.speculative_tpot_jit(llama8b, h100, jp.Parallel(), wl, OPTS, jnp.float32(batch),
