@@ -132,6 +132,22 @@ def test_goodput_note_names_the_slo_missed_unloaded():
     assert "> SLO 1 ms" in note and "TTFT" not in note
 
 
+def test_goodput_note_checks_the_serving_flags_as_given():
+    # The note's unloaded case is goodput's own lowest-rate check: the serving flags as given
+    # (budget, KV blocks, chunk), only the rate at 1e-4 requests/s.
+    import dataclasses
+
+    from jaxplat import serving
+    from jaxplat.cli.serving_args import _unloaded
+
+    srv = serving.serving(rate=3.0, max_num_tokens=512.0, kv_block=32.0, chunk=256.0, max_batch=8.0)
+    low = _unloaded(srv)
+    assert float(low.rate) == pytest.approx(1e-4)
+    for f in dataclasses.fields(srv):
+        if f.name != "rate":
+            assert float(getattr(low, f.name)) == float(getattr(srv, f.name)), f.name
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
