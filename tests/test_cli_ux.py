@@ -50,9 +50,9 @@ def test_text_shows_slos_capacity_and_what_the_decode_table_is(capsys):
     ttft_line = next(line for line in lines if line.startswith("TTFT"))
     assert "MISSED (<= 10 ms)" in tpot_line and "met (<= 200 ms)" in ttft_line
     assert "meets the SLOs: no, TPOT" in out
-    # capacity: the H100's 80 GB of HBM, its 50 MB L2 apart (it printed 80.1 GB)
+    # capacity: the H100's 80 GiB of HBM (85.9e9 B), its 50 MB L2 apart (it printed the sum)
     cap = next(line for line in lines if line.startswith("memory per chip / capacity"))
-    assert "/ 80 GB" in cap and "80.1" not in cap
+    assert "/ 85.9 GB" in cap and "86.0" not in cap
     assert any(line.startswith("on-chip SRAM") and "50 MB" in line for line in lines)
     assert "Decode (mean step over the output" in out and "GenZ" not in out
 
@@ -90,11 +90,11 @@ def test_microbatches_clipped_by_batch_warn_and_work_with_a_batch(capsys):
 # ----------------------------------------------------- wording (item 9)
 
 def test_capacity_is_the_memory_that_holds_weights(capsys):
-    # H100: 80 GB of HBM (its 50 MB L2 is a cache, reported apart);
+    # H100: 80 GiB of HBM (its 50 MB L2 is a cache, reported apart);
     # Groq LPU: no HBM, its 230 MB SRAM holds everything.
     rc, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--json")
     d = strict_json(out)
-    assert d["capacity_bytes"] == pytest.approx(80e9, rel=1e-6) and d["sram_bytes"] == pytest.approx(50e6)
+    assert d["capacity_bytes"] == pytest.approx(80 * 2**30, rel=1e-3) and d["sram_bytes"] == pytest.approx(50e6)
     rc, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--hardware", "groq-lpu", "--tp", "8",
                      "--json", "--allow-infeasible")
     assert strict_json(out)["capacity_bytes"] == pytest.approx(230e6, rel=1e-6)

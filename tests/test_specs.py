@@ -52,8 +52,8 @@ def test_builtin_model_equals_its_hf_config(name):
 
 
 @pytest.mark.parametrize("name, bf16, hbm_bw, hbm", [
-    ("h100-sxm", 989.4e12, 3.35e12, 80e9),   # NVIDIA H100 datasheet (SXM; dense = sparse / 2)
-    ("mi300x", 1307.4e12, 5.3e12, 192e9),    # AMD Instinct MI300X datasheet
+    ("h100-sxm", 989.4e12, 3.35e12, 80 * 2**30),   # NVIDIA H100 datasheet (SXM; dense = sparse / 2; its GB are GiB)
+    ("mi300x", 1307.4e12, 5.3e12, 192 * 2**30),    # AMD Instinct MI300X datasheet (GB = GiB: rocminfo's pool)
     ("tpu-v5e", 197e12, 819e9, 16e9),        # Google Cloud TPU v5e documentation
 ])
 def test_builtin_chips_carry_datasheet_figures(name, bf16, hbm_bw, hbm):
@@ -62,7 +62,7 @@ def test_builtin_chips_carry_datasheet_figures(name, bf16, hbm_bw, hbm):
     hw = jp.load_hardware(name)
     assert float(hw.flops[DTYPES.index("bf16")]) == pytest.approx(bf16, rel=1e-6)
     assert float(hw.mem_bw[0]) == pytest.approx(hbm_bw, rel=1e-6)
-    assert float(hw.mem_size[0]) == pytest.approx(hbm, rel=1e-6)
+    assert float(hw.mem_size[0]) == pytest.approx(hbm, rel=1e-3)  # the spec's 4 digits
 
 
 def test_yaml_reads_exponent_floats_without_dot(tmp_path):
