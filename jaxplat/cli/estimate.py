@@ -268,7 +268,9 @@ def _print_text(args, hw, wl, opts, res, slo, reasons, served):
         ["activations per chip", units.fmt_bytes(float(m.activation_bytes)), ""],
         ["memory per chip / capacity", (f"{units.fmt_bytes(float(m.memory_bytes))} / "
                                         f"{units.fmt_bytes(float(m.capacity_bytes))}"),
-         "off-chip memory" if offchip > 0 else "on-chip SRAM (no off-chip memory)"],
+         # the binary size too: the figure datasheets print (an H100's "80 GB" is 80 GiB)
+         f"off-chip memory, {float(m.capacity_bytes) / 2**30:.4g} GiB" if offchip > 0
+         else "on-chip SRAM (no off-chip memory)"],
     ]
     if offchip > 0 and sram > 0:
         rows.append(["on-chip SRAM", units.fmt_bytes(sram), "caches and tiles, not in capacity"])

@@ -121,7 +121,8 @@ def technology_from_dict(d: dict, hbm: str | None = None, src="technology") -> T
         energy_sram=number(src, "energy.sram_pj_per_bit", en["sram_pj_per_bit"]) * 8e-12,
         energy_hbm=gnum("pj_per_bit") * 8e-12, energy_link=number(src, "energy.link_pj_per_bit",
                                                                     en["link_pj_per_bit"]) * 8e-12,
-        stack_bytes=gnum("stack_gb") * 1e9, stack_bw=gnum("stack_tbs") * 1e12, stack_cost=gnum("stack_usd"),
+        # DRAM dies are binary (24 Gbit = 24 x 2^30 bits), so a "36 GB" stack holds 36 GiB
+        stack_bytes=gnum("stack_gb") * 2.0**30, stack_bw=gnum("stack_tbs") * 1e12, stack_cost=gnum("stack_usd"),
         area_per_core=number(src, "core_mm2", d.get("core_mm2", 0.0), allow_zero=True))
 
 
