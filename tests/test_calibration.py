@@ -260,3 +260,32 @@ def test_estimate_runs_as_an_engine_of_the_shipped_calibration(capsys):
     assert err.startswith("jaxplat: error: --engine vllm: ") and err.endswith(
         "has no values for it; engines there: sglang-0.4, trtllm-0.17, vllm-0.7 (the global values describe "
         "the reference engine; parts join with +)")
+
+
+def test_a_chips_software_applies_once_however_the_engine_is_named(tmp_path):
+    # AMD chips declare `software: rocm`: every engine on them, the reference
+    # included, runs at the rocm part's share of the global values (0.4 / 0.8
+    # here); a row that names the part itself ("young+rocm") gets it once.
+    from jaxplat.design.calibration import Predictor
+    from jaxplat.model import calibration_from_dict, hardware_from_dict
+    from jaxplat.specs import SPEC_ROOT
+
+    cal = calibration_from_dict({"parameters": {"compute": 0.8, "memory": 0.9},
+                                 "engines": {"rocm": {"compute": 0.4}, "young": {"compute": 0.2}}})
+
+    def compute(chip, engine=None):
+        return float(jp.load_hardware(chip, cal.for_engine(engine)).eff_compute)
+
+    assert compute("h100-sxm") == pytest.approx(0.8)   # no software part
+    assert compute("mi300x") == pytest.approx(0.4)     # the reference engine on ROCm
+    assert compute("mi300x", "young") == pytest.approx(0.2 * 0.4 / 0.8)
+    assert compute("mi300x", "young+rocm") == compute("mi300x", "rocm+young") == compute("mi300x", "young")
+    assert compute("h100-sxm", "young") == pytest.approx(0.2)
+    # The fit sees the same parts: a row on an AMD chip runs rocm whatever its engine column says.
+    rows = read_rows(_write(tmp_path / "r.csv", [{**ROW, "hardware": "mi300x", "engine": ""},
+                                                 {**ROW, "hardware": "mi300x", "engine": "young+rocm"},
+                                                 {**ROW, "engine": "young"}], list(REQUIRED) + ["engine"]))
+    assert [Predictor.parts(r) for r in rows] == [("rocm",), ("young", "rocm"), ("young",)]
+    spec = yaml.safe_load((SPEC_ROOT / "hardware" / "mi300x.yaml").read_text())
+    with pytest.raises(SpecError, match=r"^x.yaml: software must be one engine part's name \(e.g. rocm\), got 'a\+b'$"):
+        hardware_from_dict({**spec, "software": "a+b"}, src="x.yaml", calibration=cal)

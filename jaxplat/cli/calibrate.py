@@ -13,7 +13,7 @@ import yaml
 
 from jaxplat.design import calibration as cal
 from jaxplat.design.measured import read_rows
-from jaxplat.model import EFFICIENCY_PARAMS, engine_parts
+from jaxplat.model import EFFICIENCY_PARAMS
 from jaxplat.report import table
 from jaxplat.serving import SATURATED
 from jaxplat.specs import SpecError
@@ -169,7 +169,7 @@ def run(args) -> int:
                         f"{args.measured}")
     if bool(args.engine_fit) != bool(args.engines):
         raise SpecError("--engine-fit and --engines go together: which parameters, for which engines")
-    parts = {e for r in rows for e in engine_parts(r.engine)}
+    parts = {e for r in rows for e in cal.Predictor.parts(r)}
     missing = [e for e in args.engines if e not in parts]
     if missing:
         raise SpecError(f"--engines {missing[0]}: no row of {args.measured} has that engine; engines there: "

@@ -29,7 +29,15 @@ import optax
 
 from jaxplat.cost import evaluate
 from jaxplat.design.measured import METRICS, Row, row_pytrees
-from jaxplat.model import EFFICIENCY_PARAMS, Options, default_calibration, engine_parts, load_model, replace
+from jaxplat.model import (
+    EFFICIENCY_PARAMS,
+    Options,
+    chip_software,
+    default_calibration,
+    engine_parts,
+    load_model,
+    replace,
+)
 from jaxplat.search import compile_lowered
 from jaxplat.serving import capacity, closed_loop, queueing
 
@@ -195,7 +203,7 @@ class Predictor:
             offline = jnp.array([self.configs[i].load == "offline" for i in idx])
             slots = (jnp.zeros_like(amount) if kind == "batch" else
                      jax.jit(jax.vmap(lambda h, p, w, s: capacity(model, h, p, w, s, OPTS)[0]))(hw, par, wl, srv))
-            engine = jnp.array([[float(e in engine_parts(self.configs[i].engine)) for e in self.engines]
+            engine = jnp.array([[float(e in self.parts(self.configs[i])) for e in self.engines]
                                 for i in idx], jnp.float32).reshape(len(idx), len(self.engines))
             g = _Group(model_name, kind, idx, (hw, par, wl, srv, amount, offline, slots, engine))
             g.jac = self._compile(model, kind, g.args)
@@ -207,6 +215,12 @@ class Predictor:
             for p in self.engine_fit:
                 own = loaded.engines.get(e, {}).get(p) if loaded else None
                 self.base[f"{p}@{e}"] = own / loaded.parameters[p] if own and p in loaded.parameters else 1.0
+
+    @staticmethod
+    def parts(row: Row) -> tuple:
+        """The engine parts a row runs: its `engine` column's and its chip's
+        `software` (rocm on AMD chips, however the row names its engine)."""
+        return tuple(dict.fromkeys(engine_parts(row.engine) + engine_parts(chip_software(row.hardware))))
 
     def _compile(self, model, kind, args):
         """values -> ([configs, 3, params] Jacobian, [configs, 3] predictions),
@@ -436,7 +450,7 @@ def _unseen_engines_at_reference(pred: Predictor, vals: dict, weights) -> dict:
     """`vals` with the factors of engines that no row of positive weight ran
     set to 1: an engine the fit never saw gets the reference's values, not
     wherever its factors started."""
-    seen = {e for r, wi in zip(pred.rows, weights) if wi > 0 for e in engine_parts(r.engine)}
+    seen = {e for r, wi in zip(pred.rows, weights) if wi > 0 for e in Predictor.parts(r)}
     return {n: 1.0 if "@" in n and n.split("@", 1)[1] not in seen else v for n, v in vals.items()}
 
 

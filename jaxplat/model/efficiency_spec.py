@@ -15,7 +15,9 @@ describe); `Calibration.for_engine(name)` folds one engine's into the global
 ones, which `--engine NAME` and measured rows with that `engine` use. A name
 may join parts with "+" (`vllm-0.7+rocm`: that release on AMD's ROCm
 kernels): each part's values scale the global ones by its own ratio to
-them, and the ratios multiply (`engine_parts`).
+them, and the ratios multiply (`engine_parts`). A hardware spec's
+`software:` names the part its chip always runs (AMD's `rocm`): every engine
+on it, the reference included, gets that part's values too.
 The function that turns them into per-operator efficiencies is
 `jaxplat.cost.efficiency`; a chip without measurements gets its shape
 effects from its own `compute:` block (units, tile: jaxplat.model.compute_spec)
@@ -77,6 +79,8 @@ class Calibration:
     chips: dict = dataclasses.field(default_factory=dict)
     source: str = ""
     engines: dict = dataclasses.field(default_factory=dict)
+    applied: tuple = ()  # engine parts already folded into `parameters` (for_engine)
+    reference: dict | None = None  # the global parameters before any part was folded in
 
     def for_chip(self, name: str | None) -> dict:
         """The parameters a chip of this name gets: global, then its own."""
@@ -86,15 +90,25 @@ class Calibration:
         """This calibration as run by engine `name`: its values over the
         global ones (unchanged for None, "" or an engine without values).
         For parts joined by "+", each part's value of a parameter over the
-        global one is a factor, and the factors multiply."""
-        params, scaled = dict(self.parameters), set()
-        for part in engine_parts(name):
+        global one is a factor, and the factors multiply. A part folded in
+        before (`applied`: a chip's `software` after a row's "vllm-0.7+rocm")
+        is not applied twice."""
+        ref = self.reference if self.reference is not None else self.parameters
+        params, scaled = dict(self.parameters), self._scaled()
+        parts = [p for p in dict.fromkeys(engine_parts(name)) if p not in self.applied]
+        for part in parts:
             for k, v in self.engines.get(part, {}).items():
-                base = self.parameters.get(k)
+                base = ref.get(k)
                 # the first part's value as written (no round trip through a ratio), later ones as factors
                 params[k] = params[k] * v / base if k in scaled and base else v
                 scaled.add(k)
-        return self if not scaled else dataclasses.replace(self, parameters=params)
+        if not parts:
+            return self
+        return dataclasses.replace(self, parameters=params, applied=self.applied + tuple(parts), reference=ref)
+
+    def _scaled(self) -> set:
+        """Parameters an applied part has changed (later parts scale them as factors)."""
+        return {k for p in self.applied for k in self.engines.get(p, {})}
 
 
 def engine_parts(name: str | None) -> tuple:
@@ -149,8 +163,16 @@ def select_calibration(path=None, engine=None) -> Calibration | None:
 def efficiency_fields(d: dict, src="hardware", defaults: Calibration | None = None,
                       calibration: Calibration | None = None) -> dict:
     """`Hardware` fields of the efficiency parameters (precedence in the
-    module docstring)."""
+    module docstring). A spec's `software` (the kernel libraries every engine
+    on the chip runs on, e.g. rocm) folds that engine part's values into both
+    calibrations, once however the engine was named."""
     name = d.get("name")
+    software = d.get("software")
+    if software is not None:
+        if not isinstance(software, str) or not software or "+" in software:
+            raise SpecError(f"{src}: software must be one engine part's name (e.g. rocm), got {software!r}")
+        defaults = defaults.for_engine(software) if defaults is not None else None
+        calibration = calibration.for_engine(software) if calibration is not None else None
     values = {k: p[1] for k, p in PARAMS.items()}
     if defaults is not None:
         values.update(defaults.for_chip(name))

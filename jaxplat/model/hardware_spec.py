@@ -119,8 +119,8 @@ def tco_fields(d: dict | None, src="hardware") -> dict:
 
 
 
-_HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "compute", "tdp_w", "price_usd",
-            "energy", "tco")  # energy, tco, pj_per_bit: jaxplat.energy / jaxplat.cost (defaults there)
+_HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "software", "compute", "tdp_w",
+            "price_usd", "energy", "tco")  # energy, tco, pj_per_bit: jaxplat.energy / jaxplat.cost (defaults there)
 _MEM_KEYS = ("name", "size", "bandwidth", "pj_per_bit")
 _NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "pj_per_bit")
 
@@ -210,6 +210,11 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         tdp=number(src, "tdp_w", d["tdp_w"]),
         price=number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True),
         **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src), **compute)
+
+
+def chip_software(name_or_path) -> str:
+    """A hardware spec's `software` (the engine part its chip always runs, e.g. rocm), or ""."""
+    return str(read_yaml(resolve("hardware", name_or_path)).get("software") or "")
 
 
 def network_level_names(name_or_path) -> list[str]:
