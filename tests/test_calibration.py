@@ -247,18 +247,20 @@ def test_the_shipped_rows_with_an_assumed_input_are_the_mlperf_ones():
 
 def test_estimate_runs_as_an_engine_of_the_shipped_calibration(capsys):
     # The shipped file gives the dstack runs' engine releases values of their
-    # own; --engine picks one (the reference engine otherwise), and a name it
-    # lacks gets one line naming the ones it has.
+    # own, and AMD's ROCm kernels (`rocm`, the AMD chips' software); --engine
+    # picks one (the reference engine otherwise), and a name it lacks gets one
+    # line naming the ones it has.
     from jaxplat.model import default_calibration
     cal = default_calibration()
-    assert set(cal.engines) == {"vllm-0.7", "sglang-0.4", "trtllm-0.17"}
+    assert set(cal.engines) == {"vllm-0.7", "sglang-0.4", "trtllm-0.17", "rocm"}
     hw = jp.load_hardware("h100-sxm", select_calibration(None, "vllm-0.7"))
     assert float(hw.eff_compute) == pytest.approx(cal.engines["vllm-0.7"]["compute"], rel=1e-6)
     assert float(jp.load_hardware("h100-sxm").eff_compute) == pytest.approx(cal.parameters["compute"], rel=1e-6)
+    assert float(jp.load_hardware("mi300x").eff_compute) == pytest.approx(cal.engines["rocm"]["compute"], rel=1e-6)
     assert main(["estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "vllm"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("jaxplat: error: --engine vllm: ") and err.endswith(
-        "has no values for it; engines there: sglang-0.4, trtllm-0.17, vllm-0.7 (the global values describe "
+        "has no values for it; engines there: rocm, sglang-0.4, trtllm-0.17, vllm-0.7 (the global values describe "
         "the reference engine; parts join with +)")
 
 
