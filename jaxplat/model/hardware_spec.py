@@ -1,6 +1,8 @@
 """Hardware spec (YAML) -> `Hardware`: validation, defaults for energy and
 TCO numbers a spec leaves out."""
 
+import functools
+
 import numpy as np
 
 from jaxplat.model.compute_spec import compute_fields
@@ -212,6 +214,7 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src), **compute)
 
 
+@functools.lru_cache(maxsize=256)  # a fit asks for every row's chip in each leave-one-out refit
 def chip_software(name_or_path) -> str:
     """A hardware spec's `software` (the engine part its chip always runs, e.g. rocm), or ""."""
     return str(read_yaml(resolve("hardware", name_or_path)).get("software") or "")
