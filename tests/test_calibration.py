@@ -62,7 +62,9 @@ def test_huber_on_log_ratio():
 def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
     # Synthetic measurements from known efficiencies (compute 0.55, memory
     # 0.9) on compute-bound prefills and memory-bound decodes of two chips;
-    # the fit starts from the shipped values and must find them again.
+    # the fit starts from the shipped values and must find them again. No
+    # row has a collective, so `network` is fitted too and must come out
+    # weakly identified (the loss does not see it), the other two pinned.
     truth = {"eff_compute": 0.55, "eff_memory": 0.9}
     model = jp.load_model("llama-3.1-8b")
     rows = []
@@ -77,9 +79,12 @@ def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
                              "batch": batch, "metric": metric, "value": value})
     path = _write(tmp_path / "synthetic.csv", rows)
     out = tmp_path / "cal.yaml"
-    assert main(["calibrate", str(path), "--out", str(out), "--fit", "compute", "memory", "--no-holdout",
-                 "--steps", "30"]) == 0
+    assert main(["calibrate", str(path), "--out", str(out), "--fit", "compute", "memory", "network",
+                 "--no-holdout", "--steps", "30"]) == 0
     doc = yaml.safe_load(out.read_text())
+    ident = doc["fit"]["identification"]
+    assert ident["network"] == 0.0 and min(ident["compute"], ident["memory"]) > 1.0
+    assert "network weakly identified (x1.2 or /1.2: loss +0%)" in out.read_text()
     assert doc["parameters"]["compute"] == pytest.approx(0.55, rel=1e-2)
     assert doc["parameters"]["memory"] == pytest.approx(0.9, rel=1e-2)
     assert doc["fit"]["fit"]["all"]["median_abs"] < 1e-3

@@ -202,8 +202,14 @@ def run(args) -> int:
         for n, v in own.items():
             if v > cal.PHYSICAL_MAX.get(n, np.inf) and not flags[f"{n}@{e}"]:
                 flags[f"{n}@{e}"] = "above the physical maximum"
+    ident = cal.identification(pred, values, weights)
+    for n, rise in ident.items():  # a value the loss hardly sees is not a measurement of the hardware
+        if rise < cal.IDENTIFIED and not flags[n]:
+            flags[n] = (f"weakly identified (x{cal.IDENTIFY_FACTOR:g} or /{cal.IDENTIFY_FACTOR:g}: "
+                        f"loss +{100 * rise:.2g}%)")
     summary = {"rows": len(rows), "fitted_rows": int(train.sum()), "loss": loss, "steps": len(hist),
-               "seconds": seconds, "before": _summary(before, rows, train), "fit": _summary(fitted, rows, train)}
+               "seconds": seconds, "before": _summary(before, rows, train), "fit": _summary(fitted, rows, train),
+               "identification": ident}
     if not train.all():
         summary["held_out_rows"] = _summary(fitted, rows, ~train)
     for col, (p, _) in held.items():

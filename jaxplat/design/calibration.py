@@ -411,6 +411,36 @@ def fit(pred: Predictor, weights=None, steps: int = 40, start=None, log=None):
     return {n: float(vals[i]) for i, n in enumerate(pred.names)}, float(loss(z)), history
 
 
+# How far one parameter is moved to see whether the rows pin it, and the
+# least rise of the loss (as a share of the fitted loss) that counts as pinned:
+# a value the loss hardly sees is the fit's start or the ridge's, not a result.
+IDENTIFY_FACTOR = 1.2
+IDENTIFIED = 0.01
+
+
+def identification(pred: Predictor, values: dict, weights) -> dict:
+    """{name: relative rise of the fit's loss (ridge apart) when only that
+    parameter is multiplied or divided by IDENTIFY_FACTOR inside its bounds,
+    the smaller of the two}: how firmly the rows with weight > 0 pin it. Under
+    IDENTIFIED the value is weakly identified (the loss is nearly flat there)."""
+    w = np.asarray(weights, float)
+    groups = assumed_input_groups(pred.rows)
+
+    def loss(vals):
+        return huber_log(pred.predict(z_of(pred, vals)), pred.measured, w, groups)[0]
+
+    base = loss(values)
+    out = {}
+    for n in pred.names:
+        lo, hi = bounds(n)
+        moved = [float(np.clip(values[n] * f, lo * 1.001, hi * 0.999)) for f in (IDENTIFY_FACTOR, 1 / IDENTIFY_FACTOR)]
+        # a direction a bound cuts short (a value at its bound) says nothing about the data
+        free = [v for v in moved if abs(np.log(v / values[n])) >= 0.5 * np.log(IDENTIFY_FACTOR)]
+        rises = [loss({**values, n: v}) - base for v in free or moved]
+        out[n] = max(min(rises), 0.0) / max(base, 1e-6)
+    return out
+
+
 def z_of(pred: Predictor, values: dict):
     """z of `values` ({name: value}; an engine factor left out is 1)."""
     return jnp.array([to_z(n, values.get(n, 1.0) if "@" in n else values[n]) for n in pred.names], jnp.float32)
@@ -486,6 +516,6 @@ def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
 
 
 __all__ = ["AT_BOUND", "BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "ENGINE_START", "ENGINE_TIME_FACTOR_BOUNDS",
-           "FIT_LOADS", "HUBER_DELTA", "PHYSICAL_MAX", "START", "Predictor", "assumed_input_groups", "at_bound",
-           "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z", "held_out_predictions", "huber_log",
+           "FIT_LOADS", "HUBER_DELTA", "IDENTIFIED", "IDENTIFY_FACTOR", "PHYSICAL_MAX", "START", "Predictor", "assumed_input_groups", "at_bound",
+           "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z", "held_out_predictions", "huber_log", "identification",
            "input_assumed", "leave_one_out", "predict_one", "source_weights", "summarize", "to_z", "z_of"]
