@@ -353,21 +353,26 @@ def source_weights(rows: list[Row], mask=None) -> np.ndarray:
     return w * keep.sum() / max(w.sum(), 1e-30)
 
 
+def _data_loss(pred: Predictor, weights):
+    """[rows] predictions -> (the fit's loss without its ridge, its derivative in them)."""
+    groups = assumed_input_groups(pred.rows)
+    return lambda predicted: huber_log(predicted, pred.measured, weights, groups)
+
+
 def fit(pred: Predictor, weights=None, steps: int = 40, start=None, log=None):
     """Fit the parameters on the rows with weight > 0 (optax L-BFGS, its
     line search on the loss). Returns ({name: value}, final loss, loss per step)."""
     w = np.ones(len(pred.rows)) if weights is None else np.asarray(weights, float)
     z0 = pred.z0(start)
-    meas = pred.measured
-    groups = assumed_input_groups(pred.rows)
+    data_loss = _data_loss(pred, w)
 
     def loss(z):
         zz = np.asarray(z)
-        return huber_log(pred.predict(z), meas, w, groups)[0] + RIDGE * float(np.sum((zz - np.asarray(z0)) ** 2))
+        return data_loss(pred.predict(z))[0] + RIDGE * float(np.sum((zz - np.asarray(z0)) ** 2))
 
     def loss_and_grad(z):
         p, j = pred.predict_and_jac(z)
-        value, dp = huber_log(p, meas, w, groups)
+        value, dp = data_loss(p)
         zz = np.asarray(z)
         used = w > 0  # rows left out may predict inf (an unstable load): keep them out of the sum
         g = dp[used] @ j[used] + 2.0 * RIDGE * (zz - np.asarray(z0))
@@ -423,11 +428,10 @@ def identification(pred: Predictor, values: dict, weights) -> dict:
     parameter is multiplied or divided by IDENTIFY_FACTOR inside its bounds,
     the smaller of the two}: how firmly the rows with weight > 0 pin it. Under
     IDENTIFIED the value is weakly identified (the loss is nearly flat there)."""
-    w = np.asarray(weights, float)
-    groups = assumed_input_groups(pred.rows)
+    data_loss = _data_loss(pred, np.asarray(weights, float))
 
     def loss(vals):
-        return huber_log(pred.predict(z_of(pred, vals)), pred.measured, w, groups)[0]
+        return data_loss(pred.predict(z_of(pred, vals)))[0]
 
     base = loss(values)
     out = {}

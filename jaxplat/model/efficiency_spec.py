@@ -93,22 +93,18 @@ class Calibration:
         global one is a factor, and the factors multiply. A part folded in
         before (`applied`: a chip's `software` after a row's "vllm-0.7+rocm")
         is not applied twice."""
+        parts = self.applied + tuple(p for p in dict.fromkeys(engine_parts(name)) if p not in self.applied)
+        if parts == self.applied:
+            return self
         ref = self.reference if self.reference is not None else self.parameters
-        params, scaled = dict(self.parameters), self._scaled()
-        parts = [p for p in dict.fromkeys(engine_parts(name)) if p not in self.applied]
+        params, scaled = dict(ref), set()  # every part folded from the global values, earlier ones again
         for part in parts:
             for k, v in self.engines.get(part, {}).items():
                 base = ref.get(k)
                 # the first part's value as written (no round trip through a ratio), later ones as factors
                 params[k] = params[k] * v / base if k in scaled and base else v
                 scaled.add(k)
-        if not parts:
-            return self
-        return dataclasses.replace(self, parameters=params, applied=self.applied + tuple(parts), reference=ref)
-
-    def _scaled(self) -> set:
-        """Parameters an applied part has changed (later parts scale them as factors)."""
-        return {k for p in self.applied for k in self.engines.get(p, {})}
+        return dataclasses.replace(self, parameters=params, applied=parts, reference=ref)
 
 
 def engine_parts(name: str | None) -> tuple:
