@@ -30,21 +30,22 @@ def test_mixtral_tp8_moe_ep8_by_hand():
     # all-reduce. moe_ep 8: one whole expert per chip (MoE TP 1), which runs
     # 2048 x 2 / 8 = 512 token copies: up+gate 2 x 512 x 4096 x 28672 FLOPs,
     # 2 x 4096 x 14336 x 2 B = 234,881,024 B stored. Pure TP (moe_ep 1):
-    # 8 experts of width 14336 / 8 = 1792, all 4096 copies: the same FLOPs
-    # and bytes, shaped differently.
+    # 8 experts of width 14336 / 8 = 1792, all 4096 copies, 512 per expert
+    # (a grouped GEMM's rows are one expert's tokens): the same FLOPs and
+    # bytes, shaped differently.
     model = jp.load_model("mixtral-8x7b")
     ep8 = _rows(model, jp.Parallel(tp=8, moe_ep=8))["experts_up_gate"]
     assert (ep8["m"], ep8["k"], ep8["n"]) == (512.0, 4096.0, 28672.0)
     assert ep8["f0"] == pytest.approx(2 * 512 * 4096 * 28672, rel=1e-6)
     assert ep8["stored"] == pytest.approx(234_881_024, rel=1e-6)
     tp = _rows(model, jp.Parallel(tp=8))["experts_up_gate"]
-    assert (tp["m"], tp["n"]) == (4096.0, 2 * 1792.0)
+    assert (tp["m"], tp["n"]) == (512.0, 2 * 1792.0)
     assert tp["f0"] == pytest.approx(ep8["f0"], rel=1e-6) and tp["stored"] == pytest.approx(ep8["stored"], rel=1e-6)
     # Load imbalance 1.25 loads the busiest expert-holding chip with 640
     # copies; with pure TP every chip holds a slice of every expert: no effect.
     hot = _rows(model, jp.Parallel(tp=8, moe_ep=8, imbalance=1.25))["experts_up_gate"]
     assert hot["m"] == 640.0
-    assert _rows(model, jp.Parallel(tp=8, imbalance=1.25))["experts_up_gate"]["m"] == 4096.0
+    assert _rows(model, jp.Parallel(tp=8, imbalance=1.25))["experts_up_gate"]["m"] == 512.0
     # no all-to-all inside the tp group: dispatch spans ep = 1 chip
     assert _rows(model, jp.Parallel(tp=8, moe_ep=8))["dispatch"]["f0"] == 0.0
 
@@ -94,3 +95,31 @@ def test_new_chips_datasheet_numbers(name, bf16, fp8, hbm, hbm_bw, tdp):
     np.testing.assert_allclose([hw.flops[dt.index("bf16")], hw.flops[dt.index("fp8")], hw.mem_size[0],
                                 hw.mem_bw[0], hw.tdp], [bf16, fp8, hbm, hbm_bw, tdp], rtol=5e-4)  # sizes to 4 digits
     assert float(hw.price) > 0 and float(hw.sram_size) > 0
+
+
+def test_grouped_gemm_pays_a_row_tile_per_expert():
+    # Qwen3-30B-A3B (128 experts, top-8, width 768, hidden 2048) decoding 64
+    # sequences on one H100 (132 SMs, 128 x 128 x 64 tiles): 512 token copies
+    # over the E (1 - (1 - 8/128)^64) = 125.94 experts they touch, 4.07 rows
+    # each. Each expert's GEMM pays a whole 128-row tile: up+gate (n = 1536,
+    # k = 2048) is 125.94 x 1 x 12 x 32 k-loop iterations in
+    # ceil(48,361 / 132) = 367 waves, so the useful share is
+    # 512 x 1536 x 2048 / (367 x 132 x 128 x 128 x 64) = 0.0317; one GEMM over
+    # all 512 rows (the old shape) would have paid 4 x 12 x 32 = 1,536
+    # iterations in 12 waves, 0.97.
+    from jaxplat.cost.efficiency import quantization
+    model, hw = jp.load_model("qwen3-30b-a3b"), jp.load_hardware("h100-sxm")
+    wl = workload(batch=64, prompt=512, output=8)
+    r = _rows(model, jp.Parallel(), wl, "decode")["experts_up_gate"]
+    touched = 128 * (1 - (1 - 8 / 128) ** 64)
+    assert r["m"] == pytest.approx(512 / touched, rel=1e-5)
+    assert (r["k"], r["n"]) == (2048.0, 1536.0)
+    groups = r["f0"] / (2 * r["m"] * r["k"] * r["n"])
+    assert groups == pytest.approx(touched, rel=1e-5)
+    q = float(quantization(r["m"], r["n"], r["k"], groups, hw))
+    waves = np.ceil(touched * 12 * 32 / 132)
+    assert waves == 367
+    assert q == pytest.approx(512 * 1536 * 2048 / (waves * 132 * 128 * 128 * 64), rel=1e-4)
+    assert q == pytest.approx(0.0317, abs=5e-4)
+    assert float(quantization(512.0, 1536.0, 2048.0, 1.0, hw)) == pytest.approx(
+        512 * 1536 * 2048 / (12 * 132 * 128 * 128 * 64), rel=1e-4)

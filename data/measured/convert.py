@@ -12,6 +12,7 @@ and listed on stderr with the reason; rerun after adding the chip.
 """
 
 import csv
+import math
 import re
 import sys
 from pathlib import Path
@@ -19,8 +20,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
-from jaxplat.model import Parallel  # noqa: E402
-from jaxplat.specs import builtin_names  # noqa: E402
+from jaxplat.model import Parallel, load_hardware, load_model  # noqa: E402
+from jaxplat.model.architecture import param_count  # noqa: E402
+from jaxplat.specs import builtin_names, units  # noqa: E402
 
 OUT = HERE / "calibration_rows.csv"
 HELDOUT = HERE / "heldout_rows.csv"
@@ -69,6 +71,7 @@ TRTLLM_TABLE_MEM_FRACTION = 0.95  # perf-overview: KV fraction 0.95 (0.90 where 
 
 MODELS = {"llama-3.3-70b": "llama-3.1-70b", "llama-3.1-8b": "llama-3.1-8b", "Llama-2-70B-chat": "llama-2-70b",
           "llama-3.1-405b": "llama-3.1-405b", "qwen3-235b-a22b": "qwen3-235b-a22b",
+          "qwen3-30b-a3b": "qwen3-30b-a3b", "llama-4-scout": "llama-4-scout", "llama-4-maverick": "llama-4-maverick",
           "Mixtral-8x7B-Instruct": "mixtral-8x7b", "Llama-3.1-405B-Instruct": "llama-3.1-405b",
           "DeepSeek-R1 (671B MoE, 37B active)": "deepseek-v3"}  # R1 has the V3 architecture
 HARDWARE = (("GB200 NVL72", "gb200-nvl72"), ("H100-SXM", "h100-sxm"), ("H200-SXM", "h200-sxm"),
@@ -83,22 +86,62 @@ def _row(**kw):
     return r
 
 
+def trtllm_bench_settings(model, hardware, dtype, tp, pp, isl, osl, fraction=TRTLLM_TABLE_MEM_FRACTION):
+    """(max_batch_size, max_num_tokens) that `trtllm-bench throughput` picks
+    when the command line gives neither, as the perf-overview runs did:
+    tensorrt_llm/bench/build/tuning.py (calc_engine_setting, finetune_setting;
+    NVIDIA/TensorRT-LLM, v0.17-v1.0) through bench/benchmark/utils/general.py
+    (get_settings: without chunked prefill, max_num_tokens grows to hold the
+    longest prompt beside a full batch).
+
+    KV requests = fraction x (GiB of the tp x pp devices - parameters x bytes
+    per weight) / (2 x layers x max(tp, kv heads) x head size x KV bytes x
+    (ISL + OSL)); batch = that, at most 4096, over pp, rounded up to 32 / 128
+    / 256; tokens = batch x (1 + ISL / OSL), at most 32768, rounded up to 256
+    / 512 / 1024, at least 2048. A batch here is per scheduler: with
+    attention data parallel each rank has its own.
+    """
+    m = load_model(model)
+    gib = float(load_hardware(hardware).mem_size[0]) / 2**30  # nvml total memory, GiB (bench/build/utils.py)
+    w, kv = (units.BYTES_PER_ELEMENT[d] for d in (dtype.split("/")[0], dtype.split("/")[-1]))
+    engine_gib = float(param_count(m)) * w / 2**30
+    per_token = 2 * float(m.layers) * max(tp, float(m.kv_heads)) * float(m.head_dim) * kv / 2**30
+    requests = fraction * (gib * tp * pp - engine_gib) / (per_token * (isl + osl))
+    raw_bs = min(requests, 4096) / pp
+    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * math.ceil(raw_tok / 256))
+    elif raw_tok < 8192:
+        tok = 512 * math.ceil(raw_tok / 512)
+    else:
+        tok = 1024 * math.ceil(raw_tok / 1024)
+    return bs, max(tok, isl + bs)
+
+
 def trtllm_table(path, source="trtllm-perf-overview"):
     """TensorRT-LLM perf-overview: offline output tokens/s, fixed ISL/OSL.
     An `ep` column (attention data parallel over ep ranks, Parallel.ep) is
-    optional: 1 where absent."""
+    optional: 1 where absent. Batch cap and iteration budget are
+    trtllm-bench's own (`trtllm_bench_settings`, per rank; the replica's cap
+    is ep times a rank's); chunked prefill is off (trtllm-bench's default)."""
     e = ENGINES["trtllm"]
     for r in csv.DictReader(open(path)):
         tp, pp, gpus, ep = int(r["tp"]), int(r["pp"]), int(r["gpus"]), int(r.get("ep") or 1)
-        prompt = int(r["isl"])
+        prompt, output = int(r["isl"]), int(r["osl"])
+        bs, tok = trtllm_bench_settings(MODELS[r["model"]], r["gpu"], r["dtype"], tp * ep, pp, prompt, output)
         yield _row(model=MODELS[r["model"]], hardware=r["gpu"], tp=tp, pp=pp, ep=ep, moe_ep=1,
                    dp=gpus // (tp * pp * ep),
-                   microbatches=pp, dtype=r["dtype"], prompt=prompt, output=int(r["osl"]), prompt_cv=0,
-                   output_cv=0, offline=1, max_num_tokens=e["max_num_tokens"],
-                   chunk=e["max_num_tokens"] if prompt > e["max_num_tokens"] else 0, kv_block=e["kv_block"],
+                   microbatches=pp, dtype=r["dtype"], prompt=prompt, output=output, prompt_cv=0,
+                   output_cv=0, offline=1, max_batch=bs * ep, max_num_tokens=tok, chunk=0, kv_block=e["kv_block"],
                    mem_fraction=TRTLLM_TABLE_MEM_FRACTION, metric="throughput_tok_s", value=r["output_tok_s"],
                    engine="trtllm", source=source,
-                   note="chunked context assumed where the prompt exceeds max_num_tokens" if prompt > 8192 else "")
+                   note=f"trtllm-bench heuristic: max_batch_size {bs}, max_num_tokens {tok} per rank")
 
 
 def _hardware(text):

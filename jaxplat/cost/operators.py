@@ -503,14 +503,20 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         routed = imb * tok * k / moe_ep
         touched = E * (1.0 - (1.0 - k / E) ** (ctx.ep * tok)) / split
         per_expert = D * width * ctx.bw
+        # A grouped GEMM is one GEMM per touched expert, each over its own
+        # tokens (CUTLASS grouped GEMM, TensorRT-LLM/vLLM fused MoE): its
+        # rows are the tokens per expert (mean field: routed / touched), so
+        # tile quantization pays ceil(m_e / tile_m) row tiles per expert
+        # (efficiency.quantization reads groups = f / (2 m k n) = touched).
+        m_e = routed / jnp.maximum(touched, 1e-6)
         r.add("experts_up_gate", "moe", "moe", f=(2.0 * routed * D * fi * width, 0.0),
               a=(routed * D * ctx.ba, 0.0), w=(touched * fi * per_expert, 0.0),
               o=(routed * fi * width * ctx.ba, 0.0), stored=local * fi * per_expert,
-              mkn=(routed, D, fi * width))
+              mkn=(m_e, D, fi * width))
         r.eltwise("experts_act", "moe", "moe", fi * routed * width, routed * width, ACT_FLOPS, ctx)
         r.add("experts_down", "moe", "moe", f=(2.0 * routed * D * width, 0.0),
               a=(routed * width * ctx.ba, 0.0), w=(touched * per_expert, 0.0),
-              o=(routed * D * ctx.ba, 0.0), stored=local * per_expert, mkn=(routed, width, D))
+              o=(routed * D * ctx.ba, 0.0), stored=local * per_expert, mkn=(m_e, width, D))
         # shared experts are dense: split over all tp chips
         _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * ctx.ceil(m.expert_intermediate / ctx.tp),
              on_gemm)

@@ -13,6 +13,10 @@ _ALIASES = {  # other spellings of the keys we read (GPT-2 and OPT configs)
     "n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
     "n_inner": "intermediate_size", "ffn_dim": "intermediate_size", "n_positions": "max_position_embeddings",
 }
+# Model types whose transformers config defaults tie_word_embeddings to false
+# (Llama4Config and Llama4TextConfig, transformers/models/llama4); every other
+# config takes PretrainedConfig's true.
+_UNTIED_BY_DEFAULT = ("llama4", "llama4_text")
 _LAYER_TYPES = {"full_attention": "global", "sliding_attention": "sliding", "chunked_attention": "chunked"}
 
 
@@ -148,7 +152,7 @@ def model_from_config(cfg: dict, src="model") -> Model:
     ssm = {}
     if mtype == "jamba" or cfg.get("attn_layer_period") is not None:
         ssm, dense_layers = _jamba_layers(cfg, num, L, experts, src)
-    tied = cfg.get("tie_word_embeddings", True)  # the transformers default
+    tied = cfg.get("tie_word_embeddings", mtype not in _UNTIED_BY_DEFAULT)
     max_ctx = num("max_position_embeddings") if cfg.get("max_position_embeddings") is not None else 0.0
     local = local_attention(cfg, mtype, int(L), src)
     return as_f32(
