@@ -1,17 +1,23 @@
 """Predicted vs measured on rows no calibration ever fits.
 
-`data/measured/heldout_rows.csv` (written by data/measured/convert.py from
-trtllm_perf_overview_heldout.csv): the other columns of the TensorRT-LLM
-performance overview the fitted table comes from (same page, commit and
-trtllm-bench settings): Llama-3.3-70B on one B200 / GB200 in FP4,
-Llama-3.1-405B on 8 H100 / 8 H200 (FP8) and 4 B200 / 4 GB200 (FP4),
-Qwen3-235B-A22B on 8 H100 / H200 (FP8) and 8 B200 (FP4), attention data
-parallel as the page's MoE options set (`enable_attention_dp`). Models,
-sizes and the FP4 GB200 are outside the fit: the figure a user gets for a
-deployment nobody measured for us.
+`data/measured/heldout_rows.csv` (written by data/measured/convert.py), two
+sources:
+  * trtllm_perf_overview_heldout.csv: the other columns of the TensorRT-LLM
+    performance overview the fitted tables come from (same page, commit and
+    trtllm-bench settings): Llama-3.3-70B on one B200 / GB200 in FP4,
+    Llama-3.1-405B on 8 H100 / 8 H200 (FP8) and 4 B200 / 4 GB200 (FP4),
+    Qwen3-235B-A22B on 8 H100 / H200 (FP8) and 8 B200 (FP4), attention data
+    parallel as the page's MoE options set (`enable_attention_dp`);
+  * trtllm_v0.9_static_batch.csv: TensorRT-LLM v0.9.0's page, static batches
+    (throughput at a fixed batch and fixed lengths, TTFT at batch 1) of
+    Llama-2-7B, Llama-2-70B and Mixtral-8x7B on H200 / H100 (FP8) and A100
+    (FP16): no engine scheduler between the cost model and the number.
+Models, sizes, chips and that engine release are outside the fit: the
+figure a user gets for a deployment nobody measured for us.
 
-Prints, per model and chip, the rows, the median predicted/measured ratio
-and its range, then the median |error| and median signed error of all rows.
+Prints, per source and metric, per model and chip, the rows, the median
+predicted/measured ratio and its range, the median |error| and median
+signed error of the source, then of all rows.
 
     .venv/bin/python experiments/heldout_check.py [--calibration FILE] [--rows]
 """
@@ -31,6 +37,9 @@ from jaxplat.model import load_calibration  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 
 DATA = ROOT / "data" / "measured" / "heldout_rows.csv"
+TITLES = {"trtllm-perf-overview-heldout": "TensorRT-LLM 1.0 perf overview, offline max load",
+          "trtllm-v0.9-static": "TensorRT-LLM v0.9.0 performance page, static batches"}
+METRIC_NAMES = {"throughput_tok_s": "output tokens/s", "ttft_s": "TTFT at batch 1", "tpot_s": "TPOT"}
 
 
 def _par(r) -> str:
@@ -55,24 +64,33 @@ def main(argv=None):
     m = np.array([r.value for r in rows])
     ratio = p / m
     if args.rows:
-        print(table(["model", "chips", "dtype", "ISL/OSL", "measured tok/s", "predicted tok/s", "ratio"],
+        print(table(["model", "chips", "dtype", "ISL/OSL", "measured", "predicted", "ratio"],
                     [[r.model, f"{_par(r)} {r.hardware}", _dtype(r), f"{r.prompt:.0f}/{r.output:.0f}",
-                      f"{r.value:.0f}", f"{q:.0f}", f"{x:.2f}"] for r, q, x in zip(rows, p, ratio)], "lllrrrr"))
+                      f"{r.value:.4g}", f"{q:.4g}", f"{x:.2f}"] for r, q, x in zip(rows, p, ratio)], "lllrrrr"))
         print()
-    groups = {}
-    for i, r in enumerate(rows):
-        groups.setdefault((r.model, f"{_par(r)} {r.hardware}", _dtype(r)), []).append(i)
-    out = []
-    for (model, chips, dtype), idx in groups.items():
-        x = ratio[idx]
-        out.append([model, chips, dtype, len(idx), f"{np.median(x):.2f}", f"{x.min():.2f}..{x.max():.2f}",
-                    f"{100 * np.median(np.abs(x - 1)):.1f}%"])
-    print("Offline max-load output tokens/s, predicted / measured (TensorRT-LLM perf overview, never fitted)")
-    print(table(["model", "chips", "dtype", "rows", "median ratio", "range", "median |error|"], out, "lllrrrr"))
+    for (source, metric), which in _by(rows, lambda r: (r.source, r.metric)).items():
+        out = []
+        for (model, chips, dtype), idx in _by([rows[i] for i in which],
+                                              lambda r: (r.model, f"{_par(r)} {r.hardware}", _dtype(r))).items():
+            x = ratio[np.array(which)[idx]]
+            out.append([model, chips, dtype, len(idx), f"{np.median(x):.2f}", f"{x.min():.2f}..{x.max():.2f}",
+                        f"{100 * np.median(np.abs(x - 1)):.1f}%"])
+        print(f"{TITLES.get(source, source)}: {METRIC_NAMES[metric]}, predicted / measured")
+        print(table(["model", "chips", "dtype", "rows", "median ratio", "range", "median |error|"], out, "lllrrrr"))
+        s = cal.summarize(p, rows, np.isin(np.arange(len(rows)), which))
+        print(f"  {s['n']} rows: median |error| {100 * s['median_abs']:.1f}%, median signed "
+              f"{100 * s['median_signed']:+.1f}%\n")
     s = cal.summarize(p, rows)
-    print(f"\nall {s['n']} rows: median |error| {100 * s['median_abs']:.1f}%, median signed "
+    print(f"all {s['n']} rows: median |error| {100 * s['median_abs']:.1f}%, median signed "
           f"{100 * s['median_signed']:+.1f}% (calibration: {args.calibration or 'shipped'})")
 
+
+def _by(rows, key) -> dict:
+    """{key: [indices into rows]} in order of first appearance."""
+    out = {}
+    for i, r in enumerate(rows):
+        out.setdefault(key(r), []).append(i)
+    return out
 
 if __name__ == "__main__":
     main()

@@ -144,6 +144,23 @@ def trtllm_table(path, source="trtllm-perf-overview"):
                    note=f"trtllm-bench heuristic: max_batch_size {bs}, max_num_tokens {tok} per rank")
 
 
+def static_batch_table(path, source="trtllm-v0.9-static"):
+    """TensorRT-LLM v0.9.0's performance page: static batches of fixed
+    lengths (gptSessionBenchmark: the batch is prefilled, then decodes to the
+    end together; no scheduler, no KV paging). Throughput rows are output
+    tokens/s per GPU (times tp: the deployment's), first-token rows the
+    latency of one prompt at batch 1 with one output token (ms)."""
+    for r in csv.DictReader(open(path)):
+        tp = int(r["tp"])
+        thr = r["metric"] == "throughput"
+        value = float(r["value"]) * tp if thr else float(r["value"]) / 1000.0
+        yield _row(model=r["model"], hardware=r["gpu"], tp=tp, pp=1, ep=1, moe_ep=1, dp=1, microbatches=1,
+                   dtype=r["dtype"], prompt=int(r["isl"]), output=int(r["osl"]), prompt_cv=0, output_cv=0,
+                   batch=int(r["batch"]), metric="throughput_tok_s" if thr else "ttft_s", value=f"{value:.6g}",
+                   engine="trtllm-0.9", source=source,
+                   note="static batch (gptSessionBenchmark), assumed from the page's commands")
+
+
 def _hardware(text):
     for key, name in HARDWARE:
         if key in text:
@@ -275,12 +292,14 @@ def mlperf_dstack(path, skipped):
 def main():
     skipped = []
     rows = list(trtllm_table(HERE / "trtllm_offline_throughput.csv"))
+    rows += list(trtllm_table(HERE / "trtllm_perf_overview_moe.csv", source="trtllm-perf-overview-moe"))
     rows += list(mlperf_dstack(HERE / "mlperf_v4.0-v5.0_and_dstack.csv", skipped))
     _write(OUT, rows)
     print(f"wrote {len(rows)} rows to {OUT.relative_to(ROOT)}; left out {len(skipped)}:", file=sys.stderr)
     for s in skipped:
         print(f"  {s}", file=sys.stderr)
     held = list(trtllm_table(HERE / "trtllm_perf_overview_heldout.csv", source="trtllm-perf-overview-heldout"))
+    held += list(static_batch_table(HERE / "trtllm_v0.9_static_batch.csv"))
     _write(HELDOUT, held)
     print(f"wrote {len(held)} held-out rows to {HELDOUT.relative_to(ROOT)}", file=sys.stderr)
 

@@ -35,7 +35,7 @@ from jaxplat.model import (
     select_calibration,
 )
 from jaxplat.report import format_comm_breakdown, json_text, operator_table, table
-from jaxplat.specs import UNBOUNDED_SLO, SpecError, units
+from jaxplat.specs import UNBOUNDED_SLO, SpecError, dtype_triple, units
 
 EXIT_INFEASIBLE = 3  # exit status of an infeasible configuration (without --allow-infeasible)
 
@@ -72,7 +72,9 @@ def register(sub):
                    help="fraction of communication hidden behind compute, 0..1 (default 0, GenZ's assumption)")
     p.add_argument("--imbalance", type=float, default=1.0,
                    help="MoE load imbalance: busiest expert's tokens over the mean, >= 1 (default 1)")
-    p.add_argument("--dtype", choices=units.DTYPES, help="one dtype for weights, activations and KV cache")
+    p.add_argument("--dtype", metavar="DTYPE[/ACT/KV]",
+                   help=f"one dtype for weights, activations and KV cache ({', '.join(units.DTYPES)}), or "
+                        "weights/activations/kv, e.g. fp4/fp4/fp8 (NVFP4 GEMMs, FP8 KV cache)")
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
@@ -104,8 +106,10 @@ def _overrides(wl, args):
     if args.imbalance < 1.0:
         raise SpecError(f"--imbalance must be >= 1 (1 = perfectly balanced), got {args.imbalance}")
     if args.dtype:
-        b = units.BYTES_PER_ELEMENT[args.dtype]
-        changes.update(bytes_weight=b, bytes_act=b, bytes_kv=b, compute_dtype=float(units.DTYPES.index(args.dtype)))
+        d = dtype_triple("--dtype", args.dtype)
+        b = {k: units.BYTES_PER_ELEMENT[v] for k, v in d.items()}
+        changes.update(bytes_weight=b["weights"], bytes_act=b["activations"], bytes_kv=b["kv"],
+                       compute_dtype=float(units.DTYPES.index(d["activations"])))
     return replace(wl, **changes) if changes else wl
 
 

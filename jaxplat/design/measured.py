@@ -27,7 +27,7 @@ from pathlib import Path
 
 from jaxplat.model import Parallel, default_calibration, engine_parts, load_hardware, load_model, workload_from_dict
 from jaxplat.serving import serving
-from jaxplat.specs import SpecError, units
+from jaxplat.specs import SpecError, dtype_triple
 
 REQUIRED = ("model", "hardware", "tp", "pp", "ep", "moe_ep", "dp", "dtype", "prompt", "output", "batch",
             "concurrency", "rate", "offline", "metric", "value")
@@ -79,13 +79,7 @@ def _num(src, line, col, text, *, positive=True, allow_zero=True, integer=False)
 
 
 def _dtype(src, line, text):
-    parts = [p.strip() for p in text.split("/")]
-    if len(parts) == 1:
-        parts = parts * 3
-    if len(parts) != 3 or any(p not in units.DTYPES for p in parts):
-        raise SpecError(f"{src}: row {line}: column dtype: {text!r} is not a dtype or weights/activations/kv "
-                        f"of {', '.join(units.DTYPES)}")
-    return dict(zip(("weights", "activations", "kv"), parts))
+    return dtype_triple(f"{src}: row {line}: column dtype", text)
 
 
 _known: dict = {}

@@ -138,3 +138,14 @@ def dtype_name(src, key, value) -> str:
     return value
 
 
+def dtype_triple(where, text) -> dict:
+    """One dtype ('fp8') or weights/activations/kv ('fp4/fp4/fp8': NVFP4
+    weights and activations, FP8 KV cache) -> {weights, activations, kv}."""
+    parts = [p.strip() for p in str(text).split("/")]
+    if len(parts) == 1:
+        parts = parts * 3
+    if len(parts) != 3 or any(p not in DTYPES for p in parts):
+        raise SpecError(f"{where}: {text!r} is not a dtype or weights/activations/kv of {', '.join(DTYPES)}")
+    return dict(zip(("weights", "activations", "kv"), parts))
+
+

@@ -1,0 +1,47 @@
+"""The measured rows as data/measured/convert.py writes them: trtllm-bench's
+own batch cap and iteration budget (worked by hand from its source), and the
+shipped CSVs equal to what the script writes from the source tables."""
+
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "measured"
+
+
+def _convert():
+    spec = importlib.util.spec_from_file_location("convert", DATA / "convert.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("isl, osl, want", [
+    # Llama-3.1-8B FP8 on one H200 (141 GiB), tensorrt_llm/bench/build/tuning.py:
+    # engine 8,029,995,008 B = 7.4785 GiB, KV room 0.95 x 133.52 = 126.85 GiB,
+    # 2 x 32 layers x 8 KV heads x 128 x 1 B = 65,536 B per token.
+    (128, 128, (4096, 8192)),     # 8,118 requests, capped at 4096; 4096 x 2 tokens
+    (128, 2048, (1024, 2048)),    # 955.1 requests -> 128 x 8; 1,014.8 tokens -> the 2048 floor
+    (20000, 2000, (96, 20096)),   # 94.47 -> 32 x 3; budget grows to the prompt + a full batch
+])
+def test_trtllm_bench_settings_by_hand(isl, osl, want):
+    assert _convert().trtllm_bench_settings("llama-3.1-8b", "h200-sxm", "fp8", 1, 1, isl, osl) == want
+
+
+def test_shipped_rows_are_what_convert_writes():
+    conv = _convert()
+    rows = list(conv.trtllm_table(DATA / "trtllm_offline_throughput.csv"))
+    rows += list(conv.trtllm_table(DATA / "trtllm_perf_overview_moe.csv", source="trtllm-perf-overview-moe"))
+    held = list(conv.trtllm_table(DATA / "trtllm_perf_overview_heldout.csv", source="trtllm-perf-overview-heldout"))
+    held += list(conv.static_batch_table(DATA / "trtllm_v0.9_static_batch.csv"))
+    for name, want, whole in (("calibration_rows.csv", rows, False), ("heldout_rows.csv", held, True)):
+        shipped = list(csv.DictReader(open(DATA / name)))
+        got = [{k: str(v) for k, v in r.items()} for r in want]
+        assert got == (shipped if whole else shipped[:len(got)]), name
+    # the static-batch page: per-GPU tokens/s times tp, milliseconds to seconds
+    static = {(r["model"], r["hardware"], r["batch"], r["prompt"], r["metric"]): r for r in held
+              if r["source"] == "trtllm-v0.9-static"}
+    assert float(static[("llama-2-70b", "h100-sxm", 1024, 128, "throughput_tok_s")]["value"]) == 2 * 3214
+    assert float(static[("llama-2-70b", "a100-80gb", 1, 2048, "ttft_s")]["value"]) == 0.2492
