@@ -123,3 +123,24 @@ def test_grouped_gemm_pays_a_row_tile_per_expert():
     assert q == pytest.approx(0.0317, abs=5e-4)
     assert float(quantization(512.0, 1536.0, 2048.0, 1.0, hw)) == pytest.approx(
         512 * 1536 * 2048 / (12 * 132 * 128 * 128 * 64), rel=1e-4)
+
+
+def test_moe_gather_moves_ep_copies_of_every_token():
+    # Attention data parallel over ep = 8 ranks, decode of 64 sequences:
+    # 8 tokens per rank. All-to-all (DeepEP) sends each token's k copies to
+    # its experts' ranks: Llama 4 Maverick (top-1, hidden 5120, FP8) 8 x 1 x
+    # 5120 x 1 B = 40,960 B per rank out, its BF16 outputs 81,920 B back.
+    # All-gather + reduce-scatter (TensorRT-LLM attention DP) moves all 8
+    # ranks' tokens: 8 x 8 x 5120 x 1 B = 327,680 B, 655,360 B back (8x for
+    # top-1). Qwen3-235B-A22B (top-8, hidden 4096): 8 copies either way.
+    wl = workload(batch=64, prompt=512, output=8, dtype="fp8")
+
+    def payloads(name, gather):
+        t = jax.device_get(build_table(jp.load_model(name), jp.Parallel(ep=8, moe_gather=gather), wl, "decode",
+                                       jp.Options()))
+        return [float(t.comm_b[t.names.index(n)]) for n in ("dispatch", "combine")]
+
+    assert payloads("llama-4-maverick", 0.0) == pytest.approx([40_960, 81_920], rel=1e-6)
+    assert payloads("llama-4-maverick", 1.0) == pytest.approx([327_680, 655_360], rel=1e-6)
+    assert payloads("qwen3-235b-a22b", 1.0) == pytest.approx(payloads("qwen3-235b-a22b", 0.0), rel=1e-6)
+    assert payloads("qwen3-235b-a22b", 1.0) == pytest.approx([8 * 8 * 4096, 2 * 8 * 8 * 4096], rel=1e-6)

@@ -26,7 +26,7 @@ from jaxplat.specs import builtin_names, units  # noqa: E402
 
 OUT = HERE / "calibration_rows.csv"
 HELDOUT = HERE / "heldout_rows.csv"
-COLUMNS = ["model", "hardware", "tp", "pp", "ep", "moe_ep", "dp", "microbatches", "dtype", "prompt", "output",
+COLUMNS = ["model", "hardware", "tp", "pp", "ep", "moe_ep", "moe_gather", "dp", "microbatches", "dtype", "prompt", "output",
            "prompt_cv", "output_cv", "batch", "concurrency", "rate", "offline", "max_batch", "max_num_tokens",
            "chunk", "kv_block", "mem_fraction", "prefill_first", "metric", "value", "engine", "source", "note"]
 
@@ -127,7 +127,10 @@ def trtllm_bench_settings(model, hardware, dtype, tp, pp, isl, osl, fraction=TRT
 def trtllm_table(path, source="trtllm-perf-overview"):
     """TensorRT-LLM perf-overview: offline output tokens/s, fixed ISL/OSL.
     An `ep` column (attention data parallel over ep ranks, Parallel.ep) is
-    optional: 1 where absent. Batch cap and iteration budget are
+    optional: 1 where absent; with ep > 1 the MoE tokens move by
+    all-gather / reduce-scatter (`moe_gather`: TensorRT-LLM 1.0's fused MoE
+    under attention DP takes that path unless its MNNVL all-to-all is on, a
+    GB200 NVL72 feature). Batch cap and iteration budget are
     trtllm-bench's own (`trtllm_bench_settings`, per rank; the replica's cap
     is ep times a rank's); chunked prefill is off (trtllm-bench's default)."""
     e = ENGINES["trtllm"]
@@ -136,7 +139,7 @@ def trtllm_table(path, source="trtllm-perf-overview"):
         prompt, output = int(r["isl"]), int(r["osl"])
         bs, tok = trtllm_bench_settings(MODELS[r["model"]], r["gpu"], r["dtype"], tp * ep, pp, prompt, output)
         yield _row(model=MODELS[r["model"]], hardware=r["gpu"], tp=tp, pp=pp, ep=ep, moe_ep=1,
-                   dp=gpus // (tp * pp * ep),
+                   moe_gather=int(ep > 1), dp=gpus // (tp * pp * ep),
                    microbatches=pp, dtype=r["dtype"], prompt=prompt, output=output, prompt_cv=0,
                    output_cv=0, offline=1, max_batch=bs * ep, max_num_tokens=tok, chunk=0, kv_block=e["kv_block"],
                    mem_fraction=TRTLLM_TABLE_MEM_FRACTION, metric="throughput_tok_s", value=r["output_tok_s"],
@@ -154,7 +157,8 @@ def static_batch_table(path, source="trtllm-v0.9-static"):
         tp = int(r["tp"])
         thr = r["metric"] == "throughput"
         value = float(r["value"]) * tp if thr else float(r["value"]) / 1000.0
-        yield _row(model=r["model"], hardware=r["gpu"], tp=tp, pp=1, ep=1, moe_ep=1, dp=1, microbatches=1,
+        yield _row(model=r["model"], hardware=r["gpu"], tp=tp, pp=1, ep=1, moe_ep=1, moe_gather=0, dp=1,
+                   microbatches=1,
                    dtype=r["dtype"], prompt=int(r["isl"]), output=int(r["osl"]), prompt_cv=0, output_cv=0,
                    batch=int(r["batch"]), metric="throughput_tok_s" if thr else "ttft_s", value=f"{value:.6g}",
                    engine="trtllm-0.9", source=source,
@@ -232,10 +236,12 @@ def mlperf_dstack(path, skipped):
                 continue
             tp, pp = ASSUMED_PARALLEL[key]
             notes.append(f"parallelism assumed TP{tp}xPP{pp}")
-        ep, moe_ep = 1, 1
+        ep, moe_ep, gather = 1, 1, 0
         if "dp-attention" in r["ep"]:
             tp, ep = 1, 8  # SGLang DP attention: attention data parallel over 8, experts over the 8 chips
-            notes.append("SGLang DP attention as ep=8 (attention data parallel, experts over 8 chips)")
+            gather = 1  # its MoE gathers every rank's tokens and reduce-scatters the outputs (no DeepEP flag)
+            notes.append("SGLang DP attention as ep=8 (attention data parallel, experts over 8 chips, "
+                         "tokens all-gathered)")
         elif r["ep"].strip():
             moe_ep = int(r["ep"].split()[0])
         chips = int(r["num_chips"])
@@ -279,7 +285,8 @@ def mlperf_dstack(path, skipped):
         # batching).
         prefill_first = int(kind == "closed" and engine in ("vllm", "sglang"))
         src = "dstack" if kind == "closed" else re.search(r"(v\d\.\d)", scenario).group(1)
-        yield _row(model=model, hardware=hw, tp=tp, pp=pp, ep=ep, moe_ep=moe_ep, dp=dp, microbatches=pp,
+        yield _row(model=model, hardware=hw, tp=tp, pp=pp, ep=ep, moe_ep=moe_ep, moe_gather=gather, dp=dp,
+                   microbatches=pp,
                    dtype=dtype, prompt=prompt, output=output, prompt_cv=pcv, output_cv=ocv, max_batch=mb,
                    max_num_tokens=e["max_num_tokens"], chunk=e["chunk"], kv_block=e["kv_block"],
                    mem_fraction=0.9, prefill_first=prefill_first, metric=metric, value=f"{value:.6g}",

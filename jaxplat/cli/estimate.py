@@ -67,6 +67,10 @@ def register(sub):
     p.add_argument("--moe-ep", type=int, default=1,
                    help="experts split this many ways over the --tp chips, MoE TP = tp / moe-ep (TRT-LLM "
                         "moe_expert_parallel_size, vLLM --enable-expert-parallel); must divide --tp (default 1)")
+    p.add_argument("--moe-gather", action="store_true",
+                   help="with --ep: tokens reach the experts by all-gather and come back by reduce-scatter "
+                        "(TensorRT-LLM attention DP on one NVLink node, SGLang DP attention) instead of "
+                        "all-to-all (DeepEP)")
     p.add_argument("--microbatches", type=int, default=1, help="pipeline micro-batches in flight (default 1)")
     p.add_argument("--overlap", type=float, default=0.0,
                    help="fraction of communication hidden behind compute, 0..1 (default 0, GenZ's assumption)")
@@ -204,7 +208,8 @@ def run(args) -> int:
     hw = load_hardware(args.hardware, select_calibration(args.calibration, args.engine))
     wl = _overrides(load_workload(args.workload), args)
     par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp, microbatches=args.microbatches,
-                   overlap=args.overlap, imbalance=args.imbalance, moe_ep=args.moe_ep)
+                   overlap=args.overlap, imbalance=args.imbalance, moe_ep=args.moe_ep,
+                   moe_gather=float(getattr(args, "moe_gather", False)))
     opts = Options(profile=args.profile)
     # A bad serving flag is reported after the infeasibility check, as the
     # serving model only runs on a feasible configuration (or --allow-infeasible).

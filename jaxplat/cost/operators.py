@@ -170,6 +170,7 @@ class _Ctx:
     moe_ep: jax.Array  # expert-parallel ways inside the tp group (Parallel.moe_ep)
     sp: jax.Array   # chips the sequence (prefill) or the KV cache (decode) is split over
     imbalance: jax.Array  # busiest expert-parallel rank's tokens over the mean
+    moe_gather: jax.Array  # 1: MoE tokens move by all-gather / reduce-scatter (Parallel.moe_gather)
     h: jax.Array    # query heads per chip
     hk: jax.Array   # KV heads per chip (replicated when tp > kv heads)
     b: jax.Array    # sequences per chip in one micro-batch
@@ -266,7 +267,7 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     bs = jnp.maximum(wl.bytes_act, 2.0) if opts.conv.wide_collectives else wl.bytes_act
     ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bs=bs, bw=wl.bytes_weight,
                bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, moe_ep=par.moe_ep, sp=par.sp, imbalance=par.imbalance,
-               h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt, output=wl.output)
+               moe_gather=par.moe_gather, h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt, output=wl.output)
     ctx.h = ctx.ceil(model.heads / tp_attn)
     ctx.hk = jnp.maximum(ctx.ceil(model.kv_heads / tp_attn), 1.0)
     ctx.ep_stride = par.tp * par.sp
@@ -482,7 +483,13 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     if genz_moe:
         gate_elems = tok * (E if phase == "prefill" else D)
         r.collective("router_allreduce", "moe", "moe", "allreduce", ctx.tp, gate_elems * ctx.ba)
-    a2a = imb * tok * k * D * ctx.ba / moe_ep
+    # All-to-all: each rank sends its k copies per token to the experts'
+    # ranks. All-gather + reduce-scatter (moe_gather): every rank receives
+    # the other ranks' tokens and sends back partial outputs of them all; on
+    # a switch each moves (ep - 1)/ep of ep x tok rows, as an all-to-all of
+    # that payload does (collectives.py costs both per rank the same way).
+    copies = jnp.where(ctx.moe_gather > 0, ctx.ep * tok, imb * tok * k / moe_ep)
+    a2a = copies * D * ctx.ba
     r.collective("dispatch", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.ep_stride)
     if genz_moe and phase == "prefill":
         # GenZ: every local expert runs floor(T*k/E) tokens of each sequence.

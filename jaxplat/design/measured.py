@@ -14,7 +14,8 @@ One row is one measured number of one deployment under one load:
                          (whole deployment), or offline max load (1)
   metric, value          throughput_tok_s (output tokens/s of the whole
                          deployment), ttft_s or tpot_s (mean seconds)
-Optional: microbatches, prompt_cv, output_cv (length spread; 0: fixed),
+Optional: microbatches, moe_gather (1: MoE tokens by all-gather /
+reduce-scatter, Parallel.moe_gather), prompt_cv, output_cv (length spread; 0: fixed),
 max_batch, max_num_tokens, chunk, kv_block, mem_fraction, prefill_first
 (engine settings, jaxplat.serving.Serving), engine, source, note (kept for
 reports).
@@ -127,6 +128,13 @@ def read_rows(path) -> list[Row]:
                                 "tensor parallelism (Parallel.moe_ep), which this jaxplat lacks")
             if par["moe_ep"] == 1:
                 del par["moe_ep"]
+            gather = (r.get("moe_gather") or "").strip()
+            if gather:
+                if gather not in ("0", "1"):
+                    raise SpecError(f"{src}: row {line}: column moe_gather: 0 (all-to-all) or 1 (all-gather), "
+                                    f"got {gather!r}")
+                if gather == "1":
+                    par["moe_gather"] = 1.0
             loads = [k for k in LOADS if (r.get(k) or "").strip()]
             if len(loads) != 1:
                 raise SpecError(f"{src}: row {line}: columns {', '.join(LOADS)}: exactly one must be set, "

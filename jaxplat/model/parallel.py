@@ -50,6 +50,14 @@ class Parallel:
         vLLM --enable-expert-parallel): the MoE experts are split moe_ep ways
         over the tp chips and each expert's width tp / moe_ep ways (MoE TP).
         Must divide tp and the experts. Attention stays TP over all tp chips.
+      moe_gather: how tokens reach the experts of the ep ranks (ep > 1). 0:
+        all-to-all, each token copy to the rank of its expert and back
+        (DeepEP, wide EP; k copies per token). 1: every rank all-gathers the
+        ep ranks' tokens and reduce-scatters the experts' outputs
+        (TensorRT-LLM attention DP without its MNNVL all-to-all, the
+        allgather/reducescatter path of its fused MoE; SGLang's DP attention
+        without DeepEP): ep copies per token whatever the top-k, so for
+        top-1 routing ep times the all-to-all's bytes, the same for k = ep.
     """
 
     tp: jax.Array = dataclasses.field(default_factory=_one)
@@ -61,6 +69,7 @@ class Parallel:
     overlap: jax.Array = dataclasses.field(default_factory=_zero)
     imbalance: jax.Array = dataclasses.field(default_factory=_one)
     moe_ep: jax.Array = dataclasses.field(default_factory=_one)
+    moe_gather: jax.Array = dataclasses.field(default_factory=_zero)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -110,6 +110,8 @@ AXIS_KINDS = {
     **{k: AxisKind("parallel", _set(k), "", f"{k} degree") for k in ("tp", "pp", "ep", "dp", "sp", "microbatches")},
     "overlap": AxisKind("parallel", _set("overlap"), "", "fraction of communication hidden"),
     "moe_ep": AxisKind("parallel", _set("moe_ep"), "", "experts split over the tp chips (MoE TP = tp / moe_ep)"),
+    "moe_gather": AxisKind("parallel", _set("moe_gather"), "",
+                           "1: MoE tokens by all-gather/reduce-scatter, 0: all-to-all"),
     # workload numbers (jaxplat.workload.Workload)
     "batch": AxisKind("workload", _set("batch"), "seq", "sequences per replica"),
     "prompt": AxisKind("workload", _set("prompt"), "tok", "prompt tokens"),
