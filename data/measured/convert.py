@@ -26,8 +26,8 @@ from jaxplat.specs import builtin_names, units  # noqa: E402
 
 OUT = HERE / "calibration_rows.csv"
 HELDOUT = HERE / "heldout_rows.csv"
-COLUMNS = ["model", "hardware", "tp", "pp", "ep", "moe_ep", "moe_gather", "dp", "microbatches", "dtype", "prompt", "output",
-           "prompt_cv", "output_cv", "batch", "concurrency", "rate", "offline", "max_batch", "max_num_tokens",
+COLUMNS = ["model", "hardware", "tp", "pp", "ep", "moe_ep", "moe_gather", "dp", "microbatches", "dtype", "prompt",
+           "output", "prompt_cv", "output_cv", "batch", "concurrency", "rate", "offline", "max_batch", "max_num_tokens",
            "chunk", "kv_block", "mem_fraction", "prefill_first", "metric", "value", "engine", "source", "note"]
 
 # --- assumptions (each one lands in the rows' notes) -----------------------

@@ -266,8 +266,8 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     # cross the network in BF16 (NVIDIA Transformer Engine FP8 recipe; TensorRT-LLM/vLLM all-reduce BF16).
     bs = jnp.maximum(wl.bytes_act, 2.0) if opts.conv.wide_collectives else wl.bytes_act
     ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bs=bs, bw=wl.bytes_weight,
-               bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, moe_ep=par.moe_ep, sp=par.sp, imbalance=par.imbalance,
-               moe_gather=par.moe_gather, h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt, output=wl.output)
+               bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, moe_ep=par.moe_ep, sp=par.sp,
+               imbalance=par.imbalance, moe_gather=par.moe_gather, h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt, output=wl.output)
     ctx.h = ctx.ceil(model.heads / tp_attn)
     ctx.hk = jnp.maximum(ctx.ceil(model.kv_heads / tp_attn), 1.0)
     ctx.ep_stride = par.tp * par.sp

@@ -19,5 +19,5 @@ from jaxplat.specs.core import (
                                 resolve,
 )
 
-__all__ = ["SPEC_ROOT", "UNBOUNDED_SLO", "SpecError", "builtin_names", "check_keys", "dtype_name", "dtype_triple", "integer",
-           "number", "read_text", "read_yaml", "resolve", "units"]
+__all__ = ["SPEC_ROOT", "UNBOUNDED_SLO", "SpecError", "builtin_names", "check_keys", "dtype_name", "dtype_triple",
+           "integer", "number", "read_text", "read_yaml", "resolve", "units"]
