@@ -16,8 +16,9 @@ import numpy as np
 
 from jaxplat.cost import compute, efficiency, energy, memory, money
 from jaxplat.cost.collectives import SMOOTH_MIN_P, chips_available, table_comm_times
-from jaxplat.cost.operators import OpTable, build_table, microbatching, stage_counts
+from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
+from jaxplat.cost.stages import microbatching, stage_counts
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, chips, pytree_dataclass, replace
 from jaxplat.specs.units import DTYPES
 

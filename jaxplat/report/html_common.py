@@ -36,6 +36,7 @@ COLUMNS = {
     "hardware": ("chip", "", 1.0),
     "tp": ("TP", "", 1.0), "pp": ("PP", "", 1.0), "ep": ("EP", "", 1.0), "dp": ("DP", "", 1.0),
     "moe_ep": ("MoE EP (experts over the TP chips)", "", 1.0),
+    "moe_gather": ("MoE tokens by all-gather (1) or all-to-all (0)", "", 1.0),
     "sp": ("SP", "", 1.0), "microbatches": ("micro-batches", "", 1.0),
     "overlap": ("communication hidden", "%", 1e-2),
     "batch": ("batch", "seq", 1.0),
@@ -75,8 +76,8 @@ _METRIC_SUFFIXES = ("", "_s", "_tok_s")
 # meet (its requirement is the largest value that works): from the axes' kinds
 HARDWARE_AXES = {k for k, v in AXIS_KINDS.items() if v.group == "hardware"}
 LOWER_IS_BETTER = {k for k in HARDWARE_AXES if AXIS_KINDS[k].better == "less"}
-CATEGORICAL_AXES = {"model", "workload", "dtype", "weight_dtype", "kv_dtype", "tp", "pp", "ep", "moe_ep", "dp", "sp",
-                    "microbatches", "chips", "batch", "beams", "domain"}
+CATEGORICAL_AXES = {"model", "workload", "dtype", "weight_dtype", "kv_dtype", "tp", "pp", "ep", "moe_ep", "moe_gather",
+                    "dp", "sp", "microbatches", "chips", "batch", "beams", "domain"}
 
 SWEEP_COUNTERS = (  # summary key -> row label
     ("configurations", "configurations in the study"),

@@ -15,8 +15,9 @@ import numpy as np
 from jaxplat.cost import OpTable, build_table, evaluate, iteration_overhead, row_components, safe_div
 from jaxplat.cost.inference import pipeline_round
 from jaxplat.cost.memory import kv_read_mask
-from jaxplat.cost.operators import NUMERIC, microbatching
+from jaxplat.cost.operators import NUMERIC
 from jaxplat.cost.roofline import combine
+from jaxplat.cost.stages import microbatching
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.serving.settings import Serving
 
