@@ -1,6 +1,6 @@
 """Predicted vs measured on rows no calibration ever fits.
 
-`data/measured/heldout_rows.csv` (written by data/measured/convert.py), two
+`data/measured/heldout_rows.csv` (written by data/measured/convert.py), three
 sources:
   * trtllm_perf_overview_heldout.csv: the other columns of the TensorRT-LLM
     performance overview the fitted tables come from (same page, commit and
@@ -8,6 +8,8 @@ sources:
     Llama-3.1-405B on 8 H100 / 8 H200 (FP8) and 4 B200 / 4 GB200 (FP4),
     Qwen3-235B-A22B on 8 H100 / H200 (FP8) and 8 B200 (FP4), attention data
     parallel as the page's MoE options set (`enable_attention_dp`);
+  * trtllm_perf_overview_moe.csv: the page's MoE columns, Llama 4 Scout and
+    Maverick, Qwen3-30B-A3B (FP4 on B200 / GB200, FP8 on H100 / H200);
   * trtllm_v0.9_static_batch.csv: TensorRT-LLM v0.9.0's page, static batches
     (throughput at a fixed batch and fixed lengths, TTFT at batch 1) of
     Llama-2-7B, Llama-2-70B and Mixtral-8x7B on H200 / H100 (FP8) and A100
@@ -38,6 +40,7 @@ from jaxplat.report import table  # noqa: E402
 
 DATA = ROOT / "data" / "measured" / "heldout_rows.csv"
 TITLES = {"trtllm-perf-overview-heldout": "TensorRT-LLM 1.0 perf overview, offline max load",
+          "trtllm-perf-overview-moe": "TensorRT-LLM 1.0 perf overview, MoE models, offline max load",
           "trtllm-v0.9-static": "TensorRT-LLM v0.9.0 performance page, static batches"}
 METRIC_NAMES = {"throughput_tok_s": "output tokens/s", "ttft_s": "TTFT at batch 1", "tpot_s": "TPOT"}
 

@@ -33,8 +33,8 @@ def test_trtllm_bench_settings_by_hand(isl, osl, want):
 def test_shipped_rows_are_what_convert_writes():
     conv = _convert()
     rows = list(conv.trtllm_table(DATA / "trtllm_offline_throughput.csv"))
-    rows += list(conv.trtllm_table(DATA / "trtllm_perf_overview_moe.csv", source="trtllm-perf-overview-moe"))
     held = list(conv.trtllm_table(DATA / "trtllm_perf_overview_heldout.csv", source="trtllm-perf-overview-heldout"))
+    held += list(conv.trtllm_table(DATA / "trtllm_perf_overview_moe.csv", source="trtllm-perf-overview-moe"))
     held += list(conv.static_batch_table(DATA / "trtllm_v0.9_static_batch.csv"))
     for name, want, whole in (("calibration_rows.csv", rows, False), ("heldout_rows.csv", held, True)):
         shipped = list(csv.DictReader(open(DATA / name)))

@@ -101,13 +101,14 @@ def test_grouped_gemm_pays_a_row_tile_per_expert():
     # Qwen3-30B-A3B (128 experts, top-8, width 768, hidden 2048) decoding 64
     # sequences on one H100 (132 SMs, 128 x 128 x 64 tiles): 512 token copies
     # over the E (1 - (1 - 8/128)^64) = 125.94 experts they touch, 4.07 rows
-    # each. Each expert's GEMM pays a whole 128-row tile: up+gate (n = 1536,
-    # k = 2048) is 125.94 x 1 x 12 x 32 k-loop iterations in
-    # ceil(48,361 / 132) = 367 waves, so the useful share is
-    # 512 x 1536 x 2048 / (367 x 132 x 128 x 128 x 64) = 0.0317; one GEMM over
-    # all 512 rows (the old shape) would have paid 4 x 12 x 32 = 1,536
+    # each. Each expert's GEMM pays a whole row tile, 16 rows at this size
+    # (MoE kernels size it to the expert's tokens: vLLM fused_moe's 16-row
+    # blocks): up+gate (n = 1536, k = 2048) is 125.94 x 1 x 12 x 32 k-loop
+    # iterations in ceil(48,361 / 132) = 367 waves, so the useful share is
+    # 512 x 1536 x 2048 / (367 x 132 x 16 x 128 x 64) = 0.254; one GEMM over
+    # all 512 rows in 128-row tiles would have paid 4 x 12 x 32 = 1,536
     # iterations in 12 waves, 0.97.
-    from jaxplat.cost.efficiency import quantization
+    from jaxplat.cost.efficiency import grouped_tile_m, quantization, row_rates
     model, hw = jp.load_model("qwen3-30b-a3b"), jp.load_hardware("h100-sxm")
     wl = workload(batch=64, prompt=512, output=8)
     r = _rows(model, jp.Parallel(), wl, "decode")["experts_up_gate"]
@@ -116,13 +117,24 @@ def test_grouped_gemm_pays_a_row_tile_per_expert():
     assert (r["k"], r["n"]) == (2048.0, 1536.0)
     groups = r["f0"] / (2 * r["m"] * r["k"] * r["n"])
     assert groups == pytest.approx(touched, rel=1e-5)
-    q = float(quantization(r["m"], r["n"], r["k"], groups, hw))
+    tile = float(grouped_tile_m(r["m"], hw))
+    assert tile == 16.0
+    q = float(quantization(r["m"], r["n"], r["k"], groups, hw, tile_m=tile))
     waves = np.ceil(touched * 12 * 32 / 132)
     assert waves == 367
-    assert q == pytest.approx(512 * 1536 * 2048 / (waves * 132 * 128 * 128 * 64), rel=1e-4)
-    assert q == pytest.approx(0.0317, abs=5e-4)
+    assert q == pytest.approx(512 * 1536 * 2048 / (waves * 132 * 16 * 128 * 64), rel=1e-4)
     assert float(quantization(512.0, 1536.0, 2048.0, 1.0, hw)) == pytest.approx(
         512 * 1536 * 2048 / (12 * 132 * 128 * 128 * 64), rel=1e-4)
+    # the row's achieved FLOP/s carries that share: peak x efficiencies x q
+    t = build_table(model, jp.Parallel(), wl, "decode", jp.Options())
+    peak, _, _ = row_rates(t, hw, wl, jp.Options(), None)  # flat_peak: only the "flat" convention reads it
+    i = t.names.index("experts_up_gate")
+    dense = t.names.index("qkv")
+    q_dense = float(quantization(t.m[dense], t.n[dense], t.k[dense], 1.0, hw))
+    assert float(peak[i]) / float(peak[dense]) == pytest.approx(q * float(hw.eff_moe) / q_dense, rel=1e-4)
+    # the tile: the shortest power of two holding the rows, 16 to the chip's 128
+    assert [float(grouped_tile_m(x, hw)) for x in (1.0, 16.0, 17.0, 100.0, 128.0, 3000.0)] == \
+        [16.0, 16.0, 32.0, 128.0, 128.0, 128.0]
 
 
 def test_moe_gather_moves_ep_copies_of_every_token():

@@ -299,13 +299,13 @@ def mlperf_dstack(path, skipped):
 def main():
     skipped = []
     rows = list(trtllm_table(HERE / "trtllm_offline_throughput.csv"))
-    rows += list(trtllm_table(HERE / "trtllm_perf_overview_moe.csv", source="trtllm-perf-overview-moe"))
     rows += list(mlperf_dstack(HERE / "mlperf_v4.0-v5.0_and_dstack.csv", skipped))
     _write(OUT, rows)
     print(f"wrote {len(rows)} rows to {OUT.relative_to(ROOT)}; left out {len(skipped)}:", file=sys.stderr)
     for s in skipped:
         print(f"  {s}", file=sys.stderr)
     held = list(trtllm_table(HERE / "trtllm_perf_overview_heldout.csv", source="trtllm-perf-overview-heldout"))
+    held += list(trtllm_table(HERE / "trtllm_perf_overview_moe.csv", source="trtllm-perf-overview-moe"))
     held += list(static_batch_table(HERE / "trtllm_v0.9_static_batch.csv"))
     _write(HELDOUT, held)
     print(f"wrote {len(held)} held-out rows to {HELDOUT.relative_to(ROOT)}", file=sys.stderr)

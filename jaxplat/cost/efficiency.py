@@ -40,6 +40,7 @@ The profile's `Conventions.efficiency` "flat" (GenZ) keeps the three flat
 fractions and none of the rest.
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -76,7 +77,22 @@ def dtype_index(bytes_per_element):
     return jnp.array(idx, jnp.float32)[jnp.argmin(jnp.abs(widths - bytes_per_element))]
 
 
-def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False):
+# Shortest row tile of a grouped (MoE) GEMM: MoE kernels size their row tile
+# to the tokens each expert holds, 16 rows for decode (vLLM fused_moe's
+# default config, BLOCK_SIZE_M 16 while tokens <= experts, 64 beyond; tuned
+# configs and CUTLASS grouped-GEMM tactics run 16- to 128-row tiles).
+GROUPED_MIN_TILE_M = 16.0
+
+
+def grouped_tile_m(m, hw: Hardware):
+    """Row tile of a grouped GEMM whose groups hold m rows each: the shortest
+    power of two that holds them, between GROUPED_MIN_TILE_M and the chip's
+    tile_m (a discrete choice: no gradient flows through it)."""
+    m = jax.lax.stop_gradient(jnp.maximum(m, 1.0))
+    return jnp.clip(2.0 ** jnp.ceil(jnp.log2(m) - 1e-4), GROUPED_MIN_TILE_M, jnp.maximum(hw.tile_m, GROUPED_MIN_TILE_M))
+
+
+def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=None):
     """Useful share of the tensor-core work a GEMM pays for, in (0, 1].
 
     `groups` independent m x k x n GEMMs (attention heads) are cut into
@@ -86,8 +102,9 @@ def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False):
     the useful multiply-adds over the paid ones:
         m n k groups / (waves x units x tile_m tile_n tile_k).
     1 where the chip gives no structure (units = 0) or the row is no GEMM.
+    `tile_m`: [rows] row tiles to use instead of the chip's (grouped GEMMs).
     """
-    tm, tn, tk = hw.tile_m, hw.tile_n, hw.tile_k
+    tm, tn, tk = (hw.tile_m if tile_m is None else tile_m), hw.tile_n, hw.tile_k
     ok = (hw.units > 0) & (m * n * k > 0)
     ms, ns, ks = (jnp.where(ok, x, 1.0) for x in (m, n, k))
     units = jnp.where(ok, hw.units, 1.0)
@@ -138,7 +155,10 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     # lengths (serving.iteration_table), so their m, k, n are no one GEMM's
     # shape: their length dependence is the FLOPs and bytes, their kernels'
     # efficiency eff_attention.
-    q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth))
+    # The routed experts' grouped GEMMs size their row tile to each expert's
+    # tokens (grouped_tile_m); the others run the chip's tile.
+    tile_m = jnp.where(jnp.asarray(moe_mask(table)) > 0, grouped_tile_m(table.m, hw), hw.tile_m)
+    q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m))
     kind = kernel_kind(table, hw, opts)
     peak = gemm_peak(hw, dtype, width) * q * kind
     latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0)
@@ -150,5 +170,6 @@ def iteration_overhead(hw: Hardware, opts: Options):
     return 0.0 if opts.conv.efficiency == "flat" else hw.iteration_overhead
 
 
-__all__ = ["ATTENTION_PREFIXES", "MOE_PREFIXES", "attention_mask", "moe_mask", "dtype_index", "gemm_peak", "halvings",
+__all__ = ["ATTENTION_PREFIXES", "GROUPED_MIN_TILE_M", "MOE_PREFIXES", "attention_mask", "moe_mask", "dtype_index",
+           "gemm_peak", "grouped_tile_m", "halvings",
            "iteration_overhead", "kernel_kind", "quantization", "row_rates"]
