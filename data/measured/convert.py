@@ -109,19 +109,15 @@ def trtllm_bench_settings(model, hardware, dtype, tp, pp, isl, osl, fraction=TRT
     requests = fraction * (gib * tp * pp - engine_gib) / (per_token * (isl + osl))
     raw_bs = min(requests, 4096) / pp
     raw_tok = min(raw_bs * (1 + isl / osl), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tok < 4096:
-        tok = max(2048, 256 * math.ceil(raw_tok / 256))
-    elif raw_tok < 8192:
-        tok = 512 * math.ceil(raw_tok / 512)
-    else:
-        tok = 1024 * math.ceil(raw_tok / 1024)
+    bs = _round_up(raw_bs, ((256, 32), (1024, 128), (math.inf, 256)), least=64)
+    tok = _round_up(raw_tok, ((4096, 256), (8192, 512), (math.inf, 1024)), least=2048)
     return bs, max(tok, isl + bs)
+
+
+def _round_up(x, rungs, least):
+    """x rounded up to the step of the first (limit, step) rung it is under, at least `least`."""
+    step = next(step for limit, step in rungs if x < limit)
+    return max(least, step * math.ceil(x / step))
 
 
 def trtllm_table(path, source="trtllm-perf-overview"):
