@@ -45,3 +45,21 @@ def test_shipped_rows_are_what_convert_writes():
               if r["source"] == "trtllm-v0.9-static"}
     assert float(static[("llama-2-70b", "h100-sxm", 1024, 128, "throughput_tok_s")]["value"]) == 2 * 3214
     assert float(static[("llama-2-70b", "a100-80gb", 1, 2048, "ttft_s")]["value"]) == 0.2492
+
+
+def test_moe_gather_column(tmp_path):
+    # The attention-DP rows carry moe_gather 1 (Parallel.moe_gather); any
+    # other value than 0 or 1 is one line naming the file, row and column.
+    from jaxplat.design.measured import read_rows
+    from jaxplat.specs import SpecError
+    lines = open(DATA / "heldout_rows.csv").read().splitlines()
+    header = lines[0].split(",")
+    qwen = next(line for line in lines if line.startswith("qwen3-235b-a22b"))
+    assert read_rows(DATA / "heldout_rows.csv")[[ln for ln in lines[1:]].index(qwen)].par["moe_gather"] == 1.0
+    bad = qwen.split(",")
+    bad[header.index("moe_gather")] = "2"
+    path = tmp_path / "rows.csv"
+    path.write_text(lines[0] + "\n" + ",".join(bad) + "\n")
+    with pytest.raises(SpecError) as e:
+        read_rows(path)
+    assert str(e.value) == f"{path}: row 2: column moe_gather: 0 (all-to-all) or 1 (all-gather), got '2'"

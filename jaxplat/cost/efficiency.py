@@ -89,7 +89,8 @@ def grouped_tile_m(m, hw: Hardware):
     power of two that holds them, between GROUPED_MIN_TILE_M and the chip's
     tile_m (a discrete choice: no gradient flows through it)."""
     m = jax.lax.stop_gradient(jnp.maximum(m, 1.0))
-    return jnp.clip(2.0 ** jnp.ceil(jnp.log2(m) - 1e-4), GROUPED_MIN_TILE_M, jnp.maximum(hw.tile_m, GROUPED_MIN_TILE_M))
+    pow2 = 2.0 ** jnp.ceil(jnp.log2(m) - 1e-4)  # 1e-4: a float rounding above a power of two stays in it
+    return jnp.clip(pow2, GROUPED_MIN_TILE_M, jnp.maximum(hw.tile_m, GROUPED_MIN_TILE_M))
 
 
 def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=None):
@@ -171,5 +172,4 @@ def iteration_overhead(hw: Hardware, opts: Options):
 
 
 __all__ = ["ATTENTION_PREFIXES", "GROUPED_MIN_TILE_M", "MOE_PREFIXES", "attention_mask", "moe_mask", "dtype_index",
-           "gemm_peak", "grouped_tile_m", "halvings",
-           "iteration_overhead", "kernel_kind", "quantization", "row_rates"]
+           "gemm_peak", "grouped_tile_m", "halvings", "iteration_overhead", "kernel_kind", "quantization", "row_rates"]

@@ -207,7 +207,8 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     bs = jnp.maximum(wl.bytes_act, 2.0) if opts.conv.wide_collectives else wl.bytes_act
     ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bs=bs, bw=wl.bytes_weight,
                bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, moe_ep=par.moe_ep, sp=par.sp,
-               imbalance=par.imbalance, moe_gather=par.moe_gather, h=None, hk=None, b=b, beams=wl.beams, prompt=wl.prompt, output=wl.output)
+               imbalance=par.imbalance, moe_gather=par.moe_gather, h=None, hk=None, b=b, beams=wl.beams,
+               prompt=wl.prompt, output=wl.output)
     ctx.h = ctx.ceil(model.heads / tp_attn)
     ctx.hk = jnp.maximum(ctx.ceil(model.kv_heads / tp_attn), 1.0)
     ctx.ep_stride = par.tp * par.sp
@@ -453,8 +454,8 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         # A grouped GEMM is one GEMM per touched expert, each over its own
         # tokens (CUTLASS grouped GEMM, TensorRT-LLM/vLLM fused MoE): its
         # rows are the tokens per expert (mean field: routed / touched), so
-        # tile quantization pays ceil(m_e / tile_m) row tiles per expert
-        # (efficiency.quantization reads groups = f / (2 m k n) = touched).
+        # tile quantization pays whole row tiles per expert, tiles sized to
+        # m_e (efficiency.grouped_tile_m; groups = f / (2 m k n) = touched).
         m_e = routed / jnp.maximum(touched, 1e-6)
         r.add("experts_up_gate", "moe", "moe", f=(2.0 * routed * D * fi * width, 0.0),
               a=(routed * D * ctx.ba, 0.0), w=(touched * fi * per_expert, 0.0),
