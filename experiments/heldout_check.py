@@ -67,9 +67,9 @@ def main(argv=None):
     m = np.array([r.value for r in rows])
     ratio = p / m
     if args.rows:
-        print(table(["model", "chips", "dtype", "ISL/OSL", "measured", "predicted", "ratio"],
-                    [[r.model, f"{_par(r)} {r.hardware}", _dtype(r), f"{r.prompt:.0f}/{r.output:.0f}",
-                      f"{r.value:.4g}", f"{q:.4g}", f"{x:.2f}"] for r, q, x in zip(rows, p, ratio)], "lllrrrr"))
+        print(table(["model", "chips", "dtype", "ISL/OSL", "metric", "measured", "predicted", "ratio"],
+                    [[r.model, f"{_par(r)} {r.hardware}", _dtype(r), f"{r.prompt:.0f}/{r.output:.0f}", r.metric,
+                      f"{r.value:.4g}", f"{q:.4g}", f"{x:.2f}"] for r, q, x in zip(rows, p, ratio)], "llllrrrr"))
         print()
     for (source, metric), which in _by(rows, lambda r: (r.source, r.metric)).items():
         out = []
@@ -94,6 +94,7 @@ def _by(rows, key) -> dict:
     for i, r in enumerate(rows):
         out.setdefault(key(r), []).append(i)
     return out
+
 
 if __name__ == "__main__":
     main()

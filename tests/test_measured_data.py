@@ -55,7 +55,7 @@ def test_moe_gather_column(tmp_path):
     lines = open(DATA / "heldout_rows.csv").read().splitlines()
     header = lines[0].split(",")
     qwen = next(line for line in lines if line.startswith("qwen3-235b-a22b"))
-    assert read_rows(DATA / "heldout_rows.csv")[[ln for ln in lines[1:]].index(qwen)].par["moe_gather"] == 1.0
+    assert read_rows(DATA / "heldout_rows.csv")[lines[1:].index(qwen)].par["moe_gather"] == 1.0
     bad = qwen.split(",")
     bad[header.index("moe_gather")] = "2"
     path = tmp_path / "rows.csv"

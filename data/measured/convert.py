@@ -22,7 +22,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 from jaxplat.model import Parallel, load_hardware, load_model  # noqa: E402
 from jaxplat.model.architecture import param_count  # noqa: E402
-from jaxplat.specs import builtin_names, units  # noqa: E402
+from jaxplat.specs import builtin_names, dtype_triple, units  # noqa: E402
 
 OUT = HERE / "calibration_rows.csv"
 HELDOUT = HERE / "heldout_rows.csv"
@@ -103,7 +103,8 @@ def trtllm_bench_settings(model, hardware, dtype, tp, pp, isl, osl, fraction=TRT
     """
     m = load_model(model)
     gib = float(load_hardware(hardware).mem_size[0]) / 2**30  # nvml total memory, GiB (bench/build/utils.py)
-    w, kv = (units.BYTES_PER_ELEMENT[d] for d in (dtype.split("/")[0], dtype.split("/")[-1]))
+    d = dtype_triple("trtllm_bench_settings", dtype)
+    w, kv = units.BYTES_PER_ELEMENT[d["weights"]], units.BYTES_PER_ELEMENT[d["kv"]]
     engine_gib = float(param_count(m)) * w / 2**30
     per_token = 2 * float(m.layers) * max(tp, float(m.kv_heads)) * float(m.head_dim) * kv / 2**30
     requests = fraction * (gib * tp * pp - engine_gib) / (per_token * (isl + osl))
@@ -154,10 +155,9 @@ def static_batch_table(path, source="trtllm-v0.9-static"):
         thr = r["metric"] == "throughput"
         value = float(r["value"]) * tp if thr else float(r["value"]) / 1000.0
         yield _row(model=r["model"], hardware=r["gpu"], tp=tp, pp=1, ep=1, moe_ep=1, moe_gather=0, dp=1,
-                   microbatches=1,
-                   dtype=r["dtype"], prompt=int(r["isl"]), output=int(r["osl"]), prompt_cv=0, output_cv=0,
-                   batch=int(r["batch"]), metric="throughput_tok_s" if thr else "ttft_s", value=f"{value:.6g}",
-                   engine="trtllm-0.9", source=source,
+                   microbatches=1, dtype=r["dtype"], prompt=int(r["isl"]), output=int(r["osl"]), prompt_cv=0,
+                   output_cv=0, batch=int(r["batch"]), metric="throughput_tok_s" if thr else "ttft_s",
+                   value=f"{value:.6g}", engine="trtllm-0.9", source=source,
                    note="static batch (gptSessionBenchmark), assumed from the page's commands")
 
 
@@ -282,9 +282,8 @@ def mlperf_dstack(path, skipped):
         prefill_first = int(kind == "closed" and engine in ("vllm", "sglang"))
         src = "dstack" if kind == "closed" else re.search(r"(v\d\.\d)", scenario).group(1)
         yield _row(model=model, hardware=hw, tp=tp, pp=pp, ep=ep, moe_ep=moe_ep, moe_gather=gather, dp=dp,
-                   microbatches=pp,
-                   dtype=dtype, prompt=prompt, output=output, prompt_cv=pcv, output_cv=ocv, max_batch=mb,
-                   max_num_tokens=e["max_num_tokens"], chunk=e["chunk"], kv_block=e["kv_block"],
+                   microbatches=pp, dtype=dtype, prompt=prompt, output=output, prompt_cv=pcv, output_cv=ocv,
+                   max_batch=mb, max_num_tokens=e["max_num_tokens"], chunk=e["chunk"], kv_block=e["kv_block"],
                    mem_fraction=0.9, prefill_first=prefill_first, metric=metric, value=f"{value:.6g}",
                    engine=(_on_rocm(_release(engine, r["framework"]), hw) if kind == "closed" else
                            _mlperf_engine(engine, hw)),

@@ -27,6 +27,7 @@ from jaxplat.model import (
     PROFILES,
     Options,
     Parallel,
+    dtype_fields,
     load_hardware,
     load_model,
     load_workload,
@@ -110,10 +111,7 @@ def _overrides(wl, args):
     if args.imbalance < 1.0:
         raise SpecError(f"--imbalance must be >= 1 (1 = perfectly balanced), got {args.imbalance}")
     if args.dtype:
-        d = dtype_triple("--dtype", args.dtype)
-        b = {k: units.BYTES_PER_ELEMENT[v] for k, v in d.items()}
-        changes.update(bytes_weight=b["weights"], bytes_act=b["activations"], bytes_kv=b["kv"],
-                       compute_dtype=float(units.DTYPES.index(d["activations"])))
+        changes.update(dtype_fields(dtype_triple("--dtype", args.dtype)))
     return replace(wl, **changes) if changes else wl
 
 

@@ -40,7 +40,7 @@ from jaxplat.model.parallel import Parallel, chips, stage_chips
 from jaxplat.model.pytree import as_f32, pytree_dataclass, replace, static
 from jaxplat.model.technology import Technology, load_technology, technology_from_dict
 from jaxplat.model.workload import Workload
-from jaxplat.model.workload_spec import load_workload, workload_from_dict
+from jaxplat.model.workload_spec import dtype_fields, load_workload, workload_from_dict
 
 __all__ = ["ATTENTION_KINDS", "SSM_KINDS", "attention_layers", "ffn_layers", "ssm_conv_channels", "ssm_in_width",
            "ssm_params", "ssm_state_elements", "CONVENTIONS", "EFFICIENCY_PARAMS", "Calibration", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS",
@@ -50,4 +50,4 @@ __all__ = ["ATTENTION_KINDS", "SSM_KINDS", "attention_layers", "ffn_layers", "ss
            "select_calibration", "engine_parts",
            "load_technology", "load_workload", "local_keys", "local_pairs", "local_tokens", "model_from_config", "moe_layers", "network_level_names",
            "param_count", "pytree_dataclass", "replace", "stage_chips", "static", "technology_from_dict",
-           "workload_from_dict"]
+           "workload_from_dict", "dtype_fields"]

@@ -25,10 +25,17 @@ def workload_from_dict(d: dict, src="workload") -> Workload:
     return as_f32(
         Workload, batch=number(src, "batch", d["batch"]), prompt=number(src, "prompt", d["prompt"]),
         output=number(src, "output", d["output"]), beams=number(src, "beams", d.get("beams", 1)),
-        bytes_weight=BYTES_PER_ELEMENT[dts["weights"]], bytes_act=BYTES_PER_ELEMENT[dts["activations"]],
-        bytes_kv=BYTES_PER_ELEMENT[dts["kv"]], compute_dtype=float(DTYPES.index(dts["activations"])),
+        **dtype_fields(dts),
         ttft_slo=number(src, "slo.ttft", slo.get("ttft", UNBOUNDED_SLO)),
         tpot_slo=number(src, "slo.tpot", slo.get("tpot", UNBOUNDED_SLO)))
+
+
+def dtype_fields(dts: dict) -> dict:
+    """{weights, activations, kv} dtype names -> the `Workload` fields they
+    set: bytes per element of each, and the GEMMs' compute dtype (the
+    activations', an index into units.DTYPES)."""
+    return dict(bytes_weight=BYTES_PER_ELEMENT[dts["weights"]], bytes_act=BYTES_PER_ELEMENT[dts["activations"]],
+                bytes_kv=BYTES_PER_ELEMENT[dts["kv"]], compute_dtype=float(DTYPES.index(dts["activations"])))
 
 
 def load_workload(name_or_path) -> Workload:
