@@ -231,8 +231,9 @@ def test_pipeline_prefill_and_decode_by_hand(llama70b, h100):
     bare = replace(llama70b, layers=0.0, dense_layers=0.0)
     emb = jp.evaluate(bare, h100, jp.Parallel(tp=4), replace(wl, batch=ub))
     beta, alpha = 450e9 * float(h100.eff_network), 1e-6  # stages 4 ranks apart: both in one 8-GPU NVLink node
-    send_pre = alpha + ub * 512 * 8192 * 2 / beta
-    send_dec = alpha + ub * 8192 * 2 / beta
+    lat = float(h100.collective_latency)  # each send is a call (efficiency.collective_latency)
+    send_pre = alpha + lat + ub * 512 * 8192 * 2 / beta
+    send_dec = alpha + lat + ub * 8192 * 2 / beta
     P, E = float(one.ttft), float(emb.ttft)
     stage = (P - E) / 2 + E + send_pre
     pp = jp.evaluate(llama70b, h100, jp.Parallel(tp=4, pp=2, microbatches=4), wl)

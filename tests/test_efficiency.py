@@ -88,6 +88,27 @@ def test_latencies_counted_by_hand(h100, llama8b_evals):
     np.testing.assert_allclose(got.tpot - base.tpot, kernels * tau + ovh, rtol=1e-3)
 
 
+def test_collective_latency_counted_by_hand(h100):
+    # Llama-3.1-8B over 2 and 8 chips of tensor parallelism (Megatron): two
+    # all-reduces per layer (attention out, MLP down) x 32 layers, plus the
+    # vocabulary-parallel embedding's all-reduce and the LM head's gather of
+    # the logits: 66 collective calls a pass, each paying the fixed cost once
+    # whatever the group; on one chip there are none.
+    model = jp.load_model("llama-3.1-8b")
+    wl = workload_from_dict({"batch": 8, "prompt": 1024, "output": 64})
+    tau = 1e-5
+    for tp, calls in ((1, 0), (2, 66), (8, 66)):
+        run = lambda c: jax.device_get(jp.evaluate(model, replace(h100, collective_latency=c),  # noqa: E731
+                                                   jp.Parallel(tp=tp), wl))
+        base, got = run(0.0), run(tau)
+        np.testing.assert_allclose(got.ttft - base.ttft, calls * tau, rtol=1e-3, atol=1e-9)
+        np.testing.assert_allclose(got.tpot - base.tpot, calls * tau, rtol=1e-3, atol=1e-9)
+    # the GenZ profile keeps its own 5 us per collective and none of this
+    genz = jp.Options(profile="genz")
+    a, b = (jp.evaluate(model, replace(h100, collective_latency=c), jp.Parallel(tp=2), wl, genz) for c in (0.0, tau))
+    assert float(a.tpot) == float(b.tpot)
+
+
 def test_genz_profile_keeps_flat_efficiency(h100, llama7b, chatbot):
     opts = jp.Options(profile="genz")
     shaped = replace(h100, eff_narrow=0.5, eff_attention=0.5, kernel_latency=1e-4, iteration_overhead=1e-2,

@@ -156,3 +156,23 @@ def test_moe_gather_moves_ep_copies_of_every_token():
     assert payloads("llama-4-maverick", 1.0) == pytest.approx([327_680, 655_360], rel=1e-6)
     assert payloads("qwen3-235b-a22b", 1.0) == pytest.approx(payloads("qwen3-235b-a22b", 0.0), rel=1e-6)
     assert payloads("qwen3-235b-a22b", 1.0) == pytest.approx([8 * 8 * 4096, 2 * 8 * 8 * 4096], rel=1e-6)
+
+
+def test_expert_weights_stream_at_their_own_efficiency():
+    """Mixtral-8x7B decoding one sequence on 2 H100s (FP8): each layer reads
+    the two experts it routes to, 2 x 3 x 4096 x 14336 bytes, half on each
+    chip: 5.64 GB per chip per step over 32 layers, memory-bound. Halving
+    `moe_memory` adds that stream's time once more (at eff_memory of the
+    HBM's 3.35 TB/s); `moe` (the grouped GEMMs' compute) leaves this
+    memory-bound step alone."""
+    from jaxplat.model import replace
+    model, hw = jp.load_model("mixtral-8x7b"), jp.load_hardware("h100-sxm")
+    wl = workload(batch=1, prompt=512, output=64, dtype="fp8")
+    par = jp.Parallel(tp=2)
+
+    def tpot(**kw):
+        return float(jp.evaluate(model, replace(hw, **kw), par, wl).tpot)
+    stream = 32 * 2 * 3 * 4096 * 14336 / 2 / (3.35e12 * float(hw.eff_memory))
+    base = tpot(eff_moe=1.0, eff_moe_memory=1.0)
+    assert tpot(eff_moe=1.0, eff_moe_memory=0.5) - base == pytest.approx(stream, rel=1e-2)
+    assert tpot(eff_moe=0.5, eff_moe_memory=1.0) == pytest.approx(base, rel=1e-6)

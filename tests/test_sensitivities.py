@@ -117,7 +117,7 @@ def test_derivatives_finite_and_match_finite_differences(model_name, profile, sm
         assert err[worst] <= 0, (f"tp={tp:g} d log {FIELDS[worst[1]]} / d log {labels[worst[0]]}: "
                                  f"autodiff {g[t][worst]:.5f}, finite difference {fd[t][worst]:.5f}")
         # Not vacuous: decode is memory bound here, and capex drives the cost.
-        assert g[t, labels.index("mem_bw[0]"), FIELDS.index("tpot")] < -0.3
+        assert g[t, labels.index("mem_bw[0]"), FIELDS.index("tpot")] < -0.2
         assert g[t, labels.index("price"), FIELDS.index("cost_per_mtok_usd")] > 0.3
     if rev is not None:
         assert np.isfinite(rev).all()
@@ -135,9 +135,10 @@ def test_elasticities_of_reported_case_are_finite():
     smooth_rows = [i for i, lab in enumerate(labels) if not lab.startswith("net_domain") and lab not in STAIRCASES]
     # ±1% steps: truncation ~(0.01)²·f''' and a roofline row crossing within the step; 1e-2 bounds both here.
     np.testing.assert_allclose(grad[smooth_rows], fd[smooth_rows], atol=1e-2)
-    # decode is memory bound: -0.40 with the shipped calibration (each kernel's
-    # fixed latency takes part of the step), below -0.5 without it
-    assert grad[labels.index("mem_bw[0]"), metrics.index("tpot")] < -0.3
+    # decode is memory bound: -0.28 with the shipped calibration (each kernel's
+    # and each collective call's fixed latency take part of the step), below
+    # -0.5 without them
+    assert grad[labels.index("mem_bw[0]"), metrics.index("tpot")] < -0.2
 
 
 def test_json_text_is_strict():

@@ -45,7 +45,8 @@ def setup():
     # compare two models of one chip, not the shipped calibration, which a refit moves.
     model = jp.load_model("llama-3.1-8b")
     hw = replace(jp.load_hardware("h100-sxm"), eff_compute=0.7, eff_memory=0.8, eff_network=0.8, eff_narrow=1.0,
-                 eff_attention=1.0, eff_moe=1.0, kernel_latency=0.0, iteration_overhead=0.0)
+                 eff_attention=1.0, eff_moe=1.0, kernel_latency=0.0, iteration_overhead=0.0,
+                 sequence_overhead=0.0)
     # zero load, moderate load (whole prompts), moderate load (chunked, 256-token budget)
     rates, chunks = jnp.array([1e-3, 30.0, 30.0]), jnp.array([0.0, 0.0, 256.0])
     # The loaded cases average SEEDS independent runs of 512 requests: one

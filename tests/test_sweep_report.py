@@ -51,7 +51,7 @@ def interrupted(tmp_path_factory):
     cal = tmp / "flat.yaml"
     cal.write_text(yaml.safe_dump({"parameters": {
         "compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 1.0, "attention": 1.0, "moe": 1.0,
-        "kernel_latency": 0.0, "iteration_overhead": 0.0}}))
+        "kernel_latency": 0.0, "iteration_overhead": 0.0, "sequence_overhead": 0.0}}))
     argv = ["sweep", str(path), "--out", str(out), "--no-cache", "--devices", "1", "--calibration", str(cal)]
     mp = pytest.MonkeyPatch()
     write, calls = search.Result._write, []

@@ -21,10 +21,14 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
   * the kind of kernel: attention (FlashAttention, paged decode attention)
     reaches `eff_attention` of what GEMMs reach, on compute and bandwidth,
     and the routed experts' grouped GEMMs (many small GEMMs of uneven size,
-    block-scaled FP8 weights) `eff_moe`;
+    block-scaled FP8 weights) `eff_moe` on compute, `eff_moe_memory` on
+    their memory time;
   * fixed costs: `kernel_latency` seconds per GEMM or attention kernel
     (launch, prologue and epilogue, the drain of its pipeline), added to
-    both its compute and memory time, so to its roofline time.
+    both its compute and memory time, so to its roofline time;
+  * the host: `sequence_overhead` seconds of CPU per running sequence per
+    engine iteration (`host_time`), which the GPU step hides up to its own
+    length.
 Every parameter is a named field of `Hardware` (the `efficiency:` and
 `compute:` blocks of a hardware spec, jaxplat.model.efficiency_spec), traced,
 so a sweep varies it and calibration (jaxplat.design.calibration) fits it by
@@ -110,21 +114,24 @@ def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=Non
     ms, ns, ks = (jnp.where(ok, x, 1.0) for x in (m, n, k))
     units = jnp.where(ok, hw.units, 1.0)
     fit = 1.0 - 1e-5  # mean-field shapes (fractional batches) land a rounding error above a whole tile
-    iters = groups * fold_count(ms / tm * fit, smooth) * fold_count(ns / tn * fit, smooth) * fold_count(ks / tk * fit, smooth)
+    iters = (groups * fold_count(ms / tm * fit, smooth) * fold_count(ns / tn * fit, smooth)
+             * fold_count(ks / tk * fit, smooth))
     paid = wave_count(iters * fit, units, smooth) * units * tm * tn * tk
     return jnp.where(ok, jnp.clip(ms * ns * ks * groups / paid, 1e-6, 1.0), 1.0)
 
 
-def kernel_kind(table: OpTable, hw: Hardware, opts: Options):
+def kernel_kind(table: OpTable, hw: Hardware, opts: Options, memory: bool = False):
     """[rows] efficiency of each row's kernel relative to a dense GEMM's:
     eff_attention for the attention kernel's rows, eff_moe for the routed
-    experts' grouped GEMMs, 1 for the rest (1 everywhere under the "flat"
-    convention). Tensor cores (row_rates) and systolic arrays
-    (compute.row_compute_times) both derate by it."""
+    experts' grouped GEMMs (eff_moe_memory on their memory time, `memory`
+    static: a grouped GEMM that streams its experts' weights loses less
+    than one that computes small, uneven tiles), 1 for the rest (1
+    everywhere under the "flat" convention). Tensor cores (row_rates) and
+    systolic arrays (compute.row_compute_times) both derate by it."""
     if opts.conv.efficiency == "flat":
         return jnp.ones(len(table.names), jnp.float32)
     attn, moe = (jnp.asarray(mask(table)) > 0 for mask in (attention_mask, moe_mask))
-    return jnp.where(attn, hw.eff_attention, jnp.where(moe, hw.eff_moe, 1.0))
+    return jnp.where(attn, hw.eff_attention, jnp.where(moe, hw.eff_moe_memory if memory else hw.eff_moe, 1.0))
 
 
 def gemm_peak(hw: Hardware, dtype, bytes_per_element):
@@ -160,10 +167,9 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     # tokens (grouped_tile_m); the others run the chip's tile.
     tile_m = jnp.where(jnp.asarray(moe_mask(table)) > 0, grouped_tile_m(table.m, hw), hw.tile_m)
     q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m))
-    kind = kernel_kind(table, hw, opts)
-    peak = gemm_peak(hw, dtype, width) * q * kind
+    peak = gemm_peak(hw, dtype, width) * q * kernel_kind(table, hw, opts)
     latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0)
-    return peak, 1.0 / kind, latency
+    return peak, 1.0 / kernel_kind(table, hw, opts, memory=True), latency
 
 
 def iteration_overhead(hw: Hardware, opts: Options):
@@ -171,5 +177,43 @@ def iteration_overhead(hw: Hardware, opts: Options):
     return 0.0 if opts.conv.efficiency == "flat" else hw.iteration_overhead
 
 
-__all__ = ["ATTENTION_PREFIXES", "GROUPED_MIN_TILE_M", "MOE_PREFIXES", "attention_mask", "moe_mask", "dtype_index",
-           "gemm_peak", "grouped_tile_m", "halvings", "iteration_overhead", "kernel_kind", "quantization", "row_rates"]
+def collective_latency(hw: Hardware, opts: Options):
+    """Seconds each collective call costs beyond its α-β time (0 with "flat").
+
+    The link latency α of a spec (0.25 µs on NVLink) is the wire's; a call
+    also launches a kernel and waits for every rank to reach it (the flags
+    of TensorRT-LLM's one-shot all-reduce, NCCL's protocol handshakes):
+    nccl-tests' 8-GPU all-reduce bottoms out near 10-20 µs for small messages
+    on NVSwitch, not at 7 α.
+    """
+    return 0.0 if opts.conv.efficiency == "flat" else hw.collective_latency
+
+
+# The host the fitted TensorRT-LLM rows ran on: DGX H100 / DGX H200, two
+# Intel Xeon Platinum 8480C, 3.8 GHz maximum turbo (NVIDIA DGX H100 datasheet;
+# Intel ARK). `sequence_overhead` is host time on it.
+REFERENCE_HOST_CLOCK_HZ = 3.8e9
+
+
+def host_time(hw: Hardware, opts: Options, sequences):
+    """Host CPU seconds of one engine iteration over `sequences` running
+    sequences on one scheduler process (0 with "flat").
+
+    An in-flight batching engine does per-request work on the host every
+    iteration: schedule it, build its positions and block tables, sample and
+    check its stop criteria, hand back its token (TensorRT-LLM's PyTorch
+    executor and SGLang run this in Python). It scales with the sequences,
+    and with the inverse of the host's single-thread speed, taken here as its
+    maximum clock (same-vintage server cores; IPC differences are not
+    modelled). Engines with an overlap scheduler run it while the GPU runs
+    the previous step (serving.iteration.iteration_time takes the max).
+    """
+    if opts.conv.efficiency == "flat":
+        return 0.0
+    clock = jnp.where(hw.host_clock_hz > 0, hw.host_clock_hz, REFERENCE_HOST_CLOCK_HZ)
+    return hw.sequence_overhead * (REFERENCE_HOST_CLOCK_HZ / clock) * sequences
+
+
+__all__ = ["ATTENTION_PREFIXES", "GROUPED_MIN_TILE_M", "MOE_PREFIXES", "REFERENCE_HOST_CLOCK_HZ", "attention_mask",
+           "collective_latency", "dtype_index", "gemm_peak", "grouped_tile_m", "halvings", "host_time",
+           "iteration_overhead", "kernel_kind", "moe_mask", "quantization", "row_rates"]

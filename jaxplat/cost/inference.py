@@ -137,6 +137,10 @@ def tables_comm_times(tables, hw: Hardware, opts: Options, p=None) -> tuple:
     groups = sum((_comm_groups(t, i) for i, t in enumerate(tables)), ())
     comm = table_comm_times(kinds, cat("comm_n"), cat("comm_b"), hw, opts.conv.collectives == "genz", p_min,
                             cat("comm_s"), groups)
+    # Each collective call's fixed cost beyond its α-β time (its kernel's
+    # launch, the ranks' flag barrier: efficiency.collective_latency).
+    calls = jnp.asarray(np.array([bool(k) for k in kinds], np.float32)) * (cat("comm_n") > 1.0)
+    comm = comm + calls * efficiency.collective_latency(hw, opts)
     ends = np.cumsum([len(t.comm_kinds) for t in tables])[:-1]
     return tuple(jnp.split(comm, ends))
 

@@ -44,7 +44,7 @@ from jaxplat.serving import capacity, closed_loop, queueing
 # Upper values no real kernel exceeds on these chips (clock throttling at TDP,
 # DRAM refresh and page switches, protocol overheads).
 PHYSICAL_MAX = {"compute": 0.9, "memory": 0.92, "network": 0.9, "narrow_dtype": 1.0, "narrow_fp4": 1.0,
-                "attention": 1.0, "moe": 1.0}
+                "attention": 1.0, "moe": 1.0, "moe_memory": 1.0}
 # Bounds of the fit (log space): the efficiencies stop at their physical
 # maximum, so a fit cannot ship an unphysical value; one that presses
 # against a bound (`at_bound`) says the model lacks something, not that the
@@ -56,9 +56,12 @@ BOUNDS = {
     "narrow_dtype": (0.3, 1.0),     # 8-bit kernels relative to 16-bit ones
     "narrow_fp4": (0.3, 1.0),       # FP4 kernels relative to FP8 ones
     "attention": (0.1, 1.0),        # attention kernels relative to GEMMs
-    "moe": (0.05, 1.0),             # routed experts' grouped GEMMs relative to dense GEMMs
+    "moe": (0.05, 1.0),             # routed experts' grouped GEMMs relative to dense GEMMs (compute)
+    "moe_memory": (0.05, 1.0),      # the same, streaming the experts' weights
     "kernel_latency": (1e-7, 1e-4),  # s per GEMM/attention kernel (launch ~2-5 us without graphs)
     "iteration_overhead": (1e-5, 0.05),  # s per engine iteration (scheduling, sampling)
+    "collective_latency": (1e-7, 1e-4),  # s per collective call (nccl-tests small messages: ~10-20 us)
+    "sequence_overhead": (1e-7, 2e-4),  # host s per sequence per iteration (C++ ~1 us, Python ~10-100 us)
 }
 # Share of a bound's log range within which a fitted value counts as at the
 # bound: the sigmoid's slope there is under 1% of its peak, so the fit can
@@ -66,16 +69,20 @@ BOUNDS = {
 AT_BOUND = 0.01
 # Where a fit starts: inside every bound (a sigmoid at its bound has no
 # gradient), at typical values (dense GEMMs ~70% of peak, HBM ~80%, launch
-# latency of a graph-captured kernel ~2 us, a scheduler step ~1 ms).
+# latency of a graph-captured kernel ~2 us, a scheduler step ~1 ms). The host's
+# time per sequence starts at 40 us, above an 8B model's GPU time per decoded
+# sequence (~30 us on H100): where the GPU step is longer the max() that
+# overlaps them has no gradient in it, so a fit started below would stay put.
 START = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 0.9, "narrow_fp4": 0.9, "attention": 0.8,
-         "moe": 0.8, "kernel_latency": 2e-6, "iteration_overhead": 1e-3}
+         "moe": 0.8, "moe_memory": 0.8, "kernel_latency": 2e-6, "iteration_overhead": 1e-3,
+         "sequence_overhead": 4e-5, "collective_latency": 5e-6}
 # Loads whose rows the fit uses by default. Poisson-load latencies are left
 # to check it: measured at the highest rate the SLOs allow, they sit where
 # latency diverges, so they test capacity (the offline rows do that) with a
 # loss that jumps as the load crosses the model's stability edge.
 FIT_LOADS = ("offline", "concurrency", "batch")
-DEFAULT_FIT = ("compute", "memory", "narrow_dtype", "narrow_fp4", "attention", "moe", "kernel_latency",
-               "iteration_overhead")
+DEFAULT_FIT = ("compute", "memory", "narrow_dtype", "narrow_fp4", "attention", "moe", "moe_memory", "kernel_latency",
+               "iteration_overhead", "sequence_overhead", "collective_latency")
 # Per-engine parameters (`--engine-fit`) are fitted as factors on the global
 # value, "name@engine": 1 is the reference engine the global values describe
 # (an engine with no rows in a fit keeps it), below 1 a less tuned one. A
@@ -89,6 +96,10 @@ ENGINE_TIME_FACTOR_BOUNDS = (0.05, 1000.0)
 # At 1 the reference's 45 us moves a decode step by under 0.2%: too little a
 # slope for the fit to leave from. Other factors start at 1.
 ENGINE_START = {"iteration_overhead": 10.0}
+# Parameters whose rows' gradient vanishes where they lose a max(): `fit` scans
+# each over SCAN_POINTS log-spaced values of its bounds after descending.
+SCANNED = ("sequence_overhead",)
+SCAN_POINTS = 13  # a factor 1.9 apart over (1e-7, 2e-4) s
 HUBER_DELTA = 0.1  # |log ratio| where the loss turns linear (~10%)
 RIDGE = 1e-7       # pull of z towards its start (keeps unidentified parameters put; far below the data)
 OPTS = Options()
@@ -377,41 +388,60 @@ def fit(pred: Predictor, weights=None, steps: int = 40, start=None, log=None):
         used = w > 0  # rows left out may predict inf (an unstable load): keep them out of the sum
         g = dp[used] @ j[used] + 2.0 * RIDGE * (zz - np.asarray(z0))
         return value + RIDGE * float(np.sum((zz - np.asarray(z0)) ** 2)), jnp.asarray(g, jnp.float32)
-    # optax's L-BFGS direction; the line search runs here on the host, since
-    # the predictions are compiled programs called one group at a time.
-    opt = optax.scale_by_lbfgs()
-    z, state = z0, opt.init(z0)
-    history = []
-    for i in range(steps):
-        value, grad = loss_and_grad(z)
-        history.append(value)
-        if log:
-            log(i, value)
-        direction, state = opt.update(grad, state, z)
-        slope = float(jnp.dot(grad, direction))
-        if not slope > 0:  # not a descent direction: fall back to the gradient
-            direction, slope = grad, float(jnp.dot(grad, grad))
-        # Armijo backtracking from a unit step, then doubling while the loss
-        # keeps falling: where the Huber loss is linear its curvature is nil,
-        # L-BFGS falls back to the raw gradient, and a unit step would crawl.
-        step, best = 1.0, None
-        for _ in range(12):
-            trial_loss = loss(z - step * direction)
-            if trial_loss <= value - 1e-4 * step * slope:
-                best = (step, trial_loss)
-                break
-            step *= 0.5
-        if best is None:
-            break  # no decrease along the direction: converged as far as float32 allows
-        if step == 1.0:
-            for _ in range(10):
-                bigger = loss(z - 2.0 * best[0] * direction)
-                if not bigger < best[1]:
+
+    def descend(z, steps, history):
+        # optax's L-BFGS direction; the line search runs here on the host, since
+        # the predictions are compiled programs called one group at a time.
+        opt = optax.scale_by_lbfgs()
+        state = opt.init(z)
+        for i in range(steps):
+            value, grad = loss_and_grad(z)
+            history.append(value)
+            if log:
+                log(i, value)
+            direction, state = opt.update(grad, state, z)
+            slope = float(jnp.dot(grad, direction))
+            if not slope > 0:  # not a descent direction: fall back to the gradient
+                direction, slope = grad, float(jnp.dot(grad, grad))
+            # Armijo backtracking from a unit step, then doubling while the loss
+            # keeps falling: where the Huber loss is linear its curvature is nil,
+            # L-BFGS falls back to the raw gradient, and a unit step would crawl.
+            step, best = 1.0, None
+            for _ in range(12):
+                trial_loss = loss(z - step * direction)
+                if trial_loss <= value - 1e-4 * step * slope:
+                    best = (step, trial_loss)
                     break
-                best = (2.0 * best[0], bigger)
-        z = z - best[0] * direction
-        if i > 3 and abs(history[-2] - history[-1]) < 1e-6 * max(abs(history[-1]), 1e-6):
-            break
+                step *= 0.5
+            if best is None:
+                break  # no decrease along the direction: converged as far as float32 allows
+            if step == 1.0:
+                for _ in range(10):
+                    bigger = loss(z - 2.0 * best[0] * direction)
+                    if not bigger < best[1]:
+                        break
+                    best = (2.0 * best[0], bigger)
+            z = z - best[0] * direction
+            if i > 3 and abs(history[-2] - history[-1]) < 1e-6 * max(abs(history[-1]), 1e-6):
+                break
+        return z
+
+    history = []
+    z = descend(z0, steps, history)
+    # A parameter behind a max() (the host's time beside the GPU step) has no
+    # gradient where it loses: a step that overshoots below every row's GPU
+    # time leaves it there. A scan over its bounds, the rest held, finds the
+    # basin; L-BFGS then goes on from it.
+    rescan = False
+    for i, n in enumerate(pred.names):
+        if n in SCANNED and steps > 0:
+            lo, hi = bounds(n)
+            grid = [to_z(n, v) for v in np.geomspace(lo, hi, SCAN_POINTS)]
+            losses = [loss(z.at[i].set(g)) for g in grid]
+            if min(losses) < loss(z) - 1e-6:
+                z, rescan = z.at[i].set(grid[int(np.argmin(losses))]), True
+    if rescan:
+        z = descend(z, max(steps // 4, 1), history)
     vals = pred.values(z)
     return {n: float(vals[i]) for i, n in enumerate(pred.names)}, float(loss(z)), history
 
@@ -520,6 +550,7 @@ def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
 
 
 __all__ = ["AT_BOUND", "BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "ENGINE_START", "ENGINE_TIME_FACTOR_BOUNDS",
-           "FIT_LOADS", "HUBER_DELTA", "IDENTIFIED", "IDENTIFY_FACTOR", "PHYSICAL_MAX", "START", "Predictor", "assumed_input_groups", "at_bound",
-           "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z", "held_out_predictions", "huber_log", "identification",
-           "input_assumed", "leave_one_out", "predict_one", "source_weights", "summarize", "to_z", "z_of"]
+           "FIT_LOADS", "HUBER_DELTA", "IDENTIFIED", "IDENTIFY_FACTOR", "PHYSICAL_MAX", "SCANNED", "SCAN_POINTS",
+           "START", "Predictor", "assumed_input_groups", "at_bound", "bounds", "chip_ratio_errors", "engine_values",
+           "fit", "from_z", "held_out_predictions", "huber_log", "identification", "input_assumed", "leave_one_out",
+           "predict_one", "source_weights", "summarize", "to_z", "z_of"]

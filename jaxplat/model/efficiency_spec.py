@@ -45,11 +45,20 @@ PARAMS = {
     "attention": ("eff_attention", 1.0, "fraction",
                   "attention kernels' efficiency relative to GEMMs (compute and memory time)"),
     "moe": ("eff_moe", 1.0, "fraction",
-            "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs (compute and memory time)"),
+            "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs (compute time)"),
+    "moe_memory": ("eff_moe_memory", 1.0, "fraction",
+                   "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs (memory time: "
+                   "streaming the experts' weights)"),
     "kernel_latency": ("kernel_latency", 0.0, "s",
                        "time each GEMM or attention kernel costs beyond its roofline time"),
     "iteration_overhead": ("iteration_overhead", 0.0, "s",
                            "time per engine iteration outside the kernels (scheduling, sampling, launch)"),
+    "collective_latency": ("collective_latency", 0.0, "s",
+                           "time each collective call costs beyond its bandwidth and link-latency time "
+                           "(kernel launch, the ranks' barrier)"),
+    "sequence_overhead": ("sequence_overhead", 0.0, "s",
+                          "host CPU time per running sequence per engine iteration on the reference "
+                          "3.8 GHz host (scheduler, sampler, response bookkeeping), overlapped with the GPU step"),
 }
 CALIBRATION_KEYS = ("parameters", "chips", "engines", "fit", "description")
 

@@ -43,11 +43,20 @@ class Hardware:
       eff_attention: attention kernels' efficiency relative to GEMMs, on
         both their compute and their memory time.
       eff_moe: routed experts' grouped-GEMM kernels' efficiency relative to
-        dense GEMMs (compute and memory time).
+        dense GEMMs, on their compute time.
+      eff_moe_memory: the same on their memory time (streaming the experts'
+        weights).
       kernel_latency: s each GEMM or attention kernel costs beyond its
         roofline time (launch, prologue/epilogue, the tail of its last wave).
       iteration_overhead: s per engine iteration (scheduling, sampling,
         graph launch) outside the kernels.
+      collective_latency: s each collective call costs beyond its α-β time
+        (kernel launch, the ranks' barrier).
+      sequence_overhead: s of host CPU time per running sequence per engine
+        iteration on the reference host (REFERENCE_HOST_CLOCK_HZ), overlapped
+        with the GPU step (jaxplat.cost.efficiency.host_time).
+      host_clock_hz: the serving host CPU's maximum clock, Hz (0: the
+        reference host's); host time scales with its inverse.
       units, tile_m, tile_n, tile_k: a tensor-core chip's SMs or CUs and a
         GEMM kernel's output tile and k-step (the `compute:` block's `units`
         and `tile`); units = 0 when not given: no tile or wave quantization.
@@ -105,8 +114,12 @@ class Hardware:
     eff_fp4: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     eff_attention: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     eff_moe: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    eff_moe_memory: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     kernel_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     iteration_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    sequence_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    collective_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    host_clock_hz: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     units: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     tile_m: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     tile_n: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))

@@ -121,9 +121,11 @@ def tco_fields(d: dict | None, src="hardware") -> dict:
 
 
 
+# energy, tco, pj_per_bit: jaxplat.energy / jaxplat.cost (defaults there)
 _HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "software", "compute", "tdp_w",
-            "price_usd", "energy", "tco")  # energy, tco, pj_per_bit: jaxplat.energy / jaxplat.cost (defaults there)
+            "price_usd", "energy", "tco", "host_cpu")
 _MEM_KEYS = ("name", "size", "bandwidth", "pj_per_bit")
+_HOST_KEYS = ("name", "clock_hz")
 _NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "pj_per_bit")
 
 
@@ -211,7 +213,19 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         **efficiency_fields(d, src, defaults, calibration),
         tdp=number(src, "tdp_w", d["tdp_w"]),
         price=number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True),
-        **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src), **compute)
+        **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src), **compute,
+        host_clock_hz=host_clock(d.get("host_cpu"), src))
+
+
+def host_clock(host, src="hardware") -> float:
+    """The `host_cpu: {name, clock_hz}` block's maximum clock in Hz (0 when
+    absent: the reference host's, efficiency.REFERENCE_HOST_CLOCK_HZ)."""
+    if host is None:
+        return 0.0
+    if not isinstance(host, dict):
+        raise SpecError(f"{src}: host_cpu must be a mapping with keys {', '.join(_HOST_KEYS)}")
+    check_keys(src, "host_cpu.", host, _HOST_KEYS, required=("clock_hz",))
+    return number(src, "host_cpu.clock_hz", host["clock_hz"])
 
 
 @functools.lru_cache(maxsize=256)  # a fit asks for every row's chip in each leave-one-out refit

@@ -13,10 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost import OpTable, build_table, evaluate, iteration_overhead, row_components, safe_div
+from jaxplat.cost.efficiency import host_time
 from jaxplat.cost.inference import pipeline_round
 from jaxplat.cost.memory import kv_read_mask
 from jaxplat.cost.operators import NUMERIC
-from jaxplat.cost.roofline import combine
+from jaxplat.cost.roofline import combine, smooth_max
 from jaxplat.cost.stages import microbatching
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.serving.settings import Serving
@@ -178,7 +179,8 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
         speculative drafts).
     Returns:
       float scalar seconds (exact or smooth roofline per row, as `evaluate`),
-      the chip's per-iteration overhead included (efficiency.iteration_overhead).
+      the chip's per-iteration overhead included (efficiency.iteration_overhead),
+      or the host's per-sequence work (efficiency.host_time) where it is longer.
     With n_dec = 0 and one chunk (P, 0) this is `evaluate`'s TTFT at batch 1;
     with no chunk it is its decode step at context ctx_dec, pipeline included.
 
@@ -188,13 +190,20 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     of them: max(one pass, nmb x the busiest stage), `evaluate`'s decode rule.
     """
     nmb, _ = microbatching(par, replace(wl, batch=jnp.maximum(n_dec, 1.0)), opts)
-    copies = (jnp.ones_like(chunk) if copies is None else copies) / nmb
-    table = iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies, logits)
+    copies = jnp.ones_like(chunk) if copies is None else copies
+    table = iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies / nmb, logits)
     c0, _, m0, _, comm = row_components(table, hw, replace(wl, output=0.0), opts)
     p = None if not opts.smooth else 20.0
     t = combine(c0, m0, comm, p)
-    return (pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
-            + iteration_overhead(hw, opts))
+    gpu = (pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
+           + iteration_overhead(hw, opts))
+    # The host's per-sequence work for the next iteration runs while the GPU
+    # runs this one (TensorRT-LLM's overlap scheduler, SGLang's): the longer
+    # of the two paces the engine. Each attention-data-parallel rank has its
+    # own scheduler process and sequences (Parallel.ep).
+    sequences = (n_dec + jnp.sum(copies * (chunk > 0))) / par.ep
+    host = host_time(hw, opts, sequences)
+    return jnp.maximum(gpu, host) if p is None else smooth_max(gpu, host, p)
 
 
 def decode_time(model, hw, par, wl, opts, n_dec, ctx):
