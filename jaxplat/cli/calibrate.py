@@ -40,7 +40,8 @@ def register(sub):
     p.add_argument("--steps", type=int, default=40, help="L-BFGS iterations per fit (default 40)")
     p.add_argument("--train", nargs="+", default=[], metavar="COLUMN=VALUE",
                    help="fit only on rows matching all of these (e.g. hardware=h100-sxm); the rest are held out")
-    p.add_argument("--loads", nargs="+", default=list(cal.FIT_LOADS), choices=("offline", "concurrency", "batch", "rate"),
+    p.add_argument("--loads", nargs="+", default=list(cal.FIT_LOADS),
+                   choices=("offline", "concurrency", "batch", "rate"),
                    help=f"kinds of load whose rows the fit uses (default: {' '.join(cal.FIT_LOADS)}; the others are "
                         "predicted and reported, never fitted)")
     p.add_argument("--no-holdout", action="store_true", help="skip the leave-one-group-out refits")
@@ -212,8 +213,12 @@ def run(args) -> int:
                "identification": ident}
     if not train.all():
         summary["held_out_rows"] = _summary(fitted, rows, ~train)
-    for col, (p, _) in held.items():
+    for col, (p, per) in held.items():
         summary[f"leave_one_{col}_out"] = _summary(p, rows, ~np.isnan(p))
+        if per:  # what each leave-out fit found: a value that moves far when one
+            # group leaves is identified by that group alone (its held-out error says so)
+            summary[f"leave_one_{col}_out_values"] = {g: {n: float(f"{v:.4g}") for n, v in vals.items()}
+                                                      for g, (_, vals) in per.items()}
     ratio_src = held.get("hardware", (fitted,))[0]
     ratios = cal.chip_ratio_errors(np.nan_to_num(ratio_src, nan=1.0), rows)
     if ratios:
@@ -257,6 +262,12 @@ def run(args) -> int:
         print(_rows_table(f"Leave one {col} out: each row predicted by the fit without its {col}",
                           p, rows, ~np.isnan(p), _category))
         print(_rows_table(f"  ... by {col}", p, rows, ~np.isnan(p), _key(col)))
+        if not per:
+            continue
+        names = [n for n in pred.names if "@" not in n]
+        print(f"  ... values fitted without each {col}")
+        print(table([f"without {col}"] + names, [[g] + [f"{vals[n]:.3g}" for n in names] for g, (_, vals) in
+                                                  per.items()], "l" + "r" * len(names)))
     if ratios:
         print()
         print("Per-chip offline throughput ratios between chips in the same MLPerf round"
