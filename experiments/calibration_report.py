@@ -34,8 +34,9 @@ from jaxplat.serving import SATURATED  # noqa: E402
 
 DATA = ROOT / "data" / "measured" / "calibration_rows.csv"
 BEFORE = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 1.0, "narrow_fp4": 1.0, "attention": 1.0,
-          "moe": 1.0, "moe_memory": 1.0, "kernel_latency": 1.0000001e-7, "iteration_overhead": 1.0000001e-5,
-          "sequence_overhead": 1.0000001e-7, "collective_latency": 1.0000001e-7}  # times at the fit's lower bound
+          "moe": 1.0, "moe_memory": 1.0, "kernel_latency": 1.0000001e-7, "expert_latency": 1.0000001e-8,
+          "iteration_overhead": 1.0000001e-5, "sequence_overhead": 1.0000001e-7,
+          "collective_latency": 1.0000001e-7}  # times at the fit's lower bound
 UNITS = {"throughput_tok_s": "output tokens/s", "ttft_s": "s", "tpot_s": "s"}
 
 

@@ -25,7 +25,8 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     their memory time;
   * fixed costs: `kernel_latency` seconds per GEMM or attention kernel
     (launch, prologue and epilogue, the drain of its pipeline), added to
-    both its compute and memory time, so to its roofline time;
+    both its compute and memory time, so to its roofline time, and
+    `expert_latency` per routed expert a grouped GEMM runs;
   * the host: `sequence_overhead` seconds of CPU per running sequence per
     engine iteration (`host_time`), which the GPU step hides up to its own
     length.
@@ -168,7 +169,12 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     tile_m = jnp.where(jnp.asarray(moe_mask(table)) > 0, grouped_tile_m(table.m, hw), hw.tile_m)
     q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m))
     peak = gemm_peak(hw, dtype, width) * q * kernel_kind(table, hw, opts)
-    latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0)
+    # A grouped GEMM runs each routed expert's problem as its own tiles, each
+    # expert's pipeline filling and draining apart (CUTLASS grouped GEMM,
+    # DeepGEMM's masked grouped GEMM): a fixed cost per expert on the chip,
+    # which many small experts pay more often than a few large ones.
+    experts = jnp.where((jnp.asarray(moe_mask(table)) > 0) & (mkn > 0), groups, 0.0)
+    latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0) + hw.expert_latency * experts
     return peak, 1.0 / kernel_kind(table, hw, opts, memory=True), latency
 
 

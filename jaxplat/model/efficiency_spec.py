@@ -51,6 +51,9 @@ PARAMS = {
                    "streaming the experts' weights)"),
     "kernel_latency": ("kernel_latency", 0.0, "s",
                        "time each GEMM or attention kernel costs beyond its roofline time"),
+    "expert_latency": ("expert_latency", 0.0, "s",
+                       "time each routed expert's GEMM in a grouped-GEMM kernel costs beyond its roofline time "
+                       "(its tiles' pipeline ramp and drain)"),
     "iteration_overhead": ("iteration_overhead", 0.0, "s",
                            "time per engine iteration outside the kernels (scheduling, sampling, launch)"),
     "collective_latency": ("collective_latency", 0.0, "s",

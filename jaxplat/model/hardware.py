@@ -48,6 +48,8 @@ class Hardware:
         weights).
       kernel_latency: s each GEMM or attention kernel costs beyond its
         roofline time (launch, prologue/epilogue, the tail of its last wave).
+      expert_latency: s each routed expert's GEMM in a grouped-GEMM kernel
+        costs beyond its roofline time (its tiles' pipeline ramp and drain).
       iteration_overhead: s per engine iteration (scheduling, sampling,
         graph launch) outside the kernels.
       collective_latency: s each collective call costs beyond its α-β time
@@ -116,6 +118,7 @@ class Hardware:
     eff_moe: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     eff_moe_memory: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     kernel_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    expert_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     iteration_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     sequence_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     collective_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
