@@ -18,6 +18,7 @@ import numpy as np
 
 import jaxplat as jp
 from jaxplat.design import codesign as cd
+from jaxplat.design import sensitivity
 from jaxplat.report import table
 
 KNOBS = (("mem_bw[0]", "HBM bandwidth"), ("flops[bf16]", "FLOP/s"), ("net_bw[0]", "scale-up link bandwidth"))
@@ -43,10 +44,9 @@ def main():
                 [[labels[i]] + [f"{grad[i, j]:+.3f} ({fd[i, j]:+.3f})" for j in range(len(metrics))]
                  for i in range(len(labels)) if keep[i]], "l" + "r" * len(metrics)))
     # Whole numbers: net_domain is a chip count (at tp = domain size it sits on
-    # a kink, one-sided derivative); SMs and tile sides make the exact cost a
-    # staircase (tile and wave quantization) that a ±1% step straddles.
-    whole = ("units", "tile_m", "tile_n", "tile_k")
-    smooth_rows = [i for i, lab in enumerate(labels) if not lab.startswith("net_domain") and lab not in whole]
+    # a kink, one-sided derivative); SMs and tile sides, a staircase.
+    smooth_rows = [i for i, lab in enumerate(labels)
+                   if not lab.startswith("net_domain") and lab not in sensitivity.STAIRCASES]
     print(f"max |autodiff - finite difference|: {np.abs(grad - fd)[smooth_rows].max():.2e} over the continuous "
           "numbers (net_domain, SMs and tile sides are whole numbers: kinks and staircases)")
 

@@ -39,6 +39,7 @@ import pytest
 
 import jaxplat as jp
 from jaxplat.design import codesign as cd
+from jaxplat.design import sensitivity
 from jaxplat.report import finite_or_none, json_text
 
 FIELDS = ("ttft", "tpot", "throughput", "energy_per_token_j", "power_w", "cost_per_mtok_usd", "memory_bytes")
@@ -85,10 +86,9 @@ def sensitivities(model, hw, wl, opts, reverse=False):
     return [x[0] for x in numbers], np.asarray(g), np.asarray(fd), (np.asarray(rev) if reverse else None)
 
 
-# Whole-number structure of the chip (SMs, GEMM tile sides): the exact cost is
-# a staircase in them (tile and wave quantization, cost.efficiency), so a finite
-# difference of 1e-3 in log space straddles steps; only finiteness is checked.
-STAIRCASES = ("units", "tile_m", "tile_n", "tile_k")
+# Whole-number structure of the chip (SMs, GEMM tile sides): a finite
+# difference of 1e-3 in log space straddles the staircase; only finiteness is checked.
+STAIRCASES = sensitivity.STAIRCASES
 
 
 def _kink(label, tp, hw):

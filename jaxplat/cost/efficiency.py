@@ -166,14 +166,15 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     # efficiency eff_attention.
     # The routed experts' grouped GEMMs size their row tile to each expert's
     # tokens (grouped_tile_m); the others run the chip's tile.
-    tile_m = jnp.where(jnp.asarray(moe_mask(table)) > 0, grouped_tile_m(table.m, hw), hw.tile_m)
+    moe = jnp.asarray(moe_mask(table)) > 0
+    tile_m = jnp.where(moe, grouped_tile_m(table.m, hw), hw.tile_m)
     q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m))
     peak = gemm_peak(hw, dtype, width) * q * kernel_kind(table, hw, opts)
     # A grouped GEMM runs each routed expert's problem as its own tiles, each
     # expert's pipeline filling and draining apart (CUTLASS grouped GEMM,
     # DeepGEMM's masked grouped GEMM): a fixed cost per expert on the chip,
     # which many small experts pay more often than a few large ones.
-    experts = jnp.where((jnp.asarray(moe_mask(table)) > 0) & (mkn > 0), groups, 0.0)
+    experts = jnp.where(moe & (mkn > 0), groups, 0.0)
     latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0) + hw.expert_latency * experts
     return peak, 1.0 / kernel_kind(table, hw, opts, memory=True), latency
 

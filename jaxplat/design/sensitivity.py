@@ -20,6 +20,11 @@ _SKIP_FIELDS = ("net_topology", "array_rows", "array_cols", "cores")
 # arrays (Hardware.dataflow) or an offload target (Hardware.offload).
 _ARRAY_FIELDS = ("clock_hz",)
 _HOST_FIELDS = ("host_flops", "host_bw", "host_latency")
+# Whole-number structure of a tensor-core chip (SMs, a GEMM tile's sides): the
+# exact cost is a staircase in them (tile and wave quantization,
+# cost.efficiency), so a finite difference straddles its steps and is no check
+# of the autodiff elasticity there.
+STAIRCASES = ("units", "tile_m", "tile_n", "tile_k")
 
 
 def hardware_numbers(hw: Hardware, wl: Workload):
@@ -84,4 +89,4 @@ def elasticities(model: Model, hw: Hardware, par: Parallel, wl: Workload, option
     return [n[0] for n in numbers], list(ELASTIC_METRICS), np.asarray(grad), fd
 
 
-__all__ = ["ELASTIC_METRICS", "elasticities", "hardware_numbers"]
+__all__ = ["ELASTIC_METRICS", "STAIRCASES", "elasticities", "hardware_numbers"]
