@@ -50,6 +50,26 @@ def test_mixtral_tp8_moe_ep8_by_hand():
     assert _rows(model, jp.Parallel(tp=8, moe_ep=8))["dispatch"]["f0"] == 0.0
 
 
+def test_moe_permute_and_finalize_by_hand():
+    # TensorRT-LLM's expandInputRows / finalizeMoeRouting around the grouped
+    # GEMMs. Mixtral-8x7B, tp 8 moe_ep 8, FP8, prefill of 4 x 512 = 2048
+    # tokens: a chip's experts get 2048 x 2 / 8 = 512 copies of 4096-wide
+    # hidden states. Permute: reads them in 16 bits (512 x 4096 x 2 B =
+    # 4,194,304 B), writes them in FP8 (2,097,152 B). Finalize: reads the
+    # down GEMM's 512 FP8 outputs (2,097,152 B), weights and sums them
+    # (2 x 512 x 4096 FLOPs) into 2048 partial 16-bit rows (16,777,216 B).
+    model = jp.load_model("mixtral-8x7b")
+    wl = workload(batch=4, prompt=512, output=8, dtype="fp8")
+    t = jax.device_get(build_table(model, jp.Parallel(tp=8, moe_ep=8), wl, "prefill", jp.Options()))
+    row = lambda n: {k: float(getattr(t, k)[t.names.index(n)]) for k in ("f0", "a0", "w0", "o0")}  # noqa: E731
+    assert row("moe_permute") == pytest.approx({"f0": 0.0, "a0": 4_194_304, "w0": 0.0, "o0": 2_097_152}, rel=1e-6)
+    assert row("moe_finalize") == pytest.approx(
+        {"f0": 4_194_304, "a0": 2_097_152, "w0": 0.0, "o0": 16_777_216}, rel=1e-6)
+    # GenZ's profile has neither (its MoE is the GEMMs alone)
+    genz = build_table(model, jp.Parallel(tp=8), wl, "prefill", jp.Options(profile="genz"))
+    assert "moe_permute" not in genz.names and "moe_finalize" not in genz.names
+
+
 def test_qwen3_decode_touches_one_expert_per_chip():
     # Qwen3-235B-A22B (128 experts, top-8, width 1536), tp 8 moe_ep 8, one
     # decoding sequence: 16 experts per chip at full width (MoE TP 1); the

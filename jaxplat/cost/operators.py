@@ -465,6 +465,17 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         r.add("experts_down", "moe", "moe", f=(2.0 * routed * D * width, 0.0),
               a=(routed * width * ctx.ba, 0.0), w=(touched * per_expert, 0.0),
               o=(routed * D * ctx.ba, 0.0), stored=local * per_expert, mkn=(m_e, width, D))
+        if ctx.opts.conv.elementwise:
+            # Copies into expert order before the grouped GEMMs and their
+            # weighted sum after (TensorRT-LLM's expandInputRows and
+            # finalizeMoeRouting kernels, vLLM's moe_permute and moe_sum):
+            # passes over every copy's hidden state that the GEMM rows do
+            # not hold. The permute reads 16-bit hidden states and writes
+            # the GEMM input's dtype; the sum reads the down GEMM's outputs
+            # and writes one 16-bit row per token of this chip.
+            r.add("moe_permute", "moe", "moe", a=(routed * D * ctx.bs, 0.0), o=(routed * D * ctx.ba, 0.0))
+            r.add("moe_finalize", "moe", "moe", f=(2.0 * routed * D, 0.0), a=(routed * D * ctx.ba, 0.0),
+                  o=(tok * D * ctx.bs, 0.0))
         # shared experts are dense: split over all tp chips
         _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * ctx.ceil(m.expert_intermediate / ctx.tp),
              on_gemm)
