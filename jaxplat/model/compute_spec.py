@@ -36,7 +36,8 @@ OFFLOAD_GROUPS = ("embedding", "attention", "mamba", "ffn", "moe", "lm_head")
 OFFLOAD_NAMES = (
     "embedding", "attn_norm", "qkv", "rope", "kv_write", "logit", "softmax", "attend", "out_proj",
     "q_a", "q_norm", "q_b", "kv_a", "kv_norm", "kv_b", "q_absorb", "v_up", "attn_residual", "ffn_norm",
-    "up_gate", "act", "down", "router", "experts_up_gate", "experts_act", "experts_down", "shared_up_gate",
+    "up_gate", "act", "down", "router", "experts_up_gate", "experts_act", "experts_down", "moe_permute",
+    "moe_finalize", "shared_up_gate",
     "shared_act", "shared_down", "idle_experts", "ffn_residual", "final_norm", "lm_head",
     # Mamba blocks (jaxplat.cost.ssm), GenZ's einsum accounting of the scan included
     "mamba_norm", "mamba_residual", "ssm_in_proj", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_scan",
