@@ -33,10 +33,11 @@ from jaxplat.report import table  # noqa: E402
 from jaxplat.serving import SATURATED  # noqa: E402
 
 DATA = ROOT / "data" / "measured" / "calibration_rows.csv"
-BEFORE = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 1.0, "narrow_fp4": 1.0, "attention": 1.0,
-          "moe": 1.0, "moe_memory": 1.0, "kernel_latency": 1.0000001e-7, "expert_latency": 1.0000001e-8,
-          "iteration_overhead": 1.0000001e-5, "sequence_overhead": 1.0000001e-7,
-          "collective_latency": 1.0000001e-7}  # times at the fit's lower bound
+# The three flat fractions the model had before calibration, every other fraction 1 and every
+# fixed time at the fit's lower bound (just inside it: z_of takes the log-odds within the bounds).
+BEFORE = {**{n: 1.0 if unit == "fraction" else cal.BOUNDS[n][0] * 1.0000001
+             for n, (_, _, unit, _) in EFFICIENCY_PARAMS.items()},
+          "compute": 0.7, "memory": 0.8, "network": 0.8}
 UNITS = {"throughput_tok_s": "output tokens/s", "ttft_s": "s", "tpot_s": "s"}
 
 
