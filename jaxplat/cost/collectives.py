@@ -17,7 +17,11 @@ IEEE TPDS 1997 for the log-step all-to-all):
             through each chip (pipelined double binary tree).
   one-shot  every chip sends its buffer to every peer at once (one latency,
             f-1 times the bytes): wins for small messages (TRT-LLM one-shot
-            all-reduce, NVLS).
+            all-reduce).
+  nvls      all-reduce on a switch that reduces in the network (NVLink
+            SHARP; a level with `switch_reduction`): each chip sends its
+            buffer to the switch once and gets the sum back, so the bytes do
+            not grow with the group (NVLS_BYTES).
   pairwise / Bruck   for all-to-all.
 Each call takes the fastest algorithm (as NCCL's tuner does), or a smooth
 minimum of them in smooth mode. On direct networks (ring, torus, mesh) bytes
@@ -114,9 +118,19 @@ def _pick(times, p):
 # row, every network level (plus the flat form as one extra "level") and
 # every algorithm a kind has, as [rows, levels + 1] arrays per algorithm, so
 # a table's collectives trace to one small set of array ops.
-_ALGS = ("ring", "tree", "oneshot", "pairwise", "bruck")
-_RUNS = {"allreduce": (1, 1, 1, 0, 0), "allgather": (1, 0, 1, 0, 0), "reducescatter": (1, 0, 1, 0, 0),
-         "alltoall": (0, 0, 0, 1, 1)}
+_ALGS = ("ring", "tree", "oneshot", "pairwise", "bruck", "nvls")
+_RUNS = {"allreduce": (1, 1, 1, 0, 0, 1), "allgather": (1, 0, 1, 0, 0, 0), "reducescatter": (1, 0, 1, 0, 0, 0),
+         "alltoall": (0, 0, 0, 1, 1, 0)}
+_NVLS = _ALGS.index("nvls")
+# NVLS all-reduce: bytes through a link per byte of payload, at the link rate
+# the ring reaches. On 8 H100s NCCL's ring all-reduce reaches a bus bandwidth
+# of 365-370 GB/s at 2 to 8 GPUs and NVLS 480 GB/s at 8 (NVIDIA/nccl issue
+# 1455; "algbw ~275 GB/s", nccl-tests issue 212): the ring moves
+# 2(n-1)/n = 1.75 payloads per chip, so NVLS takes the time of
+# 1.75 x 370 / 480 = 1.35 payloads whatever the group. So it beats the ring
+# from 4 chips on (1.5 payloads), as NCCL's measurements show from 5.
+NVLS_BYTES = 1.35
+NVLS_STEPS = 2.0  # latency steps: to the switch, and the reduced result back
 _NOT_RUN = 1e30  # s; a finite stand-in for algorithms a kind does not have (smooth_min stays NaN-free)
 # Per topology (TOPOLOGIES order): dimensions, ring bandwidth factor, mean-hop divisor.
 _TOPO_DIMS = np.array([_DIMS[t] for t in TOPOLOGIES], np.float32)
@@ -184,10 +198,16 @@ def _algorithm_affine(kinds: tuple, hw: Hardware, n, stride):
     inv_beta = safe_div(1.0, hw.net_bw * hw.eff_network)  # 0 for a level without bandwidth
     alpha = jnp.concatenate([jnp.broadcast_to(hw.net_latency, (R, L)), hw.net_latency[lvl][:, None]], axis=-1)
     inv_b = jnp.concatenate([jnp.broadcast_to(inv_beta, (R, L)), inv_beta[lvl][:, None]], axis=-1)
+    # Where the switch reduces (the flat form: at the level it runs on); the
+    # flat form over a group beyond the first domain is a switch of that level.
+    reduce = hw.net_switch_reduce > 0.5
+    reduce = jnp.concatenate([jnp.broadcast_to(reduce, (R, L)), reduce[lvl][:, None]], axis=-1)
     fixed, per_byte = [], []
     for a in algs:
         c_alpha, c_beta = coefs[a]
         runs = np.array([_RUNS[k][a] for k in kinds], bool)[:, None]
+        if a == _NVLS:
+            runs = runs & reduce
         fixed.append(jnp.where(runs, c_alpha * alpha, _NOT_RUN))
         per_byte.append(jnp.where(runs, c_beta * inv_b, 0.0))
     return (fixed, per_byte), F, lvl, algs
@@ -227,7 +247,8 @@ def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
         (2.0 * lg, 2.0 * P * hops),                              # tree (all-reduce)
         (1.0, jnp.where(ar, F - 1.0, frac) * P * hops),          # one-shot
         (F - 1.0, frac * P * hops),                              # pairwise (all-to-all)
-        (lg, 0.5 * lg * P * hops))                               # Bruck (all-to-all)
+        (lg, 0.5 * lg * P * hops),                               # Bruck (all-to-all)
+        (NVLS_STEPS, NVLS_BYTES * P))                             # NVLS (all-reduce, reducing switch)
     return coefs, F, lvl
 
 

@@ -30,6 +30,10 @@ class Hardware:
         levels, innermost first: chips per domain, bytes/s per chip per
         direction, seconds, index into TOPOLOGIES. Padded levels have an
         infinite-like domain (1e9 chips) copied from the outermost real level.
+      net_switch_reduce: [MAX_NET_LEVELS] 1 where the level's switch reduces
+        in the network (NVLink SHARP, "NVLS", on NVSwitch 3 and later), so an
+        all-reduce can run the `nvls` algorithm (jaxplat.cost.collectives);
+        0 elsewhere (the default).
       eff_compute, eff_memory, eff_network: achievable fractions of peak on
         large, well-shaped work (a big GEMM in 16-bit, a long stream, a big
         collective); the shape-dependent rest is jaxplat.cost.efficiency.
@@ -123,6 +127,8 @@ class Hardware:
     sequence_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     collective_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     host_clock_hz: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    net_switch_reduce: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((MAX_NET_LEVELS,),
+                                                                                        jnp.float32))
     units: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     tile_m: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     tile_n: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))

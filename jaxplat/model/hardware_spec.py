@@ -126,7 +126,7 @@ _HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "
             "price_usd", "energy", "tco", "host_cpu")
 _MEM_KEYS = ("name", "size", "bandwidth", "pj_per_bit")
 _HOST_KEYS = ("name", "clock_hz")
-_NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "pj_per_bit")
+_NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "switch_reduction", "pj_per_bit")
 
 
 def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None = None,
@@ -186,7 +186,7 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
     nets = d["network"]
     if not isinstance(nets, list) or not nets or len(nets) > MAX_NET_LEVELS:
         raise SpecError(f"{src}: network must be a list of 1 to {MAX_NET_LEVELS} levels, innermost first")
-    dom, bw, lat, topo = [], [], [], []
+    dom, bw, lat, topo, red = [], [], [], [], []
     for i, lv in enumerate(nets):
         if not isinstance(lv, dict):
             raise SpecError(f"{src}: network[{i}] must be a mapping with keys {', '.join(_NET_KEYS)}")
@@ -198,6 +198,7 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         if t not in TOPOLOGIES:
             raise SpecError(f"{src}: network[{i}].topology {t!r} unknown; allowed: {', '.join(TOPOLOGIES)}")
         topo.append(float(TOPOLOGIES.index(t)))
+        red.append(switch_reduction(src, i, lv, t))
         if i and dom[i] <= dom[i - 1]:
             raise SpecError(f"{src}: network[{i}].domain must exceed the level inside it ({dom[i - 1]:g})")
     while len(dom) < MAX_NET_LEVELS:  # padding: an unbounded copy of the outermost level
@@ -205,16 +206,30 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         bw.append(bw[-1])
         lat.append(lat[-1])
         topo.append(topo[-1])
+        red.append(red[-1])
 
     return as_f32(
         Hardware, flops=np.array([peak[dt] for dt in DTYPES]), sram_size=sram_size, sram_bw=sram_bw,
         mem_size=np.array(mem_size), mem_bw=np.array(mem_bw), net_domain=np.array(dom),
         net_bw=np.array(bw), net_latency=np.array(lat), net_topology=np.array(topo),
+        net_switch_reduce=np.array(red),
         **efficiency_fields(d, src, defaults, calibration),
         tdp=number(src, "tdp_w", d["tdp_w"]),
         price=number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True),
         **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src), **compute,
         host_clock_hz=host_clock(d.get("host_cpu"), src))
+
+
+def switch_reduction(src, i, level: dict, topology: str) -> float:
+    """1.0 if network level i says `switch_reduction: true` (its switches
+    reduce in the network: NVLink SHARP on NVSwitch 3 and later), else 0.0.
+    Only a switch can: on a ring, torus or mesh the key is an error."""
+    on = level.get("switch_reduction", False)
+    if not isinstance(on, bool):
+        raise SpecError(f"{src}: network[{i}].switch_reduction must be true or false, got {on!r}")
+    if on and topology != "switch":
+        raise SpecError(f"{src}: network[{i}].switch_reduction needs topology switch, not {topology}")
+    return float(on)
 
 
 def host_clock(host, src="hardware") -> float:
