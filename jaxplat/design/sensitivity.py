@@ -12,10 +12,10 @@ from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.specs.units import DTYPES
 
 ELASTIC_METRICS = ("ttft", "tpot", "throughput", "energy_per_token_j", "cost_per_mtok_usd")
-# net_topology is an index, not a quantity; array rows, cols and cores are
+# net_topology is an index and net_switch_reduce a flag, not quantities; array rows, cols and cores are
 # whole numbers whose exact-mode effect is a staircase (fold and wave counts)
 # with no derivative: their gradients are co-design's, in smooth mode.
-_SKIP_FIELDS = ("net_topology", "array_rows", "array_cols", "cores")
+_SKIP_FIELDS = ("net_topology", "net_switch_reduce", "array_rows", "array_cols", "cores")
 # Compute-block numbers that only mean something on a chip with systolic
 # arrays (Hardware.dataflow) or an offload target (Hardware.offload).
 _ARRAY_FIELDS = ("clock_hz",)
