@@ -219,6 +219,21 @@ def test_faster_links_never_slow_a_multichip_deployment(llama70b, h100):
         assert float(fast.comm_time) < float(base.comm_time)
 
 
+def test_switch_reduction_speeds_up_only_tp_all_reduce_from_4_chips(llama70b, h100):
+    """The H100 spec's NVLink level reduces in the switch: taking the flag
+    away slows TP8's all-reduces (NVLS: 1.35 payloads instead of 1.75), and
+    leaves TP2 (one payload each way either way) exactly as it was."""
+    wl = workload(batch=16, prompt=1024, output=64)
+    plain = replace(h100, net_switch_reduce=jnp.zeros_like(h100.net_switch_reduce))
+    for tp, faster in ((8, True), (2, False)):
+        a, b = (jp.evaluate(llama70b, hw, jp.Parallel(tp=tp), wl) for hw in (h100, plain))
+        if faster:
+            assert float(a.comm_time) < 0.9 * float(b.comm_time)
+            assert float(a.tpot) < float(b.tpot) and float(a.ttft) < float(b.ttft)
+        else:
+            assert float(a.comm_time) == float(b.comm_time) and float(a.tpot) == float(b.tpot)
+
+
 def test_overlap_hides_communication(llama70b, h100):
     """overlap = f hides the fraction f of every collective behind compute:
     end-to-end time drops by exactly that share of the exposed comm time."""
