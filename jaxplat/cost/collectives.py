@@ -198,16 +198,13 @@ def _algorithm_affine(kinds: tuple, hw: Hardware, n, stride):
     inv_beta = safe_div(1.0, hw.net_bw * hw.eff_network)  # 0 for a level without bandwidth
     alpha = jnp.concatenate([jnp.broadcast_to(hw.net_latency, (R, L)), hw.net_latency[lvl][:, None]], axis=-1)
     inv_b = jnp.concatenate([jnp.broadcast_to(inv_beta, (R, L)), inv_beta[lvl][:, None]], axis=-1)
-    # Where the switch reduces (the flat form: at the level it runs on); the
-    # flat form over a group beyond the first domain is a switch of that level.
-    reduce = hw.net_switch_reduce > 0.5
-    reduce = jnp.concatenate([jnp.broadcast_to(reduce, (R, L)), reduce[lvl][:, None]], axis=-1)
     fixed, per_byte = [], []
     for a in algs:
         c_alpha, c_beta = coefs[a]
         runs = np.array([_RUNS[k][a] for k in kinds], bool)[:, None]
-        if a == _NVLS:
-            runs = runs & reduce
+        if a == _NVLS:  # only where the switch reduces (the flat form: at the level it runs on)
+            reduce = hw.net_switch_reduce > 0.5
+            runs = runs & jnp.concatenate([jnp.broadcast_to(reduce, (R, L)), reduce[lvl][:, None]], axis=-1)
         fixed.append(jnp.where(runs, c_alpha * alpha, _NOT_RUN))
         per_byte.append(jnp.where(runs, c_beta * inv_b, 0.0))
     return (fixed, per_byte), F, lvl, algs
