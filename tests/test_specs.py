@@ -171,6 +171,23 @@ def test_dtype_fallback_runs_on_the_next_wider_unit():
     assert float(hw.flops[DTYPES.index("fp32")]) == float(hw.flops[DTYPES.index("tf32")]) == pytest.approx(1979e12)
 
 
+def test_nvfp4_weights_carry_their_block_scales(llama8b):
+    # NVFP4 keeps one 8-bit scale per 16 four-bit weights: 4.5 bits a weight, 0.5625 of FP8's
+    # bytes, by hand. Activations and the KV cache keep their bare width. A study's weight_dtype
+    # axis charges the same bytes as the spec.
+    from jaxplat.search.study import AXIS_KINDS
+
+    fp8 = workload_from_dict({"batch": 1, "prompt": 128, "output": 16, "dtype": "fp8"})
+    fp4 = workload_from_dict({"batch": 1, "prompt": 128, "output": 16,
+                              "dtype": {"weights": "fp4", "activations": "fp4", "kv": "fp8"}})
+    assert (float(fp4.bytes_weight), float(fp4.bytes_act), float(fp4.bytes_kv)) == (0.5625, 0.5, 1.0)
+    hw = jp.load_hardware("b200")
+    w8, w4 = (float(jp.evaluate(llama8b, hw, jp.Parallel(), wl).weights_bytes) for wl in (fp8, fp4))
+    assert w4 == pytest.approx(w8 * 4.5 / 8, rel=1e-6)
+    swept = AXIS_KINDS["weight_dtype"].setter(fp8, jax.numpy.float32(DTYPES.index("fp4")))
+    assert float(swept.bytes_weight) == 0.5625 and float(swept.bytes_act) == 1.0
+
+
 def test_cli_errors_are_one_line():
     # The installed entry point: exit status 2 and one line on stderr, no traceback.
     r = subprocess.run([sys.executable, "-m", "jaxplat.cli", "estimate", "--model", "llama-2-7", "--hardware",

@@ -15,10 +15,9 @@ import jax
 import numpy as np
 
 import jaxplat as jp
-from jaxplat.model import hardware_from_dict
+from jaxplat.model import dtype_fields, hardware_from_dict
 from jaxplat.report import table  # noqa: F401  (re-exported for the scripts)
 from jaxplat.search import enable_compilation_cache
-from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIGURES = os.path.join(HERE, "figures")
@@ -67,8 +66,7 @@ def evaluate_many(configs, options: jp.Options | None = None) -> dict:
 
 def with_dtype(wl: jp.Workload, dtype: str) -> jp.Workload:
     """`wl` with weights, activations and KV cache all in `dtype`."""
-    b = BYTES_PER_ELEMENT[dtype]
-    return jp.replace(wl, bytes_weight=b, bytes_act=b, bytes_kv=b, compute_dtype=float(DTYPES.index(dtype)))
+    return jp.replace(wl, **dtype_fields({k: dtype for k in ("weights", "activations", "kv")}))
 
 
 def workload(name="chatbot", dtype=None, **changes) -> jp.Workload:
@@ -125,7 +123,8 @@ def _readable_log_ticks(fig):
             if isinstance(axis.get_major_locator(), LogLocator) and getattr(axis.get_transform(), "base", 0) == 10:
                 lo, hi = sorted(axis.get_view_interval())
                 decades = np.log10(hi / lo) if lo > 0 else 9.0
-                subs = (1.0, 2.0, 5.0) if decades > 2.5 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if decades > 1.0 else NARROW_SUBS
+                subs = ((1.0, 2.0, 5.0) if decades > 2.5 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if decades > 1.0
+                        else NARROW_SUBS)
                 axis.set_major_locator(LogLocator(base=10, subs=subs))
                 axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
                 axis.set_minor_formatter(NullFormatter())

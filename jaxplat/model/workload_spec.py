@@ -3,7 +3,7 @@
 from jaxplat.model.pytree import as_f32
 from jaxplat.model.workload import Workload
 from jaxplat.specs import UNBOUNDED_SLO, SpecError, check_keys, dtype_name, number, read_yaml, resolve
-from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
+from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES, WEIGHT_BYTES_PER_ELEMENT
 
 _WL_KEYS = ("name", "description", "batch", "prompt", "output", "beams", "dtype", "slo")
 _DTYPE_KEYS = ("weights", "activations", "kv")
@@ -32,9 +32,10 @@ def workload_from_dict(d: dict, src="workload") -> Workload:
 
 def dtype_fields(dts: dict) -> dict:
     """{weights, activations, kv} dtype names -> the `Workload` fields they
-    set: bytes per element of each, and the GEMMs' compute dtype (the
+    set: bytes per element of each (a weight's with its block scale's share,
+    units.WEIGHT_BYTES_PER_ELEMENT), and the GEMMs' compute dtype (the
     activations', an index into units.DTYPES)."""
-    return dict(bytes_weight=BYTES_PER_ELEMENT[dts["weights"]], bytes_act=BYTES_PER_ELEMENT[dts["activations"]],
+    return dict(bytes_weight=WEIGHT_BYTES_PER_ELEMENT[dts["weights"]], bytes_act=BYTES_PER_ELEMENT[dts["activations"]],
                 bytes_kv=BYTES_PER_ELEMENT[dts["kv"]], compute_dtype=float(DTYPES.index(dts["activations"])))
 
 

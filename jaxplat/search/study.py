@@ -70,12 +70,14 @@ def _set_flops(hw, v):
 
 
 _BYTES = np.array([units.BYTES_PER_ELEMENT[d] for d in units.DTYPES], np.float32)
+_WEIGHT_BYTES = np.array([units.WEIGHT_BYTES_PER_ELEMENT[d] for d in units.DTYPES], np.float32)
 
 
 def _set_dtype(fields):
     def setter(wl, v):  # v: index into units.DTYPES (a float)
-        b = jnp.asarray(_BYTES)[v.astype(jnp.int32)]
-        changes = {f: b for f in fields if f != "compute_dtype"}
+        i = v.astype(jnp.int32)
+        b, bw = jnp.asarray(_BYTES)[i], jnp.asarray(_WEIGHT_BYTES)[i]
+        changes = {f: bw if f == "bytes_weight" else b for f in fields if f != "compute_dtype"}
         if "compute_dtype" in fields:
             changes["compute_dtype"] = v
         return replace(wl, **changes)
