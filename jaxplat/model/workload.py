@@ -14,7 +14,8 @@ class Workload:
       prompt: prompt tokens per sequence.
       output: output tokens per sequence (the first comes from prefill).
       beams: beams per sequence (they share the prompt's KV cache).
-      bytes_weight, bytes_act, bytes_kv: bytes per element of weights,
+      bytes_weight, bytes_act, bytes_kv: bytes per element of weights (as
+        stored, with a block scale's share: units.WEIGHT_BYTES_PER_ELEMENT),
         activations and KV cache.
       compute_dtype: index into units.DTYPES of the dtype GEMMs run in.
       ttft_slo, tpot_slo: service-level targets in seconds.
