@@ -11,7 +11,7 @@ import pytest
 
 import jaxplat as jp
 from jaxplat.model import hardware_from_dict, workload_from_dict
-from jaxplat.specs import SpecError, builtin_names, read_yaml
+from jaxplat.specs import SpecError, builtin_names, dtype_triple, read_yaml
 from jaxplat.specs.units import DTYPES
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
@@ -186,6 +186,21 @@ def test_nvfp4_weights_carry_their_block_scales(llama8b):
     assert w4 == pytest.approx(w8 * 4.5 / 8, rel=1e-6)
     swept = AXIS_KINDS["weight_dtype"].setter(fp8, jax.numpy.float32(DTYPES.index("fp4")))
     assert float(swept.bytes_weight) == 0.5625 and float(swept.bytes_act) == 1.0
+
+
+def test_mxfp4_is_a_weights_format():
+    # MXFP4 (gpt-oss's experts): one 8-bit scale per 32 four-bit weights, 4.25 bits = 0.53125 B,
+    # by hand. A storage format, not a compute dtype: activations and KV may not take it, and the
+    # GEMMs run in the activations' dtype (bf16 here, index 2).
+    wl = workload_from_dict({"batch": 1, "prompt": 8, "output": 8,
+                             "dtype": {"weights": "mxfp4", "activations": "bf16", "kv": "bf16"}})
+    assert (float(wl.bytes_weight), float(wl.bytes_act), float(wl.compute_dtype)) == (0.53125, 2.0, 2.0)
+    assert dtype_triple("--dtype", "mxfp4/bf16/fp8") == {"weights": "mxfp4", "activations": "bf16", "kv": "fp8"}
+    for text in ("mxfp4", "bf16/mxfp4/bf16", "bf16/bf16/mxfp4"):
+        with pytest.raises(SpecError, match=f"'{text}' is not a dtype"):
+            dtype_triple("--dtype", text)
+    with pytest.raises(SpecError, match="dtype.kv has unknown dtype 'mxfp4'"):
+        workload_from_dict({"batch": 1, "prompt": 8, "output": 8, "dtype": {"weights": "bf16", "kv": "mxfp4"}})
 
 
 def test_cli_errors_are_one_line():

@@ -79,7 +79,8 @@ def register(sub):
                    help="MoE load imbalance: busiest expert's tokens over the mean, >= 1 (default 1)")
     p.add_argument("--dtype", metavar="DTYPE[/ACT/KV]",
                    help=f"one dtype for weights, activations and KV cache ({', '.join(units.DTYPES)}), or "
-                        "weights/activations/kv, e.g. fp4/fp4/fp8 (NVFP4 GEMMs, FP8 KV cache)")
+                        "weights/activations/kv, e.g. fp4/fp4/fp8 (NVFP4 GEMMs, FP8 KV cache) or mxfp4/bf16/bf16 "
+                        "(MXFP4 weights, 16-bit GEMMs)")
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
@@ -240,7 +241,8 @@ def run(args) -> int:
         print(f"jaxplat: infeasible: {'; '.join(reasons)} (exit {EXIT_INFEASIBLE}; --allow-infeasible prints "
               "the numbers anyway)", file=sys.stderr)
     if args.json:
-        values = {JSON_KEYS[k]: (bool(v) if k in ("fits", "feasible", "divisible", "chips_ok", "context_ok") else float(v))
+        flags = ("fits", "feasible", "divisible", "chips_ok", "context_ok")
+        values = {JSON_KEYS[k]: (bool(v) if k in flags else float(v))
                   for k, v in vars(metrics).items() if k in JSON_KEYS}
         print(json_text({
             "model": args.model, "hardware": args.hardware, "workload": args.workload, "profile": args.profile,

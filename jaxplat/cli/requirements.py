@@ -30,7 +30,8 @@ def register(sub):
         p.add_argument(f"--{flag}", type=int, default=1, help=f"{helptext}-parallel degree (default 1)")
     p.add_argument("--dtype", metavar="DTYPE[/ACT/KV]",
                    help=f"one dtype for weights, activations and KV cache ({', '.join(units.DTYPES)}), or "
-                        "weights/activations/kv, e.g. fp4/fp4/fp8 (NVFP4 GEMMs, FP8 KV cache)")
+                        "weights/activations/kv, e.g. fp4/fp4/fp8 (NVFP4 GEMMs, FP8 KV cache) or mxfp4/bf16/bf16 "
+                        "(MXFP4 weights, 16-bit GEMMs)")
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")

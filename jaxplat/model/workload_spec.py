@@ -19,7 +19,7 @@ def workload_from_dict(d: dict, src="workload") -> Workload:
     if not isinstance(dt, dict):
         raise SpecError(f"{src}: dtype must be a dtype name or a mapping with keys {', '.join(_DTYPE_KEYS)}")
     check_keys(src, "dtype.", dt, _DTYPE_KEYS)
-    dts = {k: dtype_name(src, f"dtype.{k}", dt.get(k, "bf16")) for k in _DTYPE_KEYS}
+    dts = {k: dtype_name(src, f"dtype.{k}", dt.get(k, "bf16"), weights=k == "weights") for k in _DTYPE_KEYS}
     slo = d.get("slo", {}) or {}
     check_keys(src, "slo.", slo, _SLO_KEYS)
     return as_f32(

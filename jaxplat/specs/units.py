@@ -22,11 +22,16 @@ BYTES_PER_ELEMENT = {
 # scale where the format has one in its definition. NVFP4, the FP4 that
 # Blackwell's tensor cores read and every FP4 checkpoint here uses, keeps one
 # FP8 (E4M3) scale per 16 values: 4.5 bits a weight (NVIDIA, "Introducing
-# NVFP4", 2025; its per-tensor FP32 scale is negligible). int4 carries no scale
-# of its own (a quantizer's group size is its choice; GenZ counts 0.5 bytes).
-# Activations and KV are charged their bare width: their scales are per token
-# or per tensor, and the compute width is read from them (cost.efficiency).
-WEIGHT_BYTES_PER_ELEMENT = {**BYTES_PER_ELEMENT, "fp4": 0.5 + 1.0 / 16.0}
+# NVFP4", 2025; its per-tensor FP32 scale is negligible). MXFP4, a weights
+# format only here (gpt-oss ships its experts in it), keeps one 8-bit (E8M0)
+# scale per 32 values: 4.25 bits (OCP Microscaling Formats spec v1.0, 2023).
+# int4 carries no scale of its own (a quantizer's group size is its choice;
+# GenZ counts 0.5 bytes). Activations and KV are charged their bare width:
+# their scales are per token or per tensor, and the compute width is read from
+# them (cost.efficiency).
+WEIGHT_BYTES_PER_ELEMENT = {**BYTES_PER_ELEMENT, "fp4": 0.5 + 1.0 / 16.0, "mxfp4": 0.5 + 1.0 / 32.0}
+# Weight storage formats that are not compute dtypes: the dtype of their elements.
+WEIGHT_FORMATS = {"mxfp4": "fp4"}
 # Where a chip has no native peak for a dtype, it runs it on the next wider
 # unit (e.g. fp4 weights on H100 are dequantized and run at fp8 or bf16).
 DTYPE_FALLBACK = {
