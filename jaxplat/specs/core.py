@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from jaxplat.specs.units import DTYPES, WEIGHT_FORMATS
+from jaxplat.specs.units import DTYPES, WEIGHT_DTYPES, WEIGHT_FORMATS
 
 SPEC_ROOT = Path(os.environ.get("JAXPLAT_SPECS", Path(__file__).resolve().parents[2] / "specs"))
 UNBOUNDED_SLO = 1e9  # s: an SLO that is never violated
@@ -135,7 +135,7 @@ def check_keys(src, where, data: dict, allowed, required=()):
 def dtype_name(src, key, value, weights=False) -> str:
     """A dtype name, checked; `weights=True` also takes a weight storage
     format (units.WEIGHT_FORMATS, e.g. 'mxfp4')."""
-    allowed = DTYPES + tuple(WEIGHT_FORMATS) if weights else DTYPES
+    allowed = WEIGHT_DTYPES if weights else DTYPES
     if value not in allowed:
         raise SpecError(f"{src}: {key} has unknown dtype {value!r}; allowed: {', '.join(allowed)}")
     return value
@@ -148,8 +148,7 @@ def dtype_triple(where, text) -> dict:
     parts = [p.strip() for p in str(text).split("/")]
     if len(parts) == 1:
         parts = parts * 3
-    if (len(parts) != 3 or parts[0] not in DTYPES + tuple(WEIGHT_FORMATS)
-            or any(p not in DTYPES for p in parts[1:])):
+    if len(parts) != 3 or parts[0] not in WEIGHT_DTYPES or any(p not in DTYPES for p in parts[1:]):
         raise SpecError(f"{where}: {text!r} is not a dtype or weights/activations/kv of {', '.join(DTYPES)} "
                         f"(weights also {', '.join(WEIGHT_FORMATS)})")
     return dict(zip(("weights", "activations", "kv"), parts))

@@ -30,8 +30,10 @@ BYTES_PER_ELEMENT = {
 # their scales are per token or per tensor, and the compute width is read from
 # them (cost.efficiency).
 WEIGHT_BYTES_PER_ELEMENT = {**BYTES_PER_ELEMENT, "fp4": 0.5 + 1.0 / 16.0, "mxfp4": 0.5 + 1.0 / 32.0}
-# Weight storage formats that are not compute dtypes: the dtype of their elements.
-WEIGHT_FORMATS = {"mxfp4": "fp4"}
+# Weight storage formats that are not compute dtypes (GEMMs run in the
+# activations' dtype), and every name a weights dtype may take.
+WEIGHT_FORMATS = ("mxfp4",)
+WEIGHT_DTYPES = DTYPES + WEIGHT_FORMATS
 # Where a chip has no native peak for a dtype, it runs it on the next wider
 # unit (e.g. fp4 weights on H100 are dequantized and run at fp8 or bf16).
 DTYPE_FALLBACK = {
