@@ -102,14 +102,16 @@ def test_capacity_is_the_memory_that_holds_weights(capsys):
 
 def test_dtype_takes_weights_activations_kv(capsys):
     # Blackwell deployments run NVFP4 GEMMs beside an FP8 KV cache: Llama-3.1-8B
-    # (8,029,995,008 weights) at 0.5625 B each (4 bits and an 8-bit scale per 16), 32
+    # (8,029,995,008 weights) at 0.5625 B each (4 bits and an 8-bit scale per 16) but for the
+    # embedding and the LM head (2 x 128,256 x 4,096), which stay at 2 B; 32
     # layers x 2 x 8 KV heads x 128 x 1 B = 65,536 B of KV per token, 1000 + 2 beams
     # (chatbot's) x 24 = 1048 tokens.
     base = ("estimate", "--model", "llama-3.1-8b", "--hardware", "b200", "--prompt", "1000", "--output", "24",
             "--json")
+    head = 2 * 128_256 * 4_096
     rc, out, _ = run(capsys, *base, "--dtype", "fp4/fp4/fp8")
     d = strict_json(out)
-    assert rc == 0 and d["weights_bytes"] == pytest.approx(8_029_995_008 * 0.5625, rel=1e-6)
+    assert rc == 0 and d["weights_bytes"] == pytest.approx((8_029_995_008 - head) * 0.5625 + head * 2, rel=1e-6)
     assert d["kv_bytes"] == pytest.approx(65_536 * 1048, rel=1e-6)
     _, out, _ = run(capsys, *base, "--dtype", "fp4")
     assert strict_json(out)["kv_bytes"] == pytest.approx(65_536 * 1048 / 2, rel=1e-6)

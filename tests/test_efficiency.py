@@ -62,9 +62,41 @@ def test_dtype_peaks_and_attention_precision():
     # attention at the KV cache's fp8 (wider than fp4): narrow only, and 0.5 of it
     np.testing.assert_allclose(peak[names.index("logit")], flops[DTYPES.index("fp8")] * 0.8 * 0.9 * 0.5, rtol=1e-6)
     assert scale[names.index("logit")] == pytest.approx(2.0) and scale[names.index("qkv")] == 1.0
+    # the LM head stays 16-bit in a quantized checkpoint: bf16 peak, no narrow derate
+    np.testing.assert_allclose(peak[names.index("lm_head")], flops[DTYPES.index("bf16")] * 0.8, rtol=1e-6)
     # the fixed latency is paid per GEMM or attention kernel, not by element-wise rows
     assert lat[names.index("qkv")] == pytest.approx(2e-6) and lat[names.index("logit")] == pytest.approx(2e-6)
     assert set(np.unique(lat)) == {0.0, np.float32(2e-6)}
+
+
+def test_quantized_checkpoints_keep_the_head_in_16_bits():
+    # FP8 / NVFP4 checkpoints leave the LM head, the embedding and the MoE router unquantized
+    # (ModelOpt's exclude_modules; Conventions.wide_head). By hand for Qwen3-30B-A3B (hidden 2048,
+    # vocab 151936, 32 + 2 x 4 heads of 128, 128 experts, 48 layers) in fp8, one decode step of
+    # 2 sequences on one chip: the head's and router's weights at 2 bytes and their GEMMs at the
+    # bf16 peak, the rest at 1 byte and the fp8 peak; their FLOPs at bf16 J/FLOP; GenZ: 1 byte.
+    from jaxplat.cost.energy import dynamic_energy
+
+    model = jp.load_model("qwen3-30b-a3b")
+    wl = workload_from_dict({"batch": 2, "prompt": 64, "output": 4, "dtype": "fp8"})
+    hw = replace(jp.load_hardware("h100-sxm"), units=0.0, eff_compute=0.8, eff_narrow=0.9)
+    t = build_table(model, jp.Parallel(), wl, "decode", jp.Options())
+    names, w0 = list(t.names), np.asarray(t.w0)
+    assert w0[names.index("lm_head")] == 2048 * 151936 * 2.0
+    assert w0[names.index("router")] == 2048 * 128 * 2.0
+    assert w0[names.index("embedding")] == 2 * 2048 * 2.0  # two rows looked up
+    assert w0[names.index("qkv")] == 2048 * 40 * 128 * 1.0
+    peak = np.asarray(row_rates(t, hw, wl, jp.Options(), None)[0])
+    flops = np.asarray(hw.flops)
+    np.testing.assert_allclose(peak[names.index("lm_head")], flops[DTYPES.index("bf16")] * 0.8, rtol=1e-6)
+    np.testing.assert_allclose(peak[names.index("qkv")], flops[DTYPES.index("fp8")] * 0.8 * 0.9, rtol=1e-6)
+    # J/FLOP at bf16 moves the energy by exactly the head's and the routers' FLOPs
+    e = [float(dynamic_energy(t, replace(hw, energy_flop=hw.energy_flop.at[DTYPES.index("bf16")].set(x)), wl,
+                              jp.Options(), 1.0, 0.0)) for x in (0.0, 1e-12)]
+    wide_flops = 2 * (2048 * 151936 + 48 * 2048 * 128) * 2.0
+    np.testing.assert_allclose((e[1] - e[0]) / 1e-12, wide_flops, rtol=1e-5)
+    genz = build_table(model, jp.Parallel(), wl, "decode", jp.Options(profile="genz"))
+    assert np.asarray(genz.w0)[list(genz.names).index("lm_head")] == 2048 * 151936 * 1.0
 
 
 @pytest.fixture(scope="module")

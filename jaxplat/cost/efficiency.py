@@ -58,6 +58,8 @@ from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
 ATTENTION_PREFIXES = ("logit", "attend", "softmax")
 # Rows run by the routed experts' grouped GEMMs (not the shared experts).
 MOE_PREFIXES = ("experts_",)
+# Rows whose weights quantized checkpoints keep in 16 bits (Conventions.wide_head).
+WIDE_ROWS = ("embedding", "router", "lm_head")
 
 
 def attention_mask(table: OpTable) -> np.ndarray:
@@ -68,6 +70,11 @@ def attention_mask(table: OpTable) -> np.ndarray:
 def moe_mask(table: OpTable) -> np.ndarray:
     """[rows] 1.0 for rows of the routed experts' kernels (static, from names)."""
     return np.array([float(n.startswith(MOE_PREFIXES)) for n in table.names], np.float32)
+
+
+def wide_mask(table: OpTable) -> np.ndarray:
+    """[rows] 1.0 for the LM head's, embedding's and router's rows (static, from names)."""
+    return np.array([float(n in WIDE_ROWS) for n in table.names], np.float32)
 
 
 def halvings(bytes_per_element):
@@ -143,21 +150,37 @@ def gemm_peak(hw: Hardware, dtype, bytes_per_element):
     return hw.flops[dtype.astype(jnp.int32)] * hw.eff_compute * dtype_share
 
 
+def row_dtypes(table: OpTable, wl: Workload, opts: Options):
+    """([rows] dtype index into units.DTYPES, [rows] bytes per element) of
+    the operands each row's kernel computes in: the activations' dtype;
+    attention at the KV cache's when wider (Blackwell FP4 GEMMs with FP8
+    attention; not under the "flat" convention); the LM head, embedding and
+    router at 16 bits or wider (Conventions.wide_head)."""
+    dtype = jnp.broadcast_to(wl.compute_dtype, (len(table.names),))
+    width = jnp.broadcast_to(wl.bytes_act, (len(table.names),))
+    if opts.conv.efficiency != "flat":
+        wide_kv = (jnp.asarray(attention_mask(table)) > 0) & (wl.bytes_kv > wl.bytes_act)
+        dtype = jnp.where(wide_kv, dtype_index(wl.bytes_kv), dtype)
+        width = jnp.where(wide_kv, wl.bytes_kv, width)
+    if opts.conv.wide_head:
+        head = (jnp.asarray(wide_mask(table)) > 0) & (wl.bytes_act < 2.0)
+        dtype = jnp.where(head, dtype_index(2.0), dtype)
+        width = jnp.where(head, 2.0, width)
+    return dtype, width
+
+
 def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_peak):
     """Per-row achieved FLOP/s, memory-time factor and fixed latency.
 
     Returns (peak [rows] FLOP/s, mem_scale [rows] (memory time is multiplied
     by it), latency [rows] s added to the compute and the memory time). With the "flat"
     convention: (flat_peak, 1, 0) for every row.
-    Attention runs at the KV cache's precision when it is wider than the
-    activations' (Blackwell FP4 GEMMs with FP8 attention), else at theirs.
+    Each row computes in its `row_dtypes` dtype.
     """
     if opts.conv.efficiency == "flat":
         return flat_peak, 1.0, 0.0
     attn = jnp.asarray(attention_mask(table))
-    wide_kv = (attn > 0) & (wl.bytes_kv > wl.bytes_act)
-    dtype = jnp.where(wide_kv, dtype_index(wl.bytes_kv), wl.compute_dtype)
-    width = jnp.where(wide_kv, wl.bytes_kv, wl.bytes_act)
+    dtype, width = row_dtypes(table, wl, opts)
     mkn = table.m * table.k * table.n
     groups = jnp.where(mkn > 0, jnp.maximum(table.f0 / jnp.where(mkn > 0, 2.0 * mkn, 1.0), 1.0), 1.0)
     # Attention rows of an engine iteration merge sequences of different
@@ -221,6 +244,7 @@ def host_time(hw: Hardware, opts: Options, sequences):
     return hw.sequence_overhead * (REFERENCE_HOST_CLOCK_HZ / clock) * sequences
 
 
-__all__ = ["ATTENTION_PREFIXES", "GROUPED_MIN_TILE_M", "MOE_PREFIXES", "REFERENCE_HOST_CLOCK_HZ", "attention_mask",
-           "collective_latency", "dtype_index", "gemm_peak", "grouped_tile_m", "halvings", "host_time",
-           "iteration_overhead", "kernel_kind", "moe_mask", "quantization", "row_rates"]
+__all__ = ["ATTENTION_PREFIXES", "GROUPED_MIN_TILE_M", "MOE_PREFIXES", "REFERENCE_HOST_CLOCK_HZ", "WIDE_ROWS",
+           "attention_mask", "collective_latency", "dtype_index", "gemm_peak", "grouped_tile_m", "halvings",
+           "host_time", "iteration_overhead", "kernel_kind", "moe_mask", "quantization", "row_dtypes", "row_rates",
+           "wide_mask"]

@@ -19,6 +19,7 @@ import numpy as np
 
 from jaxplat.cost import memory
 from jaxplat.cost.collectives import first_holding, reach_levels
+from jaxplat.cost.efficiency import row_dtypes
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Hardware, Options, Workload
@@ -113,18 +114,18 @@ def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
 def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum, prices=None):
     """Joules one chip spends on a table's work over the passes (no static).
 
-    FLOPs at the compute dtype's J/FLOP; bytes at the J/byte of the level
+    FLOPs at the J/FLOP of each row's compute dtype (efficiency.row_dtypes); bytes at the J/byte of the level
     each operand is placed on, tiling re-reads included (`memory.byte_prices`,
     the same prices as the memory time: footprint at s = output; `prices`
     if already computed); collective bytes at each network level's J/byte.
     """
     tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
-    flops = jnp.sum(tot(table.f0, table.f1))
+    dtype, _ = row_dtypes(table, wl, opts)
+    flops = jnp.sum(tot(table.f0, table.f1) * hw.energy_flop[dtype.astype(jnp.int32)])
     prices = memory.byte_prices(table, hw, wl, wl.output, opts.hierarchy) if prices is None else prices
     mem = jnp.sum(prices.energy(tot(table.a0, table.a1), tot(table.w0, table.w1), tot(table.o0, table.o1)))
-    e_flop = hw.energy_flop[wl.compute_dtype.astype(jnp.int32)]
     net = passes * comm_bytes(table, hw, opts)
-    return flops * e_flop + mem + jnp.sum(net * hw.energy_net)
+    return flops + mem + jnp.sum(net * hw.energy_net)
 
 
 def phase_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: Options, steps, steps_sum, copies,

@@ -178,6 +178,12 @@ class _Ctx:
     output: jax.Array
     ep_stride: jax.Array = None  # ranks between expert-parallel peers (tp·sp)
     send_span: jax.Array = None  # rank span of a stage-to-stage send (2 x stage chips)
+    bw_head: jax.Array = None  # bytes per weight element of the LM head, embedding and router
+    ba_head: jax.Array = None  # bytes per element of their GEMMs' inputs and outputs (Conventions.wide_head)
+
+    def head(self) -> "_Ctx":
+        """This context with the LM head's, embedding's and router's weight and GEMM widths."""
+        return dataclasses.replace(self, bw=self.bw_head, ba=self.ba_head)
 
     def labels(self) -> dict:
         """id -> name of the group sizes and strides of collective rows (tp_attn may be tp itself)."""
@@ -212,6 +218,12 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     ctx.h = ctx.ceil(model.heads / tp_attn)
     ctx.hk = jnp.maximum(ctx.ceil(model.kv_heads / tp_attn), 1.0)
     ctx.ep_stride = par.tp * par.sp
+    # Quantized checkpoints keep the LM head, the embedding table and the MoE
+    # router in 16 bits (Conventions.wide_head: ModelOpt's exclude_modules,
+    # DeepSeek-V3 report Sec. 3.3.1), and run those GEMMs in 16 bits.
+    wide = opts.conv.wide_head
+    ctx.bw_head = jnp.maximum(wl.bytes_weight, 2.0) if wide else wl.bytes_weight
+    ctx.ba_head = jnp.maximum(wl.bytes_act, 2.0) if wide else wl.bytes_act
     ctx.send_span = 2.0 * stage_chips(par)
     return ctx
 
@@ -420,7 +432,7 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     local = m.experts / split  # experts resident per chip
     imb = 1.0 if genz_moe else jnp.where(split > 1.0, ctx.imbalance, 1.0)
     # GenZ splits the router's K dim over tp and all-reduces its output.
-    r.gemm("router", "moe", "moe", tok, D / ctx.tp if genz_moe else D, E, ctx)
+    r.gemm("router", "moe", "moe", tok, D / ctx.tp if genz_moe else D, E, ctx.head())
     if genz_moe:
         gate_elems = tok * (E if phase == "prefill" else D)
         r.collective("router_allreduce", "moe", "moe", "allreduce", ctx.tp, gate_elems * ctx.ba)
@@ -510,14 +522,15 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     on_gemm = (1.0, 0.0, 1.0) if conv.decode_io_on_chip and phase == "decode" else (0.0, 0.0, 0.0)
     # GenZ floors the vocabulary share of a head split over tp·ep.
     vocab = ctx.floor(m.vocab / ctx.tp_attn) if conv.heads_over_ep else ctx.ceil(m.vocab / ctx.tp)
-    emb_stored = vocab * D * ctx.bw
+    head = ctx.head()
+    emb_stored = vocab * D * head.bw
 
     # Embedding. GenZ: a one-hot GEMM in prefill, absent in decode.
     if conv.embedding_gemm and phase == "prefill":
-        r.gemm("embedding", "embedding", "once", tok, vocab, D, ctx)
+        r.gemm("embedding", "embedding", "once", tok, vocab, D, head)
         r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp_attn, act * ctx.bs)
     elif not conv.embedding_gemm:
-        r.add("embedding", "embedding", "once", w=(act * ctx.bw, 0.0), o=(act * ctx.ba, 0.0), stored=emb_stored)
+        r.add("embedding", "embedding", "once", w=(act * head.bw, 0.0), o=(act * ctx.ba, 0.0), stored=emb_stored)
         r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp, act * ctx.bs)
 
     # Attention block, every layer.
@@ -560,6 +573,6 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     # LM head. Only the last prompt token needs logits; GenZ computes all T.
     head_tok = tok if conv.lm_head_all_tokens else seqs
     head_stored = emb_stored * (1.0 - m.tied if conv.tied_head_stored else 1.0)
-    r.gemm("lm_head", "lm_head", "once", head_tok, D, vocab, ctx, stored=head_stored)
+    r.gemm("lm_head", "lm_head", "once", head_tok, D, vocab, head, stored=head_stored)
     r.collective("lm_head_allgather", "lm_head", "once", "allgather", ctx.tp_attn, head_tok * m.vocab * ctx.bs)
     return r.table(m.hidden.dtype)

@@ -68,6 +68,14 @@ class Conventions:
         dtype (engines fuse the element-wise ops that would move the 16-bit
         tensors: residual + norm + quantize, gated activations). GenZ: every
         activation at the activation dtype.
+      wide_head: the LM head, the embedding table and the MoE router keep
+        16-bit weights and run 16-bit GEMMs when the workload's weights or
+        activations are narrower: quantized checkpoints leave them out
+        (NVIDIA ModelOpt's FP8/NVFP4 exports list lm_head and the MoE gate in
+        `exclude_modules`; llm-compressor recipes `ignore` lm_head; DeepSeek-V3
+        report, Sec. 3.3.1, keeps the embedding, output head and gating in
+        BF16/FP32; gpt-oss's `modules_to_not_convert`). GenZ: every weight at
+        the workload's dtype.
       efficiency: "shape" (each operator's efficiency from its shape, dtype
         and kernel kind, plus kernel and per-iteration latencies:
         jaxplat.cost.efficiency) or "flat" (GenZ: one compute and one memory
@@ -97,6 +105,7 @@ class Conventions:
     local_attention: bool = True
     power_limit: bool = True
     wide_collectives: bool = True
+    wide_head: bool = True
     efficiency: str = "shape"
 
 
@@ -108,7 +117,7 @@ GENZ = Conventions(elementwise=False, causal_pairs=False, heads_over_ep=True, sc
                    mamba_accounting="genz", microbatching="batch_over_pp", collectives="genz", memory_hierarchy=False,
                    peak="bf16_scaled", decode="final_step", ttft="one_microbatch", footprint="summed_stages",
                    mla=False, local_attention=False, power_limit=False, wide_collectives=False,
-                   efficiency="flat")
+                   wide_head=False, efficiency="flat")
 CONVENTIONS = {"default": Conventions(), "genz": GENZ}
 PROFILES = tuple(CONVENTIONS)
 
