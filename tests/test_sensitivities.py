@@ -141,6 +141,21 @@ def test_elasticities_of_reported_case_are_finite():
     assert grad[labels.index("mem_bw[0]"), metrics.index("tpot")] < -0.2
 
 
+def test_numbers_include_the_peak_of_every_gemm_dtype():
+    # FP4 GEMMs with an FP8 KV cache: attention runs in fp8 and the LM head and router in bf16
+    # (efficiency.row_dtypes), so those peaks are sensitivities too; a bf16 workload has one.
+    from jaxplat.model import workload_from_dict
+
+    hw = jp.load_hardware("b200")
+
+    def peaks(dtype):
+        wl = workload_from_dict({"batch": 1, "prompt": 8, "output": 2, "dtype": dtype})
+        return {label for label, field, _ in sensitivity.hardware_numbers(hw, wl) if field == "flops"}
+
+    assert peaks({"weights": "fp4", "activations": "fp4", "kv": "fp8"}) == {"flops[fp4]", "flops[fp8]", "flops[bf16]"}
+    assert peaks("bf16") == {"flops[bf16]"}
+
+
 def test_json_text_is_strict():
     obj = {"a": float("nan"), "b": [1.0, float("inf"), -float("inf")], "c": np.float32(np.nan),
            "d": np.array([1.5, np.nan]), "e": (np.int64(3), True, None, "x"), "f": np.float64(2.0)}

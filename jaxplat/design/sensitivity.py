@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost import evaluate
+from jaxplat.cost.efficiency import dtype_index
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.specs.units import DTYPES
 
@@ -29,9 +30,17 @@ STAIRCASES = ("units", "tile_m", "tile_n", "tile_k")
 
 def hardware_numbers(hw: Hardware, wl: Workload):
     """[(label, field, index)] of the hardware numbers worth a sensitivity:
-    the compute dtype's peak, real memory and network levels, and the rest."""
+    the peaks (and J/FLOP) of the dtypes GEMMs run in, real memory and
+    network levels, and the rest. The dtypes: the compute dtype, bf16 as well
+    when that is narrower (the LM head and router stay 16-bit,
+    Conventions.wide_head), the KV cache's when wider (attention,
+    efficiency.row_dtypes)."""
     out = []
-    dtype = int(wl.compute_dtype)
+    dtypes = {int(wl.compute_dtype)}
+    if float(wl.bytes_act) < 2.0:
+        dtypes.add(DTYPES.index("bf16"))
+    if float(wl.bytes_kv) > float(wl.bytes_act):
+        dtypes.add(int(dtype_index(float(wl.bytes_kv))))
     for f in dataclasses.fields(Hardware):
         if f.name in _SKIP_FIELDS or f.metadata.get("static"):
             continue
@@ -44,7 +53,7 @@ def hardware_numbers(hw: Hardware, wl: Workload):
             continue
         for i in range(v.shape[0]):
             if f.name in ("flops", "energy_flop"):
-                if i == dtype:
+                if i in dtypes:
                     out.append((f"{f.name}[{DTYPES[i]}]", f.name, i))
             elif f.name.startswith("mem_") or f.name == "energy_mem":
                 if float(hw.mem_size[i]) > 0:
