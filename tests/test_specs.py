@@ -205,6 +205,34 @@ def test_mxfp4_is_a_weights_format():
         workload_from_dict({"batch": 1, "prompt": 8, "output": 8, "dtype": {"weights": "bf16", "kv": "mxfp4"}})
 
 
+def test_routed_experts_may_be_stored_apart():
+    # gpt-oss stores its routed experts in MXFP4 and the rest in BF16 (its config's
+    # quantization_config.modules_to_not_convert); a 4th dtype names the experts' weights. By hand for
+    # Qwen3-30B-A3B: 48 layers x 128 experts x 3 x 2048 x 768 = 28,991,029,248 expert weights, which
+    # cost 0.5625 B (NVFP4) instead of 2 in bf16/bf16/bf16/fp4, everything else unchanged.
+    from jaxplat.cost import build_table
+    from jaxplat.search.study import AXIS_KINDS
+
+    model, hw = jp.load_model("qwen3-30b-a3b"), jp.load_hardware("b200")
+    mixed = {"weights": "bf16", "activations": "bf16", "kv": "bf16", "experts": "fp4"}
+    wls = [workload_from_dict({"batch": 1, "prompt": 8, "output": 2, "dtype": d}) for d in ("bf16", mixed)]
+    w16, wmix = (float(jp.evaluate(model, hw, jp.Parallel(), wl).weights_bytes) for wl in wls)
+    assert wmix == pytest.approx(w16 - 28_991_029_248 * (2 - 0.5625), rel=1e-6)
+    # a decode step streams the touched experts at 0.5625 B, the attention at 2
+    tables = [build_table(model, jp.Parallel(), wl, "decode", jp.Options()) for wl in wls]
+    w0 = [dict(zip(t.names, np.asarray(t.w0))) for t in tables]
+    assert w0[1]["experts_up_gate"] == pytest.approx(w0[0]["experts_up_gate"] * 0.5625 / 2, rel=1e-6)
+    assert w0[1]["qkv"] == w0[0]["qkv"]
+    assert dtype_triple("--dtype", "bf16/bf16/bf16/mxfp4") == {"weights": "bf16", "activations": "bf16",
+                                                              "kv": "bf16", "experts": "mxfp4"}
+    for text in ("bf16/bf16/bf16/fp9", "bf16/bf16/bf16/fp4/fp4"):
+        with pytest.raises(SpecError, match=f"'{text}' is not a dtype"):
+            dtype_triple("--dtype", text)
+    # the study's dtype axis puts everything at its dtype, the experts too
+    swept = AXIS_KINDS["dtype"].setter(wls[1], jax.numpy.float32(DTYPES.index("fp8")))
+    assert float(swept.bytes_expert_weight) == 0.0 and float(swept.bytes_weight) == 1.0
+
+
 def test_cli_errors_are_one_line():
     # The installed entry point: exit status 2 and one line on stderr, no traceback.
     r = subprocess.run([sys.executable, "-m", "jaxplat.cli", "estimate", "--model", "llama-2-7", "--hardware",

@@ -77,10 +77,7 @@ def register(sub):
                    help="fraction of communication hidden behind compute, 0..1 (default 0, GenZ's assumption)")
     p.add_argument("--imbalance", type=float, default=1.0,
                    help="MoE load imbalance: busiest expert's tokens over the mean, >= 1 (default 1)")
-    p.add_argument("--dtype", metavar="DTYPE[/ACT/KV]",
-                   help=f"one dtype for weights, activations and KV cache ({', '.join(units.DTYPES)}), or "
-                        "weights/activations/kv, e.g. fp4/fp4/fp8 (NVFP4 GEMMs, FP8 KV cache) or mxfp4/bf16/bf16 "
-                        "(MXFP4 weights, 16-bit GEMMs)")
+    add_dtype_argument(p)
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
@@ -94,6 +91,15 @@ def register(sub):
                         "~/.cache/jaxplat/xla, so that the next call of the same shape skips tracing and compiling)")
     serving_args.add_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_dtype_argument(p):
+    """The --dtype flag (estimate, requirements)."""
+    p.add_argument("--dtype", metavar="DTYPE[/ACT/KV[/EXPERTS]]",
+                   help=f"one dtype for weights, activations and KV cache ({', '.join(units.DTYPES)}), or "
+                        "weights/activations/kv, e.g. fp4/fp4/fp8 (NVFP4 GEMMs, FP8 KV cache) or mxfp4/bf16/bf16 "
+                        "(MXFP4 weights, 16-bit GEMMs), and /experts for the routed experts' weights when a "
+                        "checkpoint stores them apart, e.g. bf16/bf16/bf16/mxfp4 (gpt-oss)")
 
 
 def _overrides(wl, args):

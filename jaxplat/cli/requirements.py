@@ -3,7 +3,7 @@ case within its SLOs (GenZ's platform requirements, arXiv 2406.01698 Sec. 7),
 by GenZ's closed forms and by inverting the full cost model."""
 
 
-from jaxplat.cli.estimate import _overrides
+from jaxplat.cli.estimate import _overrides, add_dtype_argument
 from jaxplat.design.requirements import requirements
 from jaxplat.model import PROFILES, Options, Parallel, load_hardware, load_model, load_workload
 from jaxplat.report import json_text, table
@@ -28,10 +28,7 @@ def register(sub):
     for flag, helptext in (("tp", "tensor"), ("pp", "pipeline"), ("ep", "expert"), ("dp", "data"),
                            ("sp", "sequence (context)")):
         p.add_argument(f"--{flag}", type=int, default=1, help=f"{helptext}-parallel degree (default 1)")
-    p.add_argument("--dtype", metavar="DTYPE[/ACT/KV]",
-                   help=f"one dtype for weights, activations and KV cache ({', '.join(units.DTYPES)}), or "
-                        "weights/activations/kv, e.g. fp4/fp4/fp8 (NVFP4 GEMMs, FP8 KV cache) or mxfp4/bf16/bf16 "
-                        "(MXFP4 weights, 16-bit GEMMs)")
+    add_dtype_argument(p)
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")

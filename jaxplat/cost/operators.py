@@ -180,6 +180,7 @@ class _Ctx:
     send_span: jax.Array = None  # rank span of a stage-to-stage send (2 x stage chips)
     bw_head: jax.Array = None  # bytes per weight element of the LM head, embedding and router
     ba_head: jax.Array = None  # bytes per element of their GEMMs' inputs and outputs (Conventions.wide_head)
+    bw_experts: jax.Array = None  # bytes per weight element of the routed experts (Workload.bytes_expert_weight)
 
     def head(self) -> "_Ctx":
         """This context with the LM head's, embedding's and router's weight and GEMM widths."""
@@ -224,6 +225,7 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     wide = opts.conv.wide_head
     ctx.bw_head = jnp.maximum(wl.bytes_weight, 2.0) if wide else wl.bytes_weight
     ctx.ba_head = jnp.maximum(wl.bytes_act, 2.0) if wide else wl.bytes_act
+    ctx.bw_experts = jnp.where(wl.bytes_expert_weight > 0, wl.bytes_expert_weight, wl.bytes_weight)
     ctx.send_span = 2.0 * stage_chips(par)
     return ctx
 
@@ -444,25 +446,26 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     copies = jnp.where(ctx.moe_gather > 0, ctx.ep * tok, imb * tok * k / moe_ep)
     a2a = copies * D * ctx.ba
     r.collective("dispatch", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.ep_stride)
+    ex = dataclasses.replace(ctx, bw=ctx.bw_experts)  # the routed experts' weights may be stored apart
     if genz_moe and phase == "prefill":
         # GenZ: every local expert runs floor(T*k/E) tokens of each sequence.
         m_tok = ctx.b * ctx.floor(T * k / E)
-        r.gemm("experts_up_gate", "moe", "moe", m_tok, D, local * width * fi, ctx)
-        r.gemm("experts_down", "moe", "moe", m_tok, local * width, D, ctx)
+        r.gemm("experts_up_gate", "moe", "moe", m_tok, D, local * width * fi, ex)
+        r.gemm("experts_down", "moe", "moe", m_tok, local * width, D, ex)
     elif genz_moe:
         # GenZ decode: max(1, ceil(k/ep)) experts run all tokens; the other
         # ceil(E/ep) - a local experts cost nothing but are resident.
         act = jnp.maximum(1.0, ctx.ceil(k / ctx.ep))
         idle = ctx.ceil(E / ctx.ep) - act
-        _ffn(r, ctx, "experts_", "moe", "moe", tok, act * width, on_gemm)
-        r.add("idle_experts", "moe", "moe", stored=idle * width * (fi + 1.0) * D * ctx.bw)
+        _ffn(r, ex, "experts_", "moe", "moe", tok, act * width, on_gemm)
+        r.add("idle_experts", "moe", "moe", stored=idle * width * (fi + 1.0) * D * ex.bw)
     else:
         # Token copies routed to this chip's experts, and the experts they
         # touch: E(1 - (1 - k/E)^tokens) distinct experts in expectation
         # under uniform routing of the ep·tok tokens, of which 1/split are local.
         routed = imb * tok * k / moe_ep
         touched = E * (1.0 - (1.0 - k / E) ** (ctx.ep * tok)) / split
-        per_expert = D * width * ctx.bw
+        per_expert = D * width * ex.bw
         # A grouped GEMM is one GEMM per touched expert, each over its own
         # tokens (CUTLASS grouped GEMM, TensorRT-LLM/vLLM fused MoE): its
         # rows are the tokens per expert (mean field: routed / touched), so

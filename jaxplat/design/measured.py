@@ -6,7 +6,7 @@ One row is one measured number of one deployment under one load:
   model, hardware        built-in names or spec paths
   tp, pp, ep, moe_ep, dp parallel degrees (dp: replicas; moe_ep where the
                          cost model has it)
-  dtype                  one dtype, or weights/activations/kv (fp4/fp4/fp8)
+  dtype                  one dtype, or weights/activations/kv[/experts] (fp4/fp4/fp8)
   prompt, output         mean tokens per request
   batch | concurrency | rate | offline
                          exactly one: a static batch per replica, closed-loop

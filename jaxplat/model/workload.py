@@ -18,6 +18,10 @@ class Workload:
         stored, with a block scale's share: units.WEIGHT_BYTES_PER_ELEMENT),
         activations and KV cache.
       compute_dtype: index into units.DTYPES of the dtype GEMMs run in.
+      bytes_expert_weight: bytes per element of the routed experts' weights
+        when a checkpoint stores them apart from the rest (gpt-oss: MXFP4
+        experts, BF16 attention); 0: as `bytes_weight`. Their GEMMs still run
+        in `compute_dtype`.
       ttft_slo, tpot_slo: service-level targets in seconds.
     """
 
@@ -31,3 +35,4 @@ class Workload:
     compute_dtype: jax.Array
     ttft_slo: jax.Array
     tpot_slo: jax.Array
+    bytes_expert_weight: jax.Array

@@ -79,7 +79,8 @@ def _set_dtype(fields):
         b, bw = jnp.asarray(_BYTES)[i], jnp.asarray(_WEIGHT_BYTES)[i]
         changes = {f: bw if f == "bytes_weight" else b for f in fields if f != "compute_dtype"}
         if "compute_dtype" in fields:
-            changes["compute_dtype"] = v
+            # one dtype for everything: the routed experts' weights too (Workload.bytes_expert_weight)
+            changes.update(compute_dtype=v, bytes_expert_weight=0.0)
         return replace(wl, **changes)
     return setter
 

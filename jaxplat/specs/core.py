@@ -144,13 +144,17 @@ def dtype_name(src, key, value, weights=False) -> str:
 def dtype_triple(where, text) -> dict:
     """One dtype ('fp8') or weights/activations/kv ('fp4/fp4/fp8': NVFP4
     weights and activations, FP8 KV cache; 'mxfp4/bf16/bf16': MXFP4 weights
-    with 16-bit GEMMs) -> {weights, activations, kv}."""
+    with 16-bit GEMMs), optionally /experts, the routed experts' weights when
+    they differ ('bf16/bf16/bf16/mxfp4': gpt-oss) -> {weights, activations,
+    kv[, experts]}."""
     parts = [p.strip() for p in str(text).split("/")]
     if len(parts) == 1:
         parts = parts * 3
-    if len(parts) != 3 or parts[0] not in WEIGHT_DTYPES or any(p not in DTYPES for p in parts[1:]):
-        raise SpecError(f"{where}: {text!r} is not a dtype or weights/activations/kv of {', '.join(DTYPES)} "
-                        f"(weights also {', '.join(WEIGHT_FORMATS)})")
-    return dict(zip(("weights", "activations", "kv"), parts))
+    weights = [parts[0]] + parts[3:]
+    if len(parts) not in (3, 4) or any(p not in WEIGHT_DTYPES for p in weights) or any(
+            p not in DTYPES for p in parts[1:3]):
+        raise SpecError(f"{where}: {text!r} is not a dtype or weights/activations/kv[/experts] of "
+                        f"{', '.join(DTYPES)} (weights and experts also {', '.join(WEIGHT_FORMATS)})")
+    return dict(zip(("weights", "activations", "kv", "experts"), parts))
 
 
