@@ -114,10 +114,11 @@ def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
 def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum, prices=None):
     """Joules one chip spends on a table's work over the passes (no static).
 
-    FLOPs at the J/FLOP of each row's compute dtype (efficiency.row_dtypes); bytes at the J/byte of the level
-    each operand is placed on, tiling re-reads included (`memory.byte_prices`,
-    the same prices as the memory time: footprint at s = output; `prices`
-    if already computed); collective bytes at each network level's J/byte.
+    FLOPs at the J/FLOP of each row's compute dtype (efficiency.row_dtypes);
+    bytes at the J/byte of the level each operand is placed on, tiling
+    re-reads included (`memory.byte_prices`, the same prices as the memory
+    time: footprint at s = output; `prices` if already computed); collective
+    bytes at each network level's J/byte.
     """
     tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
     dtype, _ = row_dtypes(table, wl, opts)
