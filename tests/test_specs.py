@@ -203,6 +203,14 @@ def test_mxfp4_is_a_weights_format():
             dtype_triple("--dtype", text)
     with pytest.raises(SpecError, match="dtype.kv has unknown dtype 'mxfp4'"):
         workload_from_dict({"batch": 1, "prompt": 8, "output": 8, "dtype": {"weights": "bf16", "kv": "mxfp4"}})
+    # a study's weight_dtype axis takes it (0.53125 B), its dtype axis does not
+    from jaxplat.search.study import AXIS_KINDS, _values
+
+    values, labels = _values("study", "weight_dtype", ["fp8", "mxfp4"])
+    swept = [float(AXIS_KINDS["weight_dtype"].setter(wl, jax.numpy.float32(v)).bytes_weight) for v in values]
+    assert labels == ("fp8", "mxfp4") and swept == [1.0, 0.53125]
+    with pytest.raises(SpecError, match="axes.dtype has unknown dtype 'mxfp4'"):
+        _values("study", "dtype", ["mxfp4"])
 
 
 def test_routed_experts_may_be_stored_apart():

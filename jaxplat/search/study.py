@@ -70,13 +70,15 @@ def _set_flops(hw, v):
 
 
 _BYTES = np.array([units.BYTES_PER_ELEMENT[d] for d in units.DTYPES], np.float32)
-_WEIGHT_BYTES = np.array([units.WEIGHT_BYTES_PER_ELEMENT[d] for d in units.DTYPES], np.float32)
+# Indexed over units.WEIGHT_DTYPES, which begins with units.DTYPES in their order: a weight_dtype
+# axis may also take a storage format (mxfp4), the other dtype axes compute dtypes only.
+_WEIGHT_BYTES = np.array([units.WEIGHT_BYTES_PER_ELEMENT[d] for d in units.WEIGHT_DTYPES], np.float32)
 
 
 def _set_dtype(fields):
-    def setter(wl, v):  # v: index into units.DTYPES (a float)
+    def setter(wl, v):  # v: index into units.DTYPES (a float; units.WEIGHT_DTYPES for weight_dtype)
         i = v.astype(jnp.int32)
-        b, bw = jnp.asarray(_BYTES)[i], jnp.asarray(_WEIGHT_BYTES)[i]
+        b, bw = jnp.asarray(_BYTES)[jnp.minimum(i, len(_BYTES) - 1)], jnp.asarray(_WEIGHT_BYTES)[i]
         changes = {f: bw if f == "bytes_weight" else b for f in fields if f != "compute_dtype"}
         if "compute_dtype" in fields:
             # one dtype for everything: the routed experts' weights too (Workload.bytes_expert_weight)
@@ -295,12 +297,13 @@ def _values(src, name, spec) -> tuple[np.ndarray, tuple]:
     kind = AXIS_KINDS[name]
     where = f"{src}: axes.{name}"
     if kind.categorical and name in ("dtype", "weight_dtype", "kv_dtype"):
+        names = units.WEIGHT_DTYPES if name == "weight_dtype" else units.DTYPES
         if not isinstance(spec, list) or not spec:
-            raise SpecError(f"{where} must be a non-empty list of dtypes ({', '.join(units.DTYPES)})")
+            raise SpecError(f"{where} must be a non-empty list of dtypes ({', '.join(names)})")
         for v in spec:
-            if v not in units.DTYPES:
-                raise SpecError(f"{where} has unknown dtype {v!r}; allowed: {', '.join(units.DTYPES)}")
-        return np.array([units.DTYPES.index(v) for v in spec], np.float64), tuple(spec)
+            if v not in names:
+                raise SpecError(f"{where} has unknown dtype {v!r}; allowed: {', '.join(names)}")
+        return np.array([names.index(v) for v in spec], np.float64), tuple(spec)
     if isinstance(spec, list):
         if not spec:
             raise SpecError(f"{where} is an empty list")
