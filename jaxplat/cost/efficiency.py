@@ -164,7 +164,7 @@ def row_dtypes(table: OpTable, wl: Workload, opts: Options):
         width = jnp.where(wide_kv, wl.bytes_kv, width)
     if opts.conv.wide_head:
         head = (jnp.asarray(wide_mask(table)) > 0) & (wl.bytes_act < 2.0)
-        dtype = jnp.where(head, dtype_index(2.0), dtype)
+        dtype = jnp.where(head, float(DTYPES.index("bf16")), dtype)
         width = jnp.where(head, 2.0, width)
     return dtype, width
 
