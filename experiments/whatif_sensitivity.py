@@ -50,7 +50,7 @@ def main():
     print(f"max |autodiff - finite difference|: {np.abs(grad - fd)[smooth_rows].max():.2e} over the continuous "
           "numbers (net_domain, SMs and tile sides are whole numbers: kinks and staircases)")
 
-    numbers = cd.hardware_numbers(hw, wl)
+    numbers = cd.hardware_numbers(model, hw, par, wl, opts)
     index = {lab: j for j, (lab, *_) in enumerate(numbers)}
     scales = np.geomspace(0.5, 2.0, 13)
 

@@ -68,7 +68,7 @@ def _strict_loads(s: str):
 def sensitivities(model, hw, wl, opts, reverse=False):
     """(labels, jvp [T, N, M], fd [T, N, M], jacrev [T, N, M] or None): d log
     metric / d log number for tp in TPS, N hardware numbers, M = FIELDS."""
-    numbers = cd.hardware_numbers(hw, wl)
+    numbers = cd.hardware_numbers(model, hw, jp.Parallel(), wl, opts)
     n = len(numbers)
     tps = jnp.asarray(TPS, jnp.float32)
 
@@ -144,16 +144,22 @@ def test_elasticities_of_reported_case_are_finite():
 def test_numbers_include_the_peak_of_every_gemm_dtype():
     # FP4 GEMMs with an FP8 KV cache: attention runs in fp8 and the LM head and router in bf16
     # (efficiency.row_dtypes), so those peaks are sensitivities too; a bf16 workload has one.
+    # GenZ's profile runs every row at the compute dtype's peak: the others would have zero
+    # elasticity there, so they are not listed.
     from jaxplat.model import workload_from_dict
 
     hw = jp.load_hardware("b200")
+    model = jp.load_model("qwen3-30b-a3b")
 
-    def peaks(dtype):
+    def peaks(dtype, profile="default"):
         wl = workload_from_dict({"batch": 1, "prompt": 8, "output": 2, "dtype": dtype})
-        return {label for label, field, _ in sensitivity.hardware_numbers(hw, wl) if field == "flops"}
+        numbers = sensitivity.hardware_numbers(model, hw, jp.Parallel(), wl, jp.Options(profile=profile))
+        return {label for label, field, _ in numbers if field == "flops"}
 
-    assert peaks({"weights": "fp4", "activations": "fp4", "kv": "fp8"}) == {"flops[fp4]", "flops[fp8]", "flops[bf16]"}
+    fp4 = {"weights": "fp4", "activations": "fp4", "kv": "fp8"}
+    assert peaks(fp4) == {"flops[fp4]", "flops[fp8]", "flops[bf16]"}
     assert peaks("bf16") == {"flops[bf16]"}
+    assert peaks(fp4, "genz") == {"flops[fp4]"}
 
 
 def test_json_text_is_strict():

@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost import evaluate
-from jaxplat.cost.efficiency import dtype_index
+from jaxplat.cost.efficiency import row_dtypes
+from jaxplat.cost.operators import build_table
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.specs.units import DTYPES
 
@@ -28,19 +29,27 @@ _HOST_FIELDS = ("host_flops", "host_bw", "host_latency")
 STAIRCASES = ("units", "tile_m", "tile_n", "tile_k")
 
 
-def hardware_numbers(hw: Hardware, wl: Workload):
+def gemm_dtypes(model: Model, par: Parallel, wl: Workload, opts: Options = Options()) -> set:
+    """Indices into units.DTYPES of the dtypes a deployment's kernels compute
+    in: `efficiency.row_dtypes` over the rows with FLOPs of its prefill and
+    decode tables (the activations' dtype; under the default profile also
+    bf16 for the 16-bit LM head and router, the KV cache's for attention when
+    wider)."""
+    out = set()
+    for phase in ("prefill", "decode"):
+        table = build_table(model, par, wl, phase, opts)
+        dtype, _ = row_dtypes(table, wl, opts)
+        busy = np.asarray(table.f0 + table.f1) * np.asarray(table.count) > 0
+        out |= {int(d) for d in np.asarray(dtype)[busy]}
+    return out
+
+
+def hardware_numbers(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts: Options = Options()):
     """[(label, field, index)] of the hardware numbers worth a sensitivity:
-    the peaks (and J/FLOP) of the dtypes GEMMs run in, real memory and
-    network levels, and the rest. The dtypes: the compute dtype, bf16 as well
-    when that is narrower (the LM head and router stay 16-bit,
-    Conventions.wide_head), the KV cache's when wider (attention,
-    efficiency.row_dtypes)."""
+    the peaks (and J/FLOP) of the dtypes the kernels run in (`gemm_dtypes`),
+    real memory and network levels, and the rest."""
     out = []
-    dtypes = {int(wl.compute_dtype)}
-    if float(wl.bytes_act) < 2.0:
-        dtypes.add(DTYPES.index("bf16"))
-    if float(wl.bytes_kv) > float(wl.bytes_act):
-        dtypes.add(int(dtype_index(float(wl.bytes_kv))))
+    dtypes = gemm_dtypes(model, par, wl, opts)
     for f in dataclasses.fields(Hardware):
         if f.name in _SKIP_FIELDS or f.metadata.get("static"):
             continue
@@ -82,7 +91,7 @@ def elasticities(model: Model, hw: Hardware, par: Parallel, wl: Workload, option
     Returns:
       (labels [H], metric names [M], grad [H, M], fd [H, M]) numpy arrays.
     """
-    numbers = hardware_numbers(hw, wl)
+    numbers = hardware_numbers(model, hw, par, wl, options)
 
     def logm(s):
         m = evaluate(model, _scaled(hw, numbers, s), par, wl, options)
@@ -98,4 +107,4 @@ def elasticities(model: Model, hw: Hardware, par: Parallel, wl: Workload, option
     return [n[0] for n in numbers], list(ELASTIC_METRICS), np.asarray(grad), fd
 
 
-__all__ = ["ELASTIC_METRICS", "STAIRCASES", "elasticities", "hardware_numbers"]
+__all__ = ["ELASTIC_METRICS", "STAIRCASES", "elasticities", "gemm_dtypes", "hardware_numbers"]
