@@ -241,6 +241,43 @@ def test_routed_experts_may_be_stored_apart():
     assert float(swept.bytes_expert_weight) == 0.0 and float(swept.bytes_weight) == 1.0
 
 
+def test_checkpoint_dtype_is_read_from_quantization_config(capsys):
+    # What each config.json's quantization_config says, by reading them: DeepSeek-V3/R1 and Kimi-K2
+    # are "fp8" with dynamic E4M3 activations (FP8 GEMMs, KV 16-bit as engines keep it); gpt-oss
+    # leaves attention, router, embedding and head out of MXFP4 (modules_to_not_convert): experts only.
+    from jaxplat.cli import main
+    from jaxplat.model import checkpoint_dtype, load_checkpoint_dtype
+
+    expect = {"deepseek-v3": "fp8/fp8/bf16", "deepseek-r1": "fp8/fp8/bf16", "kimi-k2": "fp8/fp8/bf16",
+              "gpt-oss-120b": "bf16/bf16/bf16/mxfp4"}
+    found = {p.stem: load_checkpoint_dtype(str(p)) for p in sorted(HF.glob("*.json"))}
+    assert {k: v for k, v in found.items() if v} == expect
+    assert load_checkpoint_dtype("deepseek-v3") == "fp8/fp8/bf16"  # the built-in spec carries it too
+    # the other methods, from their documented keys
+    fp16 = {"torch_dtype": "float16"}
+    assert checkpoint_dtype({**fp16, "quantization_config": {"quant_method": "awq", "bits": 4}}) == "int4/fp16/fp16"
+    assert checkpoint_dtype({"quantization_config": {"quant_method": "gptq", "bits": 8}}) == "int8/bf16/bf16"
+    assert checkpoint_dtype({"quantization_config": {"quant_method": "mxfp4"}}) == "mxfp4/bf16/bf16"
+    assert checkpoint_dtype({"quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                                     "kv_cache_quant_algo": "FP8"}}) == "fp4/fp4/fp8"
+    assert checkpoint_dtype({"quantization_config": {"quant_method": "compressed-tensors"}}) is None
+    with pytest.raises(SpecError, match="bits must be 4 or 8 for gptq, got 3"):
+        checkpoint_dtype({"quantization_config": {"quant_method": "gptq", "bits": 3}})
+    # `--dtype checkpoint` is the explicit dtype; without --dtype the run warns that it charges bf16
+    gpt_oss = ["estimate", "--model", str(HF / "gpt-oss-120b.json"), "--hardware", "h100-sxm", "--json",
+               "--allow-infeasible"]
+    out = {}
+    for flag in ([], ["--dtype", "checkpoint"], ["--dtype", "bf16/bf16/bf16/mxfp4"]):
+        assert main(gpt_oss + flag) == 0
+        out[tuple(flag)] = json.loads(capsys.readouterr().out)
+    ck, explicit, plain = out[("--dtype", "checkpoint")], out[("--dtype", "bf16/bf16/bf16/mxfp4")], out[()]
+    assert ck["weights_bytes"] == explicit["weights_bytes"] < plain["weights_bytes"] / 3
+    assert not ck["warnings"] and not explicit["warnings"]
+    assert any("stored as bf16/bf16/bf16/mxfp4" in w for w in plain["warnings"])
+    assert main(["estimate", "--model", "llama-2-7b", "--hardware", "h100-sxm", "--dtype", "checkpoint"]) == 2
+    assert "has no quantization_config" in capsys.readouterr().err
+
+
 def test_cli_errors_are_one_line():
     # The installed entry point: exit status 2 and one line on stderr, no traceback.
     r = subprocess.run([sys.executable, "-m", "jaxplat.cli", "estimate", "--model", "llama-2-7", "--hardware",

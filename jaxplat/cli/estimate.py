@@ -28,6 +28,7 @@ from jaxplat.model import (
     Options,
     Parallel,
     dtype_fields,
+    load_checkpoint_dtype,
     load_hardware,
     load_model,
     load_workload,
@@ -99,7 +100,8 @@ def add_dtype_argument(p):
                    help=f"one dtype for weights, activations and KV cache ({', '.join(units.DTYPES)}), or "
                         "weights/activations/kv, e.g. fp4/fp4/fp8 (NVFP4 GEMMs, FP8 KV cache) or mxfp4/bf16/bf16 "
                         "(MXFP4 weights, 16-bit GEMMs), and /experts for the routed experts' weights when a "
-                        "checkpoint stores them apart, e.g. bf16/bf16/bf16/mxfp4 (gpt-oss)")
+                        "checkpoint stores them apart, e.g. bf16/bf16/bf16/mxfp4 (gpt-oss); 'checkpoint': what "
+                        "the model's config.json quantization_config says")
 
 
 def _overrides(wl, args):
@@ -118,8 +120,28 @@ def _overrides(wl, args):
     if args.imbalance < 1.0:
         raise SpecError(f"--imbalance must be >= 1 (1 = perfectly balanced), got {args.imbalance}")
     if args.dtype:
-        changes.update(dtype_fields(dtype_triple("--dtype", args.dtype)))
+        text = args.dtype
+        if text.strip().lower() == "checkpoint":
+            text = load_checkpoint_dtype(args.model)
+            if text is None:
+                raise SpecError(f"--dtype checkpoint: {args.model} has no quantization_config that jaxplat reads "
+                                "(a 16-bit checkpoint: --dtype bf16)")
+        changes.update(dtype_fields(dtype_triple("--dtype", text)))
     return replace(wl, **changes) if changes else wl
+
+
+def checkpoint_warnings(args, wl) -> list[str]:
+    """A warning when no --dtype was given and the model's checkpoint is
+    stored in other dtypes than the workload charges (a quantized
+    config.json: gpt-oss's MXFP4 experts, DeepSeek's FP8)."""
+    ck = None if args.dtype else load_checkpoint_dtype(args.model)
+    if ck is None:
+        return []
+    fields = dtype_fields(dtype_triple("quantization_config", ck))
+    if all(float(getattr(wl, k)) == v for k, v in fields.items()):
+        return []
+    return [f"{args.model}'s checkpoint is stored as {ck} (weights/activations/kv[/experts], its quantization_config); "
+            f"this run charges the workload's dtypes; --dtype checkpoint charges the checkpoint's"]
 
 
 def infeasible_reasons(model, par, metrics, opts, checks=None, split=None) -> list[str]:
@@ -227,7 +249,7 @@ def run(args) -> int:
     res = compiled.run("estimate", estimate_arrays, (model, hw, par, wl, sinputs), (opts, splan, not args.json),
                        None if args.no_cache else compiled.cache_dir())
     metrics = res["metrics"]
-    warnings = clipped_flags(args, par, wl, opts, res["batching"])
+    warnings = checkpoint_warnings(args, wl) + clipped_flags(args, par, wl, opts, res["batching"])
     reasons = (infeasible_reasons(model, par, metrics, opts, res["checks"], res["split"])
                if not bool(metrics.feasible) else [])
     if not bool(metrics.feasible) and not reasons:

@@ -2,8 +2,9 @@
 case within its SLOs (GenZ's platform requirements, arXiv 2406.01698 Sec. 7),
 by GenZ's closed forms and by inverting the full cost model."""
 
+import sys
 
-from jaxplat.cli.estimate import _overrides, add_dtype_argument
+from jaxplat.cli.estimate import _overrides, add_dtype_argument, checkpoint_warnings
 from jaxplat.design.requirements import requirements
 from jaxplat.model import PROFILES, Options, Parallel, load_hardware, load_model, load_workload
 from jaxplat.report import json_text, table
@@ -49,6 +50,8 @@ def run(args) -> int:
     model, hw = load_model(args.model), load_hardware(args.hardware)
     wl = _overrides(load_workload(args.workload), args)
     par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp)
+    for w in checkpoint_warnings(args, wl):
+        print(f"jaxplat: warning: {w}", file=sys.stderr)
     req = requirements(model, hw, par, wl, Options(profile=args.profile))
     if args.json:
         out = {"model": args.model, "workload": args.workload, "hardware": args.hardware, "profile": args.profile}

@@ -34,7 +34,7 @@ from jaxplat.model.efficiency_spec import (
 from jaxplat.model.genz import GENZ_GB, genz_h100, genz_system
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.hardware_spec import chip_software, hardware_from_dict, load_hardware, network_level_names
-from jaxplat.model.model_spec import load_model, model_from_config
+from jaxplat.model.model_spec import checkpoint_dtype, load_checkpoint_dtype, load_model, model_from_config
 from jaxplat.model.options import CONVENTIONS, PROFILES, Conventions, Options
 from jaxplat.model.parallel import Parallel, chips, stage_chips
 from jaxplat.model.pytree import as_f32, pytree_dataclass, replace, static
@@ -43,7 +43,7 @@ from jaxplat.model.workload import Workload
 from jaxplat.model.workload_spec import dtype_fields, load_workload, workload_from_dict
 
 __all__ = ["ATTENTION_KINDS", "SSM_KINDS", "attention_layers", "ffn_layers", "ssm_conv_channels", "ssm_in_width",
-           "ssm_params", "ssm_state_elements", "CONVENTIONS", "EFFICIENCY_PARAMS", "Calibration", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS",
+           "ssm_params", "ssm_state_elements", "checkpoint_dtype", "load_checkpoint_dtype", "CONVENTIONS", "EFFICIENCY_PARAMS", "Calibration", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS",
            "MAX_NET_LEVELS", "OFFLOAD_GROUPS", "OFFLOAD_NAMES", "PROFILES", "TOPOLOGIES", "Hardware",
            "Model", "Options", "Parallel", "Technology", "Workload", "as_f32", "calibration_from_dict", "chip_software", "chips", "default_calibration", "ffn_factor", "genz_h100",
            "genz_system", "hardware_from_dict", "kv_elements_per_token", "load_calibration", "load_hardware", "load_model",

@@ -221,3 +221,53 @@ def load_model(name_or_path) -> Model:
     return model_from_config(read_yaml(path), src=str(path))
 
 
+# The 16-bit dtype a checkpoint's unquantized tensors keep (config.json
+# `torch_dtype`, or `dtype` in newer transformers).
+_SIXTEEN = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+
+
+def checkpoint_dtype(cfg: dict, src="model"):
+    """The `--dtype` (weights/activations/kv[/experts]) a config.json's
+    `quantization_config` describes, or None for a 16-bit checkpoint or a
+    method not read here (compressed-tensors recipes name layers by regex).
+
+    * "fp8" (DeepSeek-V3/R1, Kimi-K2, Qwen3-FP8): E4M3 weights, activations
+      quantized on the fly ("dynamic"), so FP8 GEMMs; the KV cache as
+      engines keep it by default, 16-bit. Its 128x128 block scales (one
+      float32 per 16384 weights, 0.02%) are not charged.
+    * "mxfp4" (gpt-oss): MXFP4 weights computed in 16 bits; where
+      `modules_to_not_convert` lists the attention, only the routed experts
+      (the fourth part).
+    * "awq" / "gptq": int4 (or `bits` 8: int8) weights, 16-bit GEMMs.
+    * "modelopt" (NVIDIA ModelOpt exports): `quant_algo` FP8 or NVFP4 GEMMs,
+      `kv_cache_quant_algo` FP8 or a 16-bit KV cache.
+    """
+    cfg = {**cfg, **cfg["text_config"]} if isinstance(cfg.get("text_config"), dict) else cfg
+    q = cfg.get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    wide = _SIXTEEN.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), "bf16")
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8":
+        return f"fp8/fp8/{wide}"
+    if method == "mxfp4":
+        kept = " ".join(str(m) for m in q.get("modules_to_not_convert") or [])
+        return f"{wide}/{wide}/{wide}/mxfp4" if "self_attn" in kept else f"mxfp4/{wide}/{wide}"
+    if method in ("awq", "gptq"):
+        bits = q.get("bits", q.get("w_bit", 4))
+        if bits not in (4, 8):
+            raise SpecError(f"{src}: quantization_config bits must be 4 or 8 for {method}, got {bits!r}")
+        return f"int{bits}/{wide}/{wide}"
+    if method == "modelopt":
+        algo = {"FP8": "fp8", "NVFP4": "fp4"}.get(str(q.get("quant_algo", "")).upper())
+        if algo is None:
+            return None
+        kv = "fp8" if str(q.get("kv_cache_quant_algo", "")).upper() == "FP8" else wide
+        return f"{algo}/{algo}/{kv}"
+    return None
+
+
+def load_checkpoint_dtype(name_or_path):
+    """`checkpoint_dtype` of a built-in model or a YAML / config.json file."""
+    path = resolve("models", name_or_path)
+    return checkpoint_dtype(read_yaml(path), src=str(path))
