@@ -14,7 +14,7 @@ from jaxplat.model import Calibration, calibration_from_dict, hardware_from_dict
 from jaxplat.specs import SpecError
 from jaxplat.specs.units import DTYPES
 
-H100_STRUCTURE = dict(units=132.0, tile_m=128.0, tile_n=128.0, tile_k=64.0)
+H100_STRUCTURE = dict(units=132.0, tile_m=128.0, tile_n=128.0, tile_k=64.0, tile_latency=0.0)
 
 
 def test_quantization_hand_worked(h100):
@@ -33,6 +33,27 @@ def test_quantization_hand_worked(h100):
     np.testing.assert_allclose(q, (3000 / 3072) ** 2 * 18432 / (140 * 132), rtol=1e-6)
     # no structure given: no quantization
     assert float(quantization(8.0, 8192.0, 8192.0, 1.0, replace(h100, units=0.0))) == 1.0
+
+
+def test_tile_latency_weighs_most_on_short_and_narrow_k_loops(h100):
+    # 128 x 16896 outputs = 132 tiles of 128 x 128, one per SM; K = 1024 is 16 k-steps of 64.
+    # A k-step lasts 2 x 128 x 128 x 64 x 132 / 1e15 s = 0.2768 us at a 1e15 FLOP/s bf16 peak,
+    # half that at 2e15 (fp8), a quarter at 4e15 (fp4). A tile latency of 4 bf16 k-steps is 4, 8
+    # or 16 k-steps in those dtypes, stretching 16 to 20, 24 or 32: 16 / 20 of the paid work is
+    # useful in bf16, 2 / 3 in fp8, 1 / 2 in fp4; without it, all of it.
+    hw = replace(h100, **H100_STRUCTURE)
+    step = 2 * 128 * 128 * 64 * 132 / 1e15
+    slow = replace(hw, tile_latency=4 * step)
+    for peak, useful in ((1e15, 16 / 20), (2e15, 2 / 3), (4e15, 1 / 2)):
+        assert float(quantization(128.0, 16896.0, 1024.0, 1.0, hw, peak=peak)) == 1.0
+        np.testing.assert_allclose(quantization(128.0, 16896.0, 1024.0, 1.0, slow, peak=peak), useful, rtol=1e-5)
+    # It keeps a gradient in exact mode (the fit needs one): 16 / (16 + t / step) has
+    # d/dt = -16 / (20^2 step) at t = 4 step.
+    grad = jax.grad(lambda t: quantization(128.0, 16896.0, 1024.0, 1.0, replace(hw, tile_latency=t),
+                                           peak=1e15))(4 * step)
+    np.testing.assert_allclose(grad, -16 / (400 * step), rtol=1e-4)
+    # A long k loop hides it: K = 16384 is 256 k-steps, 256 / 272 useful in fp4.
+    np.testing.assert_allclose(quantization(128.0, 16896.0, 16384.0, 1.0, slow, peak=4e15), 256 / 272, rtol=1e-5)
 
 
 def test_skinny_prefill_pays_a_whole_tile(h100, llama7b):

@@ -12,6 +12,7 @@ from helpers import workload
 import jaxplat as jp
 from jaxplat.cli import main
 from jaxplat.cost import build_table, divisibility
+from jaxplat.model import replace
 from jaxplat.search.study import AXIS_KINDS
 from jaxplat.specs.units import DTYPES
 
@@ -129,7 +130,8 @@ def test_grouped_gemm_pays_a_row_tile_per_expert():
     # all 512 rows in 128-row tiles would have paid 4 x 12 x 32 = 1,536
     # iterations in 12 waves, 0.97.
     from jaxplat.cost.efficiency import grouped_tile_m, quantization, row_rates
-    model, hw = jp.load_model("qwen3-30b-a3b"), jp.load_hardware("h100-sxm")
+    # (tile_latency 0: the quantization alone, by hand)
+    model, hw = jp.load_model("qwen3-30b-a3b"), replace(jp.load_hardware("h100-sxm"), tile_latency=0.0)
     wl = workload(batch=64, prompt=512, output=8)
     r = _rows(model, jp.Parallel(), wl, "decode")["experts_up_gate"]
     touched = 128 * (1 - (1 - 8 / 128) ** 64)
@@ -185,7 +187,6 @@ def test_expert_weights_stream_at_their_own_efficiency():
     `moe_memory` adds that stream's time once more (at eff_memory of the
     HBM's 3.35 TB/s); `moe` (the grouped GEMMs' compute) leaves this
     memory-bound step alone."""
-    from jaxplat.model import replace
     model, hw = jp.load_model("mixtral-8x7b"), jp.load_hardware("h100-sxm")
     wl = workload(batch=1, prompt=512, output=64, dtype="fp8")
     par = jp.Parallel(tp=2)
@@ -204,7 +205,6 @@ def test_expert_latency_counted_by_hand():
     GEMMs (up/gate, down): 128 expert GEMMs a step. A 512-token prompt
     touches all 8 (8 (1 - (6/8)^512) = 8 in the mean field): 512 a pass.
     Each pays `expert_latency` once."""
-    from jaxplat.model import replace
     model, hw = jp.load_model("mixtral-8x7b"), jp.load_hardware("h100-sxm")
     wl = workload(batch=1, prompt=512, output=64, dtype="fp8")
     tau = 1e-6

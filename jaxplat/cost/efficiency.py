@@ -23,7 +23,8 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     and the routed experts' grouped GEMMs (many small GEMMs of uneven size,
     block-scaled FP8 weights) `eff_moe` on compute, `eff_moe_memory` on
     their memory time;
-  * fixed costs: `kernel_latency` seconds per GEMM or attention kernel
+  * fixed costs: `tile_latency` seconds per GEMM output tile (quantization),
+    `kernel_latency` seconds per GEMM or attention kernel
     (launch, prologue and epilogue, the drain of its pipeline), added to
     both its compute and memory time, so to its roofline time, and
     `expert_latency` per routed expert a grouped GEMM runs;
@@ -105,26 +106,38 @@ def grouped_tile_m(m, hw: Hardware):
     return jnp.clip(pow2, GROUPED_MIN_TILE_M, jnp.maximum(hw.tile_m, GROUPED_MIN_TILE_M))
 
 
-def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=None):
+def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=None, peak=None):
     """Useful share of the tensor-core work a GEMM pays for, in (0, 1].
 
     `groups` independent m x k x n GEMMs (attention heads) are cut into
     ceil(m / tile_m) x ceil(n / tile_n) output tiles each, every tile loops
-    over ceil(k / tile_k) k-steps, and those k-loop iterations run in
-    ceil(iterations / units) waves over the units (stream-K). The share is
+    over s = ceil(k / tile_k) k-steps, and those k-loop iterations run in
+    ceil(iterations / units) waves over the units (stream-K). Each tile also
+    costs `tile_latency` seconds outside its k-loop (filling its operand
+    pipeline, storing its outputs): o = tile_latency / t_step k-steps, a
+    k-step lasting t_step = 2 tile_m tile_n tile_k / (peak / units) at the
+    dtype's peak, so it stretches the waves by (s + o) / s. The share is
     the useful multiply-adds over the paid ones:
-        m n k groups / (waves x units x tile_m tile_n tile_k).
+        m n k groups / (waves x units x tile_m tile_n tile_k x (s + o) / s).
+    A narrow dtype's k-loop runs 2x (FP8) or 4x (FP4) faster against the
+    same fixed time, so short k loops in narrow dtypes pay it most.
     1 where the chip gives no structure (units = 0) or the row is no GEMM.
     `tile_m`: [rows] row tiles to use instead of the chip's (grouped GEMMs).
+    `peak`: [rows] datasheet FLOP/s of the chip in each GEMM's dtype (None:
+    its bf16 peak).
     """
     tm, tn, tk = (hw.tile_m if tile_m is None else tile_m), hw.tile_n, hw.tile_k
     ok = (hw.units > 0) & (m * n * k > 0)
     ms, ns, ks = (jnp.where(ok, x, 1.0) for x in (m, n, k))
     units = jnp.where(ok, hw.units, 1.0)
     fit = 1.0 - 1e-5  # mean-field shapes (fractional batches) land a rounding error above a whole tile
-    iters = (groups * fold_count(ms / tm * fit, smooth) * fold_count(ns / tn * fit, smooth)
-             * fold_count(ks / tk * fit, smooth))
-    paid = wave_count(iters * fit, units, smooth) * units * tm * tn * tk
+    steps = fold_count(ks / tk * fit, smooth)
+    iters = groups * fold_count(ms / tm * fit, smooth) * fold_count(ns / tn * fit, smooth) * steps
+    peak = hw.flops[DTYPES.index("bf16")] if peak is None else peak
+    overhead = hw.tile_latency * peak / (2.0 * tm * tn * tk * units)  # k-steps
+    # It stretches every tile's time by (steps + overhead) / steps, outside the
+    # wave count's ceil so that it keeps a gradient in exact mode.
+    paid = wave_count(iters * fit, units, smooth) * units * tm * tn * tk * (1.0 + overhead / steps)
     return jnp.where(ok, jnp.clip(ms * ns * ks * groups / paid, 1e-6, 1.0), 1.0)
 
 
@@ -191,7 +204,8 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     # tokens (grouped_tile_m); the others run the chip's tile.
     moe = jnp.asarray(moe_mask(table)) > 0
     tile_m = jnp.where(moe, grouped_tile_m(table.m, hw), hw.tile_m)
-    q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m))
+    q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m,
+                                              hw.flops[dtype.astype(jnp.int32)]))
     peak = gemm_peak(hw, dtype, width) * q * kernel_kind(table, hw, opts)
     # A grouped GEMM runs each routed expert's problem as its own tiles, each
     # expert's pipeline filling and draining apart (CUTLASS grouped GEMM,

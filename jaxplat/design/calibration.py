@@ -60,6 +60,7 @@ BOUNDS = {
     "moe_memory": (0.05, 1.0),      # the same, streaming the experts' weights
     "kernel_latency": (1e-7, 1e-4),  # s per GEMM/attention kernel (launch ~2-5 us without graphs)
     "expert_latency": (1e-8, 1e-4),  # s per routed expert of a grouped GEMM (a tile pipeline's ramp: ~1 us)
+    "tile_latency": (1e-8, 1e-5),  # s per GEMM output tile outside its k-loop (an HBM round trip: ~0.5-1 us)
     "iteration_overhead": (1e-5, 0.05),  # s per engine iteration (scheduling, sampling)
     "collective_latency": (1e-7, 1e-4),  # s per collective call (nccl-tests small messages: ~10-20 us)
     "sequence_overhead": (1e-7, 2e-4),  # host s per sequence per iteration (C++ ~1 us, Python ~10-100 us)
@@ -75,7 +76,8 @@ AT_BOUND = 0.01
 # sequence (~30 us on H100): where the GPU step is longer the max() that
 # overlaps them has no gradient in it, so a fit started below would stay put.
 START = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 0.9, "narrow_fp4": 0.9, "attention": 0.8,
-         "moe": 0.8, "moe_memory": 0.8, "kernel_latency": 2e-6, "expert_latency": 1e-6, "iteration_overhead": 1e-3,
+         "moe": 0.8, "moe_memory": 0.8, "kernel_latency": 2e-6, "expert_latency": 1e-6, "tile_latency": 3e-7,
+         "iteration_overhead": 1e-3,
          "sequence_overhead": 4e-5, "collective_latency": 5e-6}
 # Loads whose rows the fit uses by default. Poisson-load latencies are left
 # to check it: measured at the highest rate the SLOs allow, they sit where

@@ -54,6 +54,9 @@ PARAMS = {
     "expert_latency": ("expert_latency", 0.0, "s",
                        "time each routed expert's GEMM in a grouped-GEMM kernel costs beyond its roofline time "
                        "(its tiles' pipeline ramp and drain)"),
+    "tile_latency": ("tile_latency", 0.0, "s",
+                     "time each GEMM output tile costs outside its k-loop (filling its operand pipeline, "
+                     "about one memory round trip, and storing the tile)"),
     "iteration_overhead": ("iteration_overhead", 0.0, "s",
                            "time per engine iteration outside the kernels (scheduling, sampling, launch)"),
     "collective_latency": ("collective_latency", 0.0, "s",

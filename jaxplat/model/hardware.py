@@ -54,6 +54,10 @@ class Hardware:
         roofline time (launch, prologue/epilogue, the tail of its last wave).
       expert_latency: s each routed expert's GEMM in a grouped-GEMM kernel
         costs beyond its roofline time (its tiles' pipeline ramp and drain).
+      tile_latency: s each GEMM output tile costs outside its k-loop
+        (filling its operand pipeline, about one memory round trip, and
+        storing the tile), which short k loops pay most: small K, and narrow
+        dtypes, whose k-loop runs 2x (FP8) or 4x (FP4) faster.
       iteration_overhead: s per engine iteration (scheduling, sampling,
         graph launch) outside the kernels.
       collective_latency: s each collective call costs beyond its α-β time
@@ -123,6 +127,7 @@ class Hardware:
     eff_moe_memory: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     kernel_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     expert_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    tile_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     iteration_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     sequence_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     collective_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
