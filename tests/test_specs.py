@@ -239,6 +239,16 @@ def test_routed_experts_may_be_stored_apart():
     # the study's dtype axis puts everything at its dtype, the experts too
     swept = AXIS_KINDS["dtype"].setter(wls[1], jax.numpy.float32(DTYPES.index("fp8")))
     assert float(swept.bytes_expert_weight) == 0.0 and float(swept.bytes_weight) == 1.0
+    # its experts_dtype axis sets the experts' weights alone, storage formats included:
+    # mxfp4 experts are 0.53125 B each, the rest of the bf16 weights unchanged
+    from jaxplat.search.study import _values
+
+    values, labels = _values("study", "experts_dtype", ["bf16", "mxfp4"])
+    assert labels == ("bf16", "mxfp4")
+    swept = AXIS_KINDS["experts_dtype"].setter(wls[0], jax.numpy.float32(values[1]))
+    assert (float(swept.bytes_expert_weight), float(swept.bytes_weight)) == (0.53125, 2.0)
+    w = float(jp.evaluate(model, hw, jp.Parallel(), swept).weights_bytes)
+    assert w == pytest.approx(w16 - 28_991_029_248 * (2 - 0.53125), rel=1e-6)
 
 
 def test_checkpoint_dtype_is_read_from_quantization_config(capsys):

@@ -44,6 +44,7 @@ COLUMNS = {
     "output": ("output", "tok", 1.0),
     "beams": ("beams", "", 1.0),
     "dtype": ("dtype", "", 1.0), "weight_dtype": ("weight dtype", "", 1.0), "kv_dtype": ("KV dtype", "", 1.0),
+    "experts_dtype": ("experts' dtype", "", 1.0),
     "flops": ("dense BF16 compute", "TFLOP/s", 1e12),
     "hbm_bandwidth": ("HBM bandwidth", "TB/s", 1e12),
     "hbm_size": ("HBM capacity", "GB", 1e9),
@@ -76,8 +77,8 @@ _METRIC_SUFFIXES = ("", "_s", "_tok_s")
 # meet (its requirement is the largest value that works): from the axes' kinds
 HARDWARE_AXES = {k for k, v in AXIS_KINDS.items() if v.group == "hardware"}
 LOWER_IS_BETTER = {k for k in HARDWARE_AXES if AXIS_KINDS[k].better == "less"}
-CATEGORICAL_AXES = {"model", "workload", "dtype", "weight_dtype", "kv_dtype", "tp", "pp", "ep", "moe_ep", "moe_gather",
-                    "dp", "sp", "microbatches", "chips", "batch", "beams", "domain"}
+CATEGORICAL_AXES = {"model", "workload", "dtype", "weight_dtype", "kv_dtype", "experts_dtype", "tp", "pp", "ep",
+                    "moe_ep", "moe_gather", "dp", "sp", "microbatches", "chips", "batch", "beams", "domain"}
 
 SWEEP_COUNTERS = (  # summary key -> row label
     ("configurations", "configurations in the study"),

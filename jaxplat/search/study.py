@@ -70,16 +70,20 @@ def _set_flops(hw, v):
 
 
 _BYTES = np.array([units.BYTES_PER_ELEMENT[d] for d in units.DTYPES], np.float32)
-# Indexed over units.WEIGHT_DTYPES, which begins with units.DTYPES in their order: a weight_dtype
-# axis may also take a storage format (mxfp4), the other dtype axes compute dtypes only.
+# Indexed over units.WEIGHT_DTYPES, which begins with units.DTYPES in their order: the weight_dtype
+# and experts_dtype axes may also take a storage format (mxfp4), the other dtype axes compute dtypes only.
 _WEIGHT_BYTES = np.array([units.WEIGHT_BYTES_PER_ELEMENT[d] for d in units.WEIGHT_DTYPES], np.float32)
 
 
+_WEIGHT_FIELDS = ("bytes_weight", "bytes_expert_weight")
+_WEIGHT_AXES = ("weight_dtype", "experts_dtype")
+
+
 def _set_dtype(fields):
-    def setter(wl, v):  # v: index into units.DTYPES (a float; units.WEIGHT_DTYPES for weight_dtype)
+    def setter(wl, v):  # v: index into units.DTYPES (a float; units.WEIGHT_DTYPES for weights' axes)
         i = v.astype(jnp.int32)
         b, bw = jnp.asarray(_BYTES)[jnp.minimum(i, len(_BYTES) - 1)], jnp.asarray(_WEIGHT_BYTES)[i]
-        changes = {f: bw if f == "bytes_weight" else b for f in fields if f != "compute_dtype"}
+        changes = {f: bw if f in _WEIGHT_FIELDS else b for f in fields if f != "compute_dtype"}
         if "compute_dtype" in fields:
             # one dtype for everything: the routed experts' weights too (Workload.bytes_expert_weight)
             changes.update(compute_dtype=v, bytes_expert_weight=0.0)
@@ -126,6 +130,8 @@ AXIS_KINDS = {
                       "one dtype for weights, activations (compute) and KV", categorical=True),
     "weight_dtype": AxisKind("workload", _set_dtype(("bytes_weight",)), "", "weight dtype", categorical=True),
     "kv_dtype": AxisKind("workload", _set_dtype(("bytes_kv",)), "", "KV-cache dtype", categorical=True),
+    "experts_dtype": AxisKind("workload", _set_dtype(("bytes_expert_weight",)), "",
+                              "routed experts' weight dtype (gpt-oss: mxfp4)", categorical=True),
     # hardware numbers (jaxplat.hardware.Hardware), SI
     "flops": AxisKind("hardware", _set_flops, "FLOP/s", "dense bf16 peak (other dtypes keep the chip's ratio)",
                       better="more"),
@@ -296,8 +302,8 @@ def _values(src, name, spec) -> tuple[np.ndarray, tuple]:
     """An axis spec (list or range) -> float64 values and labels."""
     kind = AXIS_KINDS[name]
     where = f"{src}: axes.{name}"
-    if kind.categorical and name in ("dtype", "weight_dtype", "kv_dtype"):
-        names = units.WEIGHT_DTYPES if name == "weight_dtype" else units.DTYPES
+    if kind.categorical and name in ("dtype", "kv_dtype") + _WEIGHT_AXES:
+        names = units.WEIGHT_DTYPES if name in _WEIGHT_AXES else units.DTYPES
         if not isinstance(spec, list) or not spec:
             raise SpecError(f"{where} must be a non-empty list of dtypes ({', '.join(names)})")
         for v in spec:
