@@ -23,8 +23,9 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     and the routed experts' grouped GEMMs (many small GEMMs of uneven size,
     block-scaled FP8 weights) `eff_moe` on compute, `eff_moe_memory` on
     their memory time;
-  * fixed costs: `tile_latency` seconds per GEMM output tile (quantization),
-    `kernel_latency` seconds per GEMM or attention kernel
+  * fixed costs: `tile_latency` seconds per GEMM output tile outside its
+    k-loop (`quantization` stretches the k-loop by it), `kernel_latency`
+    seconds per GEMM or attention kernel
     (launch, prologue and epilogue, the drain of its pipeline), added to
     both its compute and memory time, so to its roofline time, and
     `expert_latency` per routed expert a grouped GEMM runs;

@@ -43,11 +43,12 @@ from jaxplat.model.workload import Workload
 from jaxplat.model.workload_spec import dtype_fields, load_workload, workload_from_dict
 
 __all__ = ["ATTENTION_KINDS", "SSM_KINDS", "attention_layers", "ffn_layers", "ssm_conv_channels", "ssm_in_width",
-           "ssm_params", "ssm_state_elements", "checkpoint_dtype", "load_checkpoint_dtype", "CONVENTIONS", "EFFICIENCY_PARAMS", "Calibration", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS",
-           "MAX_NET_LEVELS", "OFFLOAD_GROUPS", "OFFLOAD_NAMES", "PROFILES", "TOPOLOGIES", "Hardware",
-           "Model", "Options", "Parallel", "Technology", "Workload", "as_f32", "calibration_from_dict", "chip_software", "chips", "default_calibration", "ffn_factor", "genz_h100",
-           "genz_system", "hardware_from_dict", "kv_elements_per_token", "load_calibration", "load_hardware", "load_model",
-           "select_calibration", "engine_parts",
-           "load_technology", "load_workload", "local_keys", "local_pairs", "local_tokens", "model_from_config", "moe_layers", "network_level_names",
-           "param_count", "pytree_dataclass", "replace", "stage_chips", "static", "technology_from_dict",
-           "workload_from_dict", "dtype_fields"]
+           "checkpoint_dtype", "load_checkpoint_dtype", "ssm_params", "ssm_state_elements", "CONVENTIONS",
+           "EFFICIENCY_PARAMS", "Calibration", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS", "MAX_NET_LEVELS",
+           "OFFLOAD_GROUPS", "OFFLOAD_NAMES", "PROFILES", "TOPOLOGIES", "Hardware", "Model", "Options", "Parallel",
+           "Technology", "Workload", "as_f32", "calibration_from_dict", "chip_software", "chips",
+           "default_calibration", "ffn_factor", "genz_h100", "genz_system", "hardware_from_dict",
+           "kv_elements_per_token", "load_calibration", "load_hardware", "load_model", "select_calibration",
+           "engine_parts", "load_technology", "load_workload", "local_keys", "local_pairs", "local_tokens",
+           "model_from_config", "moe_layers", "network_level_names", "param_count", "pytree_dataclass", "replace",
+           "stage_chips", "static", "technology_from_dict", "workload_from_dict", "dtype_fields"]
