@@ -101,6 +101,42 @@ def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
     assert float(hw.eff_compute) == pytest.approx(0.55, rel=1e-2)
 
 
+def test_starts_flag_what_only_a_product_reaches(tmp_path):
+    # FP8 prefills of Llama-3.1-8B are compute-bound GEMMs at compute x narrow_dtype of the fp8 peak
+    # (attention in fp8 too; the 16-bit head only sees the last token), so TTFT rows pin that product
+    # and not its factors; memory-bound batch-1 decodes pin `memory`. Made with compute 0.5 and
+    # narrow_dtype 0.6: fits from other starts reach the same loss with other splits of 0.3, and
+    # `--starts` says so, while the local check (x1.2 moves one value alone) calls both pinned.
+    truth = {"eff_compute": 0.5, "eff_narrow": 0.6, "eff_memory": 0.85}
+    model = jp.load_model("llama-3.1-8b")
+    hw = replace(jp.load_hardware("h100-sxm"), **truth)
+    predict = jax.jit(lambda wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
+    rows = []
+    for prompt, batch in ((4096, 1), (2048, 4), (1024, 8)):
+        wl = workload_from_dict({"batch": 1, "prompt": prompt, "output": 16, "dtype": "fp8"})
+        _, ttft, tpot = (float(x) for x in predict(wl, float(batch)))
+        rows.append({**ROW, "dtype": "fp8", "prompt": prompt, "output": 16, "batch": batch, "metric": "ttft_s",
+                     "value": ttft})
+        if batch == 1:
+            rows.append({**ROW, "dtype": "fp8", "prompt": prompt, "output": 16, "batch": batch,
+                         "metric": "tpot_s", "value": tpot})
+    path = _write(tmp_path / "product.csv", rows)
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(path), "--out", str(out), "--fit", "compute", "narrow_dtype", "memory",
+                 "--steps", "40", "--no-holdout", "--starts", "4"]) == 0
+    doc, text = yaml.safe_load(out.read_text()), out.read_text()
+    starts = doc["fit"]["starts"]
+    assert len(starts) == 4
+    for s in starts:  # every start fits the rows, each through the same product and memory
+        assert s["values"]["compute"] * s["values"]["narrow_dtype"] == pytest.approx(0.3, rel=2e-2)
+        assert s["values"]["memory"] == pytest.approx(0.85, rel=3e-2)
+    computes = [s["values"]["compute"] for s in starts]
+    assert max(computes) > 1.5 * min(computes)
+    assert "compute not pinned (" in text and "narrow_dtype not pinned (" in text
+    assert "memory not pinned" not in text
+    assert min(doc["fit"]["identification"][n] for n in ("compute", "narrow_dtype")) > 0.01
+
+
 def _engine_rows(engines: dict, shapes) -> list:
     """Synthetic measured rows: TTFT and TPOT of Llama-3.1-8B on an H100 at
     each (prompt, static batch) in `shapes`, for each engine {name: the

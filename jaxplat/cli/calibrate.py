@@ -45,6 +45,10 @@ def register(sub):
                    help=f"kinds of load whose rows the fit uses (default: {' '.join(cal.FIT_LOADS)}; the others are "
                         "predicted and reported, never fitted)")
     p.add_argument("--no-holdout", action="store_true", help="skip the leave-one-group-out refits")
+    p.add_argument("--starts", type=int, default=1, metavar="N",
+                   help="fit from N starting points (the usual one and N - 1 drawn inside the bounds) and flag the "
+                        "parameters whose values differ by more than x1.5 among fits of the same loss (within 1%%): "
+                        "values the rows do not pin (default 1: no check; each start costs one fit)")
     p.add_argument("--holdout-steps", type=int, default=None,
                    help="L-BFGS iterations of each leave-one-group-out refit (default: --steps); each refit "
                         "starts where the full fit started, never from its result")
@@ -113,6 +117,8 @@ def _command(args) -> str:
         parts.append(f"--loads {' '.join(args.loads)}")
     if args.holdout_steps is not None:
         parts.append(f"--holdout-steps {args.holdout_steps}")
+    if args.starts > 1:
+        parts.append(f"--starts {args.starts}")
     return " ".join(parts)
 
 
@@ -184,6 +190,8 @@ def run(args) -> int:
     values, loss, hist = cal.fit(pred, weights, args.steps,
                                  log=lambda i, v: log(f"  fit step {i}: loss {v:.5f}"))
     fitted = np.asarray(pred.predict(cal.z_of(pred, values)))
+    others = cal.multistart(pred, weights, args.steps, args.starts,
+                            log=lambda k, i, v: log(f"  start {k}: step {i} loss {v:.5f}"))
     held = {}
     if not args.no_holdout:
         for col in ("model", "hardware"):
@@ -208,9 +216,16 @@ def run(args) -> int:
         if rise < cal.IDENTIFIED and not flags[n]:
             flags[n] = (f"weakly identified (x{cal.IDENTIFY_FACTOR:g} or /{cal.IDENTIFY_FACTOR:g}: "
                         f"loss +{100 * rise:.2g}%)")
+    spans = cal.unpinned([(values, loss)] + others) if others else {}
+    for n, (lo, hi) in spans.items():  # a valley of equal loss: the rows pin a combination, not this value
+        flags[n] = "; ".join(f for f in (flags[n], f"not pinned ({lo:.3g}-{hi:.3g} at equal loss, "
+                                                   f"{args.starts} starts)") if f)
     summary = {"rows": len(rows), "fitted_rows": int(train.sum()), "loss": loss, "steps": len(hist),
                "seconds": seconds, "before": _summary(before, rows, train), "fit": _summary(fitted, rows, train),
                "identification": ident}
+    if others:
+        summary["starts"] = [{"loss": lo, "values": {n: float(f"{v:.4g}") for n, v in vals.items()}}
+                             for vals, lo in [(values, loss)] + others]
     if not train.all():
         summary["held_out_rows"] = _summary(fitted, rows, ~train)
     for col, (p, per) in held.items():

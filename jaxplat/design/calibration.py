@@ -478,6 +478,44 @@ def identification(pred: Predictor, values: dict, weights) -> dict:
     return out
 
 
+# A multi-start check (`multistart`): fits whose loss is within STARTS_LOSS of
+# the best fit the rows equally well; a parameter whose values among them span
+# more than STARTS_SPREAD (max / min) is not pinned by the rows, whatever the
+# local `identification` says (a valley of equal loss, e.g. a product of two
+# parameters that only the product of reaches the rows).
+STARTS_LOSS = 0.01
+STARTS_FLOOR = 1e-5  # or within this (0.45% rms log error, below any measurement's noise): exact fits leave no 1%
+STARTS_SPREAD = 1.5
+
+
+def multistart(pred: Predictor, weights, steps: int, starts: int, seed: int = 0, log=None) -> list:
+    """Fit from `starts` - 1 more starting points, each global parameter's
+    start drawn log-uniformly inside its bounds (engine factors at their
+    usual start). Returns [(values, loss)] of those fits."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(starts - 1):
+        start = {n: float(np.exp(rng.uniform(*np.log(BOUNDS[n])))) for n in pred.globals}
+        vals, loss, _ = fit(pred, weights, steps, start=start,
+                            log=(lambda i, v, k=k: log(k + 1, i, v)) if log else None)
+        out.append((vals, loss))
+    return out
+
+
+def unpinned(fits: list) -> dict:
+    """{name: (lowest, highest)} over the fits [(values, loss)] within
+    STARTS_LOSS (or STARTS_FLOOR) of the best loss, for the parameters whose
+    values there span more than STARTS_SPREAD."""
+    best = min(loss for _, loss in fits)
+    near = [vals for vals, loss in fits if loss <= best * (1.0 + STARTS_LOSS) + STARTS_FLOOR]
+    out = {}
+    for n in near[0]:
+        vs = [v[n] for v in near]
+        if max(vs) > STARTS_SPREAD * min(vs):
+            out[n] = (min(vs), max(vs))
+    return out
+
+
 def z_of(pred: Predictor, values: dict):
     """z of `values` ({name: value}; an engine factor left out is 1)."""
     return jnp.array([to_z(n, values.get(n, 1.0) if "@" in n else values[n]) for n in pred.names], jnp.float32)
@@ -554,6 +592,7 @@ def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
 
 __all__ = ["AT_BOUND", "BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "ENGINE_START", "ENGINE_TIME_FACTOR_BOUNDS",
            "FIT_LOADS", "HUBER_DELTA", "IDENTIFIED", "IDENTIFY_FACTOR", "PHYSICAL_MAX", "SCANNED", "SCAN_POINTS",
-           "START", "Predictor", "assumed_input_groups", "at_bound", "bounds", "chip_ratio_errors", "engine_values",
-           "fit", "from_z", "held_out_predictions", "huber_log", "identification", "input_assumed", "leave_one_out",
-           "predict_one", "source_weights", "summarize", "to_z", "z_of"]
+           "START", "STARTS_FLOOR", "STARTS_LOSS", "STARTS_SPREAD", "Predictor", "assumed_input_groups", "at_bound",
+           "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z", "held_out_predictions", "huber_log",
+           "identification", "input_assumed", "leave_one_out", "multistart", "predict_one", "source_weights",
+           "summarize", "to_z", "unpinned", "z_of"]
