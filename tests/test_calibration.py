@@ -101,7 +101,7 @@ def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
     assert float(hw.eff_compute) == pytest.approx(0.55, rel=1e-2)
 
 
-def test_starts_flag_what_only_a_product_reaches(tmp_path):
+def test_starts_flag_what_only_a_product_reaches(tmp_path, capsys):
     # FP8 prefills of Llama-3.1-8B are compute-bound GEMMs at compute x narrow_dtype of the fp8 peak
     # (attention in fp8 too; the 16-bit head only sees the last token), so TTFT rows pin that product
     # and not its factors; memory-bound batch-1 decodes pin `memory`. Made with compute 0.5 and
@@ -135,6 +135,9 @@ def test_starts_flag_what_only_a_product_reaches(tmp_path):
     assert "compute not pinned (" in text and "narrow_dtype not pinned (" in text
     assert "memory not pinned" not in text
     assert min(doc["fit"]["identification"][n] for n in ("compute", "narrow_dtype")) > 0.01
+    capsys.readouterr()
+    assert main(["calibrate", str(path), "--fit", "compute", "--starts", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "jaxplat: error: --starts is a number of fits, at least 1, got 0"
 
 
 def _engine_rows(engines: dict, shapes) -> list:

@@ -174,6 +174,8 @@ def run(args) -> int:
     if not train.any():
         raise SpecError(f"--train {' '.join(args.train)} --loads {' '.join(args.loads)} matches no row of "
                         f"{args.measured}")
+    if args.starts < 1:
+        raise SpecError(f"--starts is a number of fits, at least 1, got {args.starts}")
     if bool(args.engine_fit) != bool(args.engines):
         raise SpecError("--engine-fit and --engines go together: which parameters, for which engines")
     parts = {e for r in rows for e in cal.Predictor.parts(r)}

@@ -481,8 +481,8 @@ def identification(pred: Predictor, values: dict, weights) -> dict:
 # A multi-start check (`multistart`): fits whose loss is within STARTS_LOSS of
 # the best fit the rows equally well; a parameter whose values among them span
 # more than STARTS_SPREAD (max / min) is not pinned by the rows, whatever the
-# local `identification` says (a valley of equal loss, e.g. a product of two
-# parameters that only the product of reaches the rows).
+# local `identification` says (a valley of equal loss, e.g. two parameters of
+# which the rows see only the product).
 STARTS_LOSS = 0.01
 STARTS_FLOOR = 1e-5  # or within this (0.45% rms log error, below any measurement's noise): exact fits leave no 1%
 STARTS_SPREAD = 1.5
