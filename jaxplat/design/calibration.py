@@ -77,8 +77,7 @@ AT_BOUND = 0.01
 # overlaps them has no gradient in it, so a fit started below would stay put.
 START = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 0.9, "narrow_fp4": 0.9, "attention": 0.8,
          "moe": 0.8, "moe_memory": 0.8, "kernel_latency": 2e-6, "expert_latency": 1e-6, "tile_latency": 3e-7,
-         "iteration_overhead": 1e-3,
-         "sequence_overhead": 4e-5, "collective_latency": 5e-6}
+         "iteration_overhead": 1e-3, "sequence_overhead": 4e-5, "collective_latency": 5e-6}
 # Loads whose rows the fit uses by default. Poisson-load latencies are left
 # to check it: measured at the highest rate the SLOs allow, they sit where
 # latency diverges, so they test capacity (the offline rows do that) with a
@@ -495,7 +494,7 @@ def multistart(pred: Predictor, weights, steps: int, starts: int, seed: int = 0,
     rng = np.random.default_rng(seed)
     out = []
     for k in range(starts - 1):
-        start = {n: float(np.exp(rng.uniform(*np.log(BOUNDS[n])))) for n in pred.globals}
+        start = {n: float(np.exp(rng.uniform(*np.log(bounds(n))))) for n in pred.globals}
         vals, loss, _ = fit(pred, weights, steps, start=start,
                             log=(lambda i, v, k=k: log(k + 1, i, v)) if log else None)
         out.append((vals, loss))
