@@ -147,13 +147,19 @@ def test_grouped_gemm_pays_a_row_tile_per_expert():
     assert q == pytest.approx(512 * 1536 * 2048 / (waves * 132 * 16 * 128 * 64), rel=1e-4)
     assert float(quantization(512.0, 1536.0, 2048.0, 1.0, hw)) == pytest.approx(
         512 * 1536 * 2048 / (12 * 132 * 128 * 128 * 64), rel=1e-4)
-    # the row's achieved FLOP/s carries that share: peak x efficiencies x q
-    t = build_table(model, jp.Parallel(), wl, "decode", jp.Options())
-    peak, _, _ = row_rates(t, hw, wl, jp.Options(), None)  # flat_peak: only the "flat" convention reads it
-    i = t.names.index("experts_up_gate")
-    dense = t.names.index("qkv")
-    q_dense = float(quantization(t.m[dense], t.n[dense], t.k[dense], 1.0, hw))
-    assert float(peak[i]) / float(peak[dense]) == pytest.approx(q * float(hw.eff_moe) / q_dense, rel=1e-4)
+    # the row's achieved FLOP/s carries that share: peak x efficiencies x q,
+    # and x eff_moe where the experts are quantized (FP8 here; BF16 experts
+    # run like dense GEMMs: efficiency.quantized_experts)
+    def ratio(w):
+        t = build_table(model, jp.Parallel(), w, "decode", jp.Options())
+        peak, _, _ = row_rates(t, hw, w, jp.Options(), None)  # flat_peak: only the "flat" convention reads it
+        i, dense = t.names.index("experts_up_gate"), t.names.index("qkv")
+        q_dense = float(quantization(t.m[dense], t.n[dense], t.k[dense], 1.0, hw))
+        return float(peak[i]) / float(peak[dense]) * q_dense
+    assert float(hw.eff_moe) < 0.5
+    assert ratio(wl) == pytest.approx(q, rel=1e-4)
+    assert ratio(workload(batch=64, prompt=512, output=8, dtype="fp8")) == pytest.approx(q * float(hw.eff_moe),
+                                                                                         rel=1e-4)
     # the tile: the shortest power of two holding the rows, 16 to the chip's 128
     assert [float(grouped_tile_m(x, hw)) for x in (1.0, 16.0, 17.0, 100.0, 128.0, 3000.0)] == \
         [16.0, 16.0, 32.0, 128.0, 128.0, 128.0]
@@ -197,6 +203,27 @@ def test_expert_weights_stream_at_their_own_efficiency():
     base = tpot(eff_moe=1.0, eff_moe_memory=1.0)
     assert tpot(eff_moe=1.0, eff_moe_memory=0.5) - base == pytest.approx(stream, rel=1e-2)
     assert tpot(eff_moe=0.5, eff_moe_memory=1.0) == pytest.approx(base, rel=1e-6)
+
+
+def test_grouped_gemm_derates_reach_quantized_experts_only():
+    """The same Mixtral-8x7B decode on 2 H100s with its experts in BF16:
+    `moe` and `moe_memory` leave it alone (16-bit grouped GEMMs run like
+    dense ones: efficiency.quantized_experts); with the experts alone in
+    FP8 (bf16/bf16/bf16/fp8) halving `moe_memory` adds their 1-byte stream
+    once more, 32 x 2 x 3 x 4096 x 14336 x 1 B / 2 chips at eff_memory of
+    3.35 TB/s, as in the all-FP8 step above."""
+    model, hw = jp.load_model("mixtral-8x7b"), jp.load_hardware("h100-sxm")
+    par = jp.Parallel(tp=2)
+
+    def tpot(dtype, **kw):
+        wl = workload(batch=1, prompt=512, output=64, dtype=dtype)
+        return float(jp.evaluate(model, replace(hw, **kw), par, wl).tpot)
+    for kw in ({"eff_moe": 0.5}, {"eff_moe_memory": 0.5}):
+        assert tpot("bf16", **kw) == pytest.approx(tpot("bf16", eff_moe=1.0, eff_moe_memory=1.0), rel=1e-6)
+    fp8_experts = {"weights": "bf16", "activations": "bf16", "kv": "bf16", "experts": "fp8"}
+    stream = 32 * 2 * 3 * 4096 * 14336 / 2 / (3.35e12 * float(hw.eff_memory))
+    base = tpot(fp8_experts, eff_moe=1.0, eff_moe_memory=1.0)
+    assert tpot(fp8_experts, eff_moe=1.0, eff_moe_memory=0.5) - base == pytest.approx(stream, rel=1e-2)
 
 
 def test_expert_latency_counted_by_hand():

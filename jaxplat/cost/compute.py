@@ -44,7 +44,7 @@ from jaxplat.cost.efficiency import kernel_kind
 from jaxplat.cost.microarch import gemm_cycles
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
-from jaxplat.model import Hardware, Options
+from jaxplat.model import Hardware, Options, Workload
 
 
 def offload_mask(table: OpTable, hw: Hardware) -> np.ndarray:
@@ -106,7 +106,7 @@ def array_utilization(table: OpTable, hw: Hardware, smooth: bool = False):
     return u0, cycles1
 
 
-def row_compute_times(table: OpTable, hw: Hardware, opts: Options, peak):
+def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options, peak):
     """(c0, c1): [rows] compute seconds at s = 0 and per generated token.
 
     `peak`: [rows] (or one) achievable FLOP/s of each row on the chip's
@@ -118,7 +118,7 @@ def row_compute_times(table: OpTable, hw: Hardware, opts: Options, peak):
     vec = jnp.where(hw.vector_flops > 0, hw.vector_flops * hw.eff_compute, peak)
     if hw.dataflow:
         u0, cycles1 = array_utilization(table, hw, opts.smooth)
-        eff = hw.eff_compute * kernel_kind(table, hw, opts)
+        eff = hw.eff_compute * kernel_kind(table, hw, wl, opts)
         rate0 = array_peak(hw) * u0 * eff
         c0 = jnp.where(gemm, f0 / rate0, f0 / vec)
         c1 = jnp.where(grow, cycles1 / (hw.clock_hz * eff), jnp.where(gemm, f1 / rate0, f1 / vec))

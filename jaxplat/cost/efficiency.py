@@ -20,9 +20,10 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     its length dependence is in its FLOPs and bytes);
   * the kind of kernel: attention (FlashAttention, paged decode attention)
     reaches `eff_attention` of what GEMMs reach, on compute and bandwidth,
-    and the routed experts' grouped GEMMs (many small GEMMs of uneven size,
-    block-scaled FP8 weights) `eff_moe` on compute, `eff_moe_memory` on
-    their memory time;
+    and the routed experts' grouped GEMMs over quantized weights (8 bits
+    and narrower: block-scaled FP8, NVFP4, MXFP4, INT4) `eff_moe` on
+    compute, `eff_moe_memory` on their memory time; 16-bit grouped GEMMs
+    run like dense ones (`quantized_experts`);
   * fixed costs: `tile_latency` seconds per GEMM output tile outside its
     k-loop (`quantization` stretches the k-loop by it), `kernel_latency`
     seconds per GEMM or attention kernel
@@ -142,18 +143,35 @@ def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=Non
     return jnp.where(ok, jnp.clip(ms * ns * ks * groups / paid, 1e-6, 1.0), 1.0)
 
 
-def kernel_kind(table: OpTable, hw: Hardware, opts: Options, memory: bool = False):
+def quantized_experts(wl: Workload):
+    """How far the routed experts' weights are quantized: 0 at 16 bits and
+    wider, 1 at 8 bits and narrower (halvings below 16 bits, capped at one).
+
+    The grouped-GEMM derates were fitted on quantized experts only (every
+    MoE row of the measured tables is FP8 or FP4: DeepSeek-R1's 128 x 128
+    block-scaled FP8, Mixtral in FP8 and NVFP4), whose kernels carry per-block
+    scales and dequantize in their mainloop. 16-bit grouped GEMMs are plain
+    CUTLASS grouped or block-sparse GEMMs that run near dense GEMMs' rate
+    (MegaBlocks, Gale et al., MLSys 2023, arXiv 2211.15841), so the derates
+    do not reach them."""
+    bw = jnp.where(wl.bytes_expert_weight > 0, wl.bytes_expert_weight, wl.bytes_weight)
+    return jnp.minimum(halvings(bw), 1.0)
+
+
+def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memory: bool = False):
     """[rows] efficiency of each row's kernel relative to a dense GEMM's:
     eff_attention for the attention kernel's rows, eff_moe for the routed
-    experts' grouped GEMMs (eff_moe_memory on their memory time, `memory`
-    static: a grouped GEMM that streams its experts' weights loses less
-    than one that computes small, uneven tiles), 1 for the rest (1
-    everywhere under the "flat" convention). Tensor cores (row_rates) and
-    systolic arrays (compute.row_compute_times) both derate by it."""
+    experts' grouped GEMMs over quantized weights (eff_moe_memory on their
+    memory time, `memory` static: a grouped GEMM that streams its experts'
+    weights loses less than one that computes small, uneven tiles; both
+    raised to `quantized_experts`, so 1 for 16-bit experts), 1 for the rest
+    (1 everywhere under the "flat" convention). Tensor cores (row_rates)
+    and systolic arrays (compute.row_compute_times) both derate by it."""
     if opts.conv.efficiency == "flat":
         return jnp.ones(len(table.names), jnp.float32)
     attn, moe = (jnp.asarray(mask(table)) > 0 for mask in (attention_mask, moe_mask))
-    return jnp.where(attn, hw.eff_attention, jnp.where(moe, hw.eff_moe_memory if memory else hw.eff_moe, 1.0))
+    experts = (hw.eff_moe_memory if memory else hw.eff_moe) ** quantized_experts(wl)
+    return jnp.where(attn, hw.eff_attention, jnp.where(moe, experts, 1.0))
 
 
 def gemm_peak(hw: Hardware, dtype, bytes_per_element):
@@ -207,14 +225,14 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     tile_m = jnp.where(moe, grouped_tile_m(table.m, hw), hw.tile_m)
     q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m,
                                               hw.flops[dtype.astype(jnp.int32)]))
-    peak = gemm_peak(hw, dtype, width) * q * kernel_kind(table, hw, opts)
+    peak = gemm_peak(hw, dtype, width) * q * kernel_kind(table, hw, wl, opts)
     # A grouped GEMM runs each routed expert's problem as its own tiles, each
     # expert's pipeline filling and draining apart (CUTLASS grouped GEMM,
     # DeepGEMM's masked grouped GEMM): a fixed cost per expert on the chip,
     # which many small experts pay more often than a few large ones.
     experts = jnp.where(moe & (mkn > 0), groups, 0.0)
     latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0) + hw.expert_latency * experts
-    return peak, 1.0 / kernel_kind(table, hw, opts, memory=True), latency
+    return peak, 1.0 / kernel_kind(table, hw, wl, opts, memory=True), latency
 
 
 def iteration_overhead(hw: Hardware, opts: Options):
@@ -261,5 +279,5 @@ def host_time(hw: Hardware, opts: Options, sequences):
 
 __all__ = ["ATTENTION_PREFIXES", "GROUPED_MIN_TILE_M", "MOE_PREFIXES", "REFERENCE_HOST_CLOCK_HZ", "WIDE_ROWS",
            "attention_mask", "collective_latency", "dtype_index", "gemm_peak", "grouped_tile_m", "halvings",
-           "host_time", "iteration_overhead", "kernel_kind", "moe_mask", "quantization", "row_dtypes", "row_rates",
-           "wide_mask"]
+           "host_time", "iteration_overhead", "kernel_kind", "moe_mask", "quantization", "quantized_experts",
+           "row_dtypes", "row_rates", "wide_mask"]

@@ -119,7 +119,7 @@ def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=
     mem = prices.time
     if comm is None:
         (comm,) = tables_comm_times((table,), hw, opts, p)
-    c0, c1 = compute.row_compute_times(table, hw, opts, peak)
+    c0, c1 = compute.row_compute_times(table, hw, wl, opts, peak)
     m0, m1 = compute.offload_memory_times(table, hw, mem(table.a0, table.w0, table.o0) * mem_scale,
                                           mem(table.a1, table.w1, table.o1) * mem_scale)
     return c0 + latency, c1, m0 + latency, m1, comm

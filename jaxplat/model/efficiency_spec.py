@@ -45,10 +45,10 @@ PARAMS = {
     "attention": ("eff_attention", 1.0, "fraction",
                   "attention kernels' efficiency relative to GEMMs (compute and memory time)"),
     "moe": ("eff_moe", 1.0, "fraction",
-            "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs (compute time)"),
+            "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs over quantized "
+            "(8-bit and narrower) experts (compute time); 16-bit experts run like dense GEMMs"),
     "moe_memory": ("eff_moe_memory", 1.0, "fraction",
-                   "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs (memory time: "
-                   "streaming the experts' weights)"),
+                   "the same on their memory time (streaming the quantized experts' weights)"),
     "kernel_latency": ("kernel_latency", 0.0, "s",
                        "time each GEMM or attention kernel costs beyond its roofline time"),
     "expert_latency": ("expert_latency", 0.0, "s",

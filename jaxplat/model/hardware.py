@@ -47,7 +47,9 @@ class Hardware:
       eff_attention: attention kernels' efficiency relative to GEMMs, on
         both their compute and their memory time.
       eff_moe: routed experts' grouped-GEMM kernels' efficiency relative to
-        dense GEMMs, on their compute time.
+        dense GEMMs, on their compute time, where the experts' weights are
+        8 bits or narrower (16-bit experts run like dense GEMMs:
+        cost.efficiency.quantized_experts).
       eff_moe_memory: the same on their memory time (streaming the experts'
         weights).
       kernel_latency: s each GEMM or attention kernel costs beyond its
