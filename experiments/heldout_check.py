@@ -19,7 +19,10 @@ figure a user gets for a deployment nobody measured for us.
 
 Prints, per source and metric, per model and chip, the rows, the median
 predicted/measured ratio and its range, the median |error| and median
-signed error of the source, then of all rows.
+signed error of the source, then of all rows; then the chips against each
+other: per-chip throughput ratios of every two chips that ran the same
+benchmark (model, ISL/OSL) on the TensorRT-LLM 1.0 page, predicted over
+measured, per pair of chips (`calibration.chip_ratio_errors`).
 
     .venv/bin/python experiments/heldout_check.py [--calibration FILE] [--rows]
 """
@@ -86,6 +89,21 @@ def main(argv=None):
     s = cal.summarize(p, rows)
     print(f"all {s['n']} rows: median |error| {100 * s['median_abs']:.1f}%, median signed "
           f"{100 * s['median_signed']:+.1f}% (calibration: {args.calibration or 'shipped'})")
+    # Chips against each other: per-chip offline throughput ratios of chips
+    # that ran the same benchmark (model, lengths) on the same page.
+    pairs = cal.chip_ratio_errors(p, rows, source="trtllm-perf-overview")
+    if pairs:
+        by_chips = _by(pairs, lambda x: x[0].split(": ")[1])
+        out = []
+        for chips, idx in by_chips.items():
+            e = np.array([pairs[i][3] for i in idx])
+            out.append([chips, len(idx), f"{np.median(e) + 1:.2f}", f"{100 * np.median(np.abs(e)):.1f}%"])
+        print("\nPer-chip offline throughput ratios between chips on the same benchmark (model, ISL/OSL) of "
+              "the TensorRT-LLM 1.0 page, predicted / measured")
+        print(table(["chips", "pairs", "median", "median |error|"], out, "lrrr"))
+        e = np.abs([x[3] for x in pairs])
+        print(f"  {len(pairs)} pairs: median |error| {100 * np.median(e):.1f}%, "
+              f"{100 * np.mean(e <= 0.10):.0f}% within 10%")
 
 
 def _by(rows, key) -> dict:

@@ -361,3 +361,19 @@ def test_fit_finds_the_host_time_from_below(tmp_path):
     assert float(np.asarray(pred.predict(pred.z0({"sequence_overhead": 2e-6})))[0]) > 1.3 * pred.measured[0]
     values, loss, _ = fit(pred, steps=10, start={"sequence_overhead": 2e-6})
     assert values["sequence_overhead"] == pytest.approx(truth, rel=1e-2) and loss < 1e-5
+
+
+def test_chip_ratios_pair_chips_on_the_same_benchmark(tmp_path):
+    # Per-chip offline throughput: H100 TP2 measured 2000 tok/s (1000 per chip), H200 TP1 1500;
+    # predicted 2400 (1200 per chip) and 1200. Measured ratio 1000 / 1500 = 0.667, predicted
+    # 1200 / 1200 = 1, error +50%. A row with other lengths is another benchmark, and a row of
+    # another source is not read.
+    from jaxplat.design.calibration import chip_ratio_errors
+    off = {**ROW, "batch": "", "offline": 1, "metric": "throughput_tok_s", "source": "page"}
+    rows = [{**off, "tp": 2, "value": 2000}, {**off, "hardware": "h200-sxm", "value": 1500},
+            {**off, "hardware": "h200-sxm", "prompt": 128, "value": 900},
+            {**off, "hardware": "b200", "value": 4000, "source": "other"}]
+    parsed = read_rows(_write(tmp_path / "rows.csv", rows, list(REQUIRED) + ["source"]))
+    (label, measured, predicted, error), = chip_ratio_errors([2400.0, 1200.0, 1000.0, 5000.0], parsed, "page")
+    assert label == "llama-3.1-8b page 1024/64: h100-sxm/h200-sxm"
+    assert (measured, predicted, error) == pytest.approx((2 / 3, 1.0, 0.5))

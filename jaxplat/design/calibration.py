@@ -569,23 +569,25 @@ def held_out_predictions(pred: Predictor, key, steps=40, start=None, log=None, w
     return p, per
 
 
-def chip_ratio_errors(pred_values, rows: list[Row]) -> list:
+def chip_ratio_errors(pred_values, rows: list[Row], source="mlperf") -> list:
     """Per-chip throughput ratios between chips running the same benchmark
-    (same model, source, load; offline rows), predicted vs measured: list of
+    (same model, source, prompt and output lengths; offline rows of sources
+    whose name starts with `source`), predicted vs measured: list of
     (label, measured ratio, predicted ratio, error)."""
     by = {}
     for i, r in enumerate(rows):
-        if r.metric == "throughput_tok_s" and r.load == "offline" and r.source.startswith("mlperf"):
+        if r.metric == "throughput_tok_s" and r.load == "offline" and r.source.startswith(source):
             chips = r.par.get("tp", 1) * r.par.get("pp", 1) * r.par.get("ep", 1) * r.par.get("dp", 1)
-            by.setdefault((r.model, r.source), []).append((r.hardware, r.value / chips, pred_values[i] / chips))
+            key = (r.model, r.source, f"{r.prompt:g}/{r.output:g}")
+            by.setdefault(key, []).append((r.hardware, r.value / chips, pred_values[i] / chips))
     out = []
-    for (model, src), items in sorted(by.items()):
+    for (model, src, lengths), items in sorted(by.items()):
         for a in range(len(items)):
             for b in range(a + 1, len(items)):
                 (ha, ma, pa), (hb, mb, pb) = items[a], items[b]
                 if ha == hb:
                     continue
-                out.append((f"{model} {src}: {ha}/{hb}", ma / mb, pa / pb, (pa / pb) / (ma / mb) - 1.0))
+                out.append((f"{model} {src} {lengths}: {ha}/{hb}", ma / mb, pa / pb, (pa / pb) / (ma / mb) - 1.0))
     return out
 
 
