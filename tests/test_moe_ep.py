@@ -148,18 +148,21 @@ def test_grouped_gemm_pays_a_row_tile_per_expert():
     assert float(quantization(512.0, 1536.0, 2048.0, 1.0, hw)) == pytest.approx(
         512 * 1536 * 2048 / (12 * 132 * 128 * 128 * 64), rel=1e-4)
     # the row's achieved FLOP/s carries that share: peak x efficiencies x q,
-    # and x eff_moe where the experts are quantized (FP8 here; BF16 experts
-    # run like dense GEMMs: efficiency.quantized_experts)
-    def ratio(w):
+    # x eff_moe where the experts are quantized (BF16 experts run like dense
+    # GEMMs: efficiency.quantized_experts), and x eff_moe_fp4 on top where
+    # they compute in FP4
+    def ratio(dtype, **kw):
+        w = workload(batch=64, prompt=512, output=8, dtype=dtype)
         t = build_table(model, jp.Parallel(), w, "decode", jp.Options())
-        peak, _, _ = row_rates(t, hw, w, jp.Options(), None)  # flat_peak: only the "flat" convention reads it
+        peak, _, _ = row_rates(t, replace(hw, **kw), w, jp.Options(), None)  # flat_peak: read by "flat" only
         i, dense = t.names.index("experts_up_gate"), t.names.index("qkv")
         q_dense = float(quantization(t.m[dense], t.n[dense], t.k[dense], 1.0, hw))
         return float(peak[i]) / float(peak[dense]) * q_dense
-    assert float(hw.eff_moe) < 0.5
-    assert ratio(wl) == pytest.approx(q, rel=1e-4)
-    assert ratio(workload(batch=64, prompt=512, output=8, dtype="fp8")) == pytest.approx(q * float(hw.eff_moe),
-                                                                                         rel=1e-4)
+    moe = float(hw.eff_moe)
+    assert moe < 0.5
+    assert ratio("bf16", eff_moe_fp4=0.5) == pytest.approx(q, rel=1e-4)
+    assert ratio("fp8", eff_moe_fp4=0.5) == pytest.approx(q * moe, rel=1e-4)
+    assert ratio("fp4", eff_moe_fp4=0.5) == pytest.approx(q * moe * 0.5, rel=1e-4)
     # the tile: the shortest power of two holding the rows, 16 to the chip's 128
     assert [float(grouped_tile_m(x, hw)) for x in (1.0, 16.0, 17.0, 100.0, 128.0, 3000.0)] == \
         [16.0, 16.0, 32.0, 128.0, 128.0, 128.0]

@@ -22,8 +22,9 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     reaches `eff_attention` of what GEMMs reach, on compute and bandwidth,
     and the routed experts' grouped GEMMs over quantized weights (8 bits
     and narrower: block-scaled FP8, NVFP4, MXFP4, INT4) `eff_moe` on
-    compute, `eff_moe_memory` on their memory time; 16-bit grouped GEMMs
-    run like dense ones (`quantized_experts`);
+    compute (x `eff_moe_fp4` where they compute in FP4), `eff_moe_memory`
+    on their memory time; 16-bit grouped GEMMs run like dense ones
+    (`quantized_experts`);
   * fixed costs: `tile_latency` seconds per GEMM output tile outside its
     k-loop (`quantization` stretches the k-loop by it), `kernel_latency`
     seconds per GEMM or attention kernel
@@ -164,13 +165,18 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
     experts' grouped GEMMs over quantized weights (eff_moe_memory on their
     memory time, `memory` static: a grouped GEMM that streams its experts'
     weights loses less than one that computes small, uneven tiles; both
-    raised to `quantized_experts`, so 1 for 16-bit experts), 1 for the rest
+    raised to `quantized_experts`, so 1 for 16-bit experts; eff_moe_fp4 on
+    top where they compute in FP4), 1 for the rest
     (1 everywhere under the "flat" convention). Tensor cores (row_rates)
     and systolic arrays (compute.row_compute_times) both derate by it."""
     if opts.conv.efficiency == "flat":
         return jnp.ones(len(table.names), jnp.float32)
     attn, moe = (jnp.asarray(mask(table)) > 0 for mask in (attention_mask, moe_mask))
-    experts = (hw.eff_moe_memory if memory else hw.eff_moe) ** quantized_experts(wl)
+    if memory:
+        experts = hw.eff_moe_memory ** quantized_experts(wl)
+    else:  # FP4 grouped GEMMs (FP4 activations) pay eff_moe_fp4 on top, as dense ones pay eff_fp4
+        fp4 = jnp.clip(halvings(wl.bytes_act) - 1.0, 0.0, 1.0)
+        experts = hw.eff_moe ** quantized_experts(wl) * hw.eff_moe_fp4 ** fp4
     return jnp.where(attn, hw.eff_attention, jnp.where(moe, experts, 1.0))
 
 
