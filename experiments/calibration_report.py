@@ -14,7 +14,9 @@ before, filled = after or held out).
 
 --predictions reads the held-out predictions `jaxplat calibrate ...
 --predictions PRED.csv` wrote (no refit: the leave-one-chip-out set is
-that run's).
+that run's). With a leave-one-chip-out set it also prints that set's errors
+per load and metric apart for the rows whose fitted engines ran on another
+chip too and those whose engine only the left-out chip ran.
 """
 
 import argparse
@@ -126,6 +128,25 @@ def _read_held_out(path, rows):
     return np.array([by_line[r.line] for r in rows])
 
 
+def _engines_seen(rows, held, fitted):
+    """Leave-one-chip-out errors apart for the rows whose fitted engines ran
+    on another chip too: a left-out chip whose engine (TensorRT-LLM 0.17,
+    only on H200) has no other rows is predicted at the reference engine,
+    which says nothing of the chip."""
+    parts = [set(cal.Predictor.parts(r)) & fitted for r in rows]
+    seen = np.array([all(any(q.hardware != r.hardware and e in pq for q, pq in zip(rows, parts)) for e in pr)
+                     for r, pr in zip(rows, parts)])
+    out = []
+    for load in sorted({r.load for r in rows}):
+        for metric in METRICS:
+            for label, keep in (("engines seen", seen), ("engines unseen", ~seen)):
+                keep = keep & np.array([r.metric == metric and r.load == load for r in rows])
+                if keep.any():
+                    out.append([load, metric, label, int(keep.sum()), *errors(held, rows, keep)])
+    print("\nLeave-one-chip-out, rows whose engine parts also ran on another chip (seen) or not")
+    print(table(["load", "metric", "rows", "n", "|err|", "signed"], out, "lllrrr"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA))
@@ -162,6 +183,8 @@ def main(argv=None):
                 out.append([src, metric, int(keep.sum())] + [x for _, p, _ in sets for x in errors(p, rows, keep)])
     print("Median |predicted / measured - 1| and median signed error, per source and metric")
     print(table(header, out, "llr" + "rr" * len(sets)))
+    if len(sets) == 3:
+        _engines_seen(rows, held, set(shipped_cal.engines))
     parity_plot(rows, sets, args.out)
     print(f"\nwrote {args.out}")
 
