@@ -47,11 +47,11 @@ PARAMS = {
     "moe": ("eff_moe", 1.0, "fraction",
             "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs over quantized "
             "(8-bit and narrower) experts (compute time); 16-bit experts run like dense GEMMs"),
+    "moe_memory": ("eff_moe_memory", 1.0, "fraction",
+                   "the same on their memory time (streaming the quantized experts' weights)"),
     "moe_fp4": ("eff_moe_fp4", 1.0, "fraction",
                 "FP4 grouped-GEMM kernels' share of the FP8 ones' efficiency relative to dense GEMMs, on top "
                 "of `moe` (compute time; the token copies quantized to FP4 with their block scales per expert)"),
-    "moe_memory": ("eff_moe_memory", 1.0, "fraction",
-                   "the same on their memory time (streaming the quantized experts' weights)"),
     "kernel_latency": ("kernel_latency", 0.0, "s",
                        "time each GEMM or attention kernel costs beyond its roofline time"),
     "expert_latency": ("expert_latency", 0.0, "s",

@@ -50,10 +50,10 @@ class Hardware:
         dense GEMMs, on their compute time, where the experts' weights are
         8 bits or narrower (16-bit experts run like dense GEMMs:
         cost.efficiency.quantized_experts).
-      eff_moe_fp4: FP4 grouped GEMMs' share of eff_moe (compute time, FP4
-        activations: W4A4 NVFP4/MXFP4 experts), as eff_fp4 is of eff_narrow.
       eff_moe_memory: the same on their memory time (streaming the experts'
         weights).
+      eff_moe_fp4: FP4 grouped GEMMs' share of eff_moe (compute time, FP4
+        activations: W4A4 NVFP4/MXFP4 experts), as eff_fp4 is of eff_narrow.
       kernel_latency: s each GEMM or attention kernel costs beyond its
         roofline time (launch, prologue/epilogue, the tail of its last wave).
       expert_latency: s each routed expert's GEMM in a grouped-GEMM kernel
@@ -128,8 +128,8 @@ class Hardware:
     eff_fp4: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     eff_attention: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     eff_moe: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
-    eff_moe_fp4: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     eff_moe_memory: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    eff_moe_fp4: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     kernel_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     expert_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     tile_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
