@@ -86,6 +86,14 @@ def halvings(bytes_per_element):
     return jnp.maximum(jnp.log2(2.0 / bytes_per_element), 0.0)
 
 
+def narrow_steps(bytes_per_element):
+    """(to 8 bits, to 4 bits): how far a width has gone down each step below
+    16 bits, each in [0, 1]: (0, 0) at 16 bits and wider, (1, 0) at 8, (1, 1)
+    at 4 (smooth between). The exponents of the 8-bit and FP4 derates."""
+    h = halvings(bytes_per_element)
+    return jnp.minimum(h, 1.0), jnp.clip(h - 1.0, 0.0, 1.0)
+
+
 def dtype_index(bytes_per_element):
     """Index into units.DTYPES of the float dtype of this width (fp32, bf16, fp8, fp4)."""
     idx = [DTYPES.index(d) for d in ("fp32", "bf16", "fp8", "fp4")]
@@ -146,7 +154,7 @@ def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=Non
 
 def quantized_experts(wl: Workload):
     """How far the routed experts' weights are quantized: 0 at 16 bits and
-    wider, 1 at 8 bits and narrower (halvings below 16 bits, capped at one).
+    wider, 1 at 8 bits and narrower (`narrow_steps`' first step).
 
     The grouped-GEMM derates were fitted on quantized experts only (every
     MoE row of the measured tables is FP8 or FP4: DeepSeek-R1's 128 x 128
@@ -155,8 +163,7 @@ def quantized_experts(wl: Workload):
     CUTLASS grouped or block-sparse GEMMs that run near dense GEMMs' rate
     (MegaBlocks, Gale et al., MLSys 2023, arXiv 2211.15841), so the derates
     do not reach them."""
-    bw = jnp.where(wl.bytes_expert_weight > 0, wl.bytes_expert_weight, wl.bytes_weight)
-    return jnp.minimum(halvings(bw), 1.0)
+    return narrow_steps(wl.bytes_experts)[0]
 
 
 def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memory: bool = False):
@@ -175,16 +182,15 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
     if memory:
         experts = hw.eff_moe_memory ** quantized_experts(wl)
     else:  # FP4 grouped GEMMs (FP4 activations) pay eff_moe_fp4 on top, as dense ones pay eff_fp4
-        fp4 = jnp.clip(halvings(wl.bytes_act) - 1.0, 0.0, 1.0)
-        experts = hw.eff_moe ** quantized_experts(wl) * hw.eff_moe_fp4 ** fp4
+        experts = hw.eff_moe ** quantized_experts(wl) * hw.eff_moe_fp4 ** narrow_steps(wl.bytes_act)[1]
     return jnp.where(attn, hw.eff_attention, jnp.where(moe, experts, 1.0))
 
 
 def gemm_peak(hw: Hardware, dtype, bytes_per_element):
     """FLOP/s a large, well-shaped GEMM reaches in `dtype` (an index):
     peak x eff_compute, x eff_narrow at 8 bits and below, x eff_fp4 at 4."""
-    h = halvings(bytes_per_element)
-    dtype_share = hw.eff_narrow ** jnp.minimum(h, 1.0) * hw.eff_fp4 ** jnp.clip(h - 1.0, 0.0, 1.0)
+    to8, to4 = narrow_steps(bytes_per_element)
+    dtype_share = hw.eff_narrow ** to8 * hw.eff_fp4 ** to4
     return hw.flops[dtype.astype(jnp.int32)] * hw.eff_compute * dtype_share
 
 
@@ -285,5 +291,5 @@ def host_time(hw: Hardware, opts: Options, sequences):
 
 __all__ = ["ATTENTION_PREFIXES", "GROUPED_MIN_TILE_M", "MOE_PREFIXES", "REFERENCE_HOST_CLOCK_HZ", "WIDE_ROWS",
            "attention_mask", "collective_latency", "dtype_index", "gemm_peak", "grouped_tile_m", "halvings",
-           "host_time", "iteration_overhead", "kernel_kind", "moe_mask", "quantization", "quantized_experts",
-           "row_dtypes", "row_rates", "wide_mask"]
+           "host_time", "iteration_overhead", "kernel_kind", "moe_mask", "narrow_steps", "quantization",
+           "quantized_experts", "row_dtypes", "row_rates", "wide_mask"]

@@ -225,7 +225,7 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     wide = opts.conv.wide_head
     ctx.bw_head = jnp.maximum(wl.bytes_weight, 2.0) if wide else wl.bytes_weight
     ctx.ba_head = jnp.maximum(wl.bytes_act, 2.0) if wide else wl.bytes_act
-    ctx.bw_experts = jnp.where(wl.bytes_expert_weight > 0, wl.bytes_expert_weight, wl.bytes_weight)
+    ctx.bw_experts = wl.bytes_experts
     ctx.send_span = 2.0 * stage_chips(par)
     return ctx
 

@@ -1,6 +1,7 @@
 """`Workload`: what is asked of the deployment (batch, lengths, dtypes, SLOs)."""
 
 import jax
+import jax.numpy as jnp
 
 from jaxplat.model.pytree import pytree_dataclass
 
@@ -36,3 +37,9 @@ class Workload:
     ttft_slo: jax.Array
     tpot_slo: jax.Array
     bytes_expert_weight: jax.Array
+
+    @property
+    def bytes_experts(self):
+        """Bytes per element of the routed experts' weights as stored:
+        `bytes_expert_weight`, or `bytes_weight` where that is 0."""
+        return jnp.where(self.bytes_expert_weight > 0, self.bytes_expert_weight, self.bytes_weight)
