@@ -176,7 +176,7 @@ def divisibility(model: Model, par: Parallel, opts: Options = Options()) -> dict
     Uneven layer splits are allowed. Reports explain `feasible = False` from
     these same checks."""
     divides = lambda x, d: jnp.mod(x, d) == 0  # noqa: E731
-    degrees = jnp.stack([par.tp, par.pp, par.ep, par.dp, par.sp, par.microbatches, par.moe_ep])
+    degrees = jnp.stack([par.tp, par.pp, par.ep, par.dp, par.cp, par.microbatches, par.moe_ep])
     tp_attn = attention_split(par, opts)
     moe_ep_ok = divides(par.tp, par.moe_ep) if opts.conv.moe_accounting != "genz" else par.moe_ep == 1.0
     return {"whole": jnp.all((degrees >= 1.0) & (degrees == jnp.round(degrees))),
@@ -332,7 +332,7 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     # Energy of one request batch on one replica: the tables hold one
     # micro-batch on one path through all pp stages (`count`), and there are
     # tp·ep·sp paths and nmb micro-batches.
-    paths = par.tp * par.ep * par.sp
+    paths = par.tp * par.ep * par.cp
     # Sum of KV lengths past the prompt over the decode steps: 1 + ... + steps,
     # or every step at prompt + output (GenZ's final step).
     steps_sum = steps * wl.output if conv.decode == "final_step" else steps * (steps + 1.0) / 2.0
@@ -380,7 +380,7 @@ def _footprint(model, hw, par, wl, pre, ub, options):
     w = memory.weights_bytes(dataclasses.replace(pre, count=pre.stage))
     resident = replace(wl, batch=jnp.ceil(wl.batch / par.ep))
     layers_stage = stage_counts(model, par, options.smooth)["layer"][1]
-    kv = state_bytes(model, par, resident, options) * safe_div(layers_stage, model.layers) / par.sp
+    kv = state_bytes(model, par, resident, options) * safe_div(layers_stage, model.layers) / par.cp
     return w, kv, act, w + kv + act <= memory.capacity_bytes(hw)
 
 
@@ -437,7 +437,7 @@ def _evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
     bubble = fill * safe_div(par.pp - 1.0, nmb + par.pp - 1.0)
     # Energy of the request batch on one replica (static power over e2e on
     # every chip), average power and cost per token (cost.energy, cost.money).
-    e_req = ph.e_pre + ph.e_dec + parallel.tp * parallel.ep * parallel.sp * parallel.pp * hardware.static_power * e2e
+    e_req = ph.e_pre + ph.e_dec + parallel.tp * parallel.ep * parallel.cp * parallel.pp * hardware.static_power * e2e
     power = energy.average_power(e_req, e2e, parallel.dp)
     return Metrics(ttft=ttft, tpot=tpot, e2e=e2e, throughput=throughput, prefill_time=ttft,
                    decode_time=decode_time, comm_time=ph.comm_time, weights_bytes=w, kv_bytes=kv,

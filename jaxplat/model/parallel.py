@@ -34,9 +34,17 @@ class Parallel:
         EP is carved from data parallelism the same way). Tokens reach their
         experts by all-to-all dispatch and come back by all-to-all combine.
       dp: data-parallel replicas (multiply throughput, not latency).
-      sp: sequence (context) parallel: prefill splits the prompt over sp
-        chips and all-gathers K/V; decode splits the KV cache and merges
-        the partial attention outputs with an all-reduce.
+      cp: context parallel (Megatron-Core / NeMo `context_parallel_size`;
+        this project's `sp` before, still accepted as `sp=` and readable as
+        `.sp`): prefill splits the prompt over cp chips and all-gathers K/V
+        (ring attention in training); decode splits the KV cache and merges
+        the partial attention outputs with an all-reduce. Sequence
+        parallelism as Megatron means it (norms and dropout split over the
+        tp ranks, all-gather / reduce-scatter in place of all-reduce) is not
+        a degree: training runs it whenever tp > 1.
+      vp: virtual pipeline stages per pipeline rank (Megatron's interleaved
+        1F1B, `virtual_pipeline_model_parallel_size`; 1 = plain 1F1B). Only
+        training reads it: the bubble is (pp - 1) / (vp x micro-batches).
       microbatches: micro-batches the batch is split into (pipelining; 1 =
         the whole batch at once). The genz profile uses GenZ's own rule.
       overlap: fraction of communication hidden behind compute (0 = none,
@@ -64,12 +72,18 @@ class Parallel:
     pp: jax.Array = dataclasses.field(default_factory=_one)
     ep: jax.Array = dataclasses.field(default_factory=_one)
     dp: jax.Array = dataclasses.field(default_factory=_one)
-    sp: jax.Array = dataclasses.field(default_factory=_one)
+    cp: jax.Array = dataclasses.field(default_factory=_one)
     microbatches: jax.Array = dataclasses.field(default_factory=_one)
     overlap: jax.Array = dataclasses.field(default_factory=_zero)
     imbalance: jax.Array = dataclasses.field(default_factory=_one)
     moe_ep: jax.Array = dataclasses.field(default_factory=_one)
     moe_gather: jax.Array = dataclasses.field(default_factory=_zero)
+    vp: jax.Array = dataclasses.field(default_factory=_one)
+
+    @property
+    def sp(self) -> jax.Array:
+        """Context-parallel degree under its former name (`cp`)."""
+        return self.cp
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -80,9 +94,24 @@ class Parallel:
 
 def chips(p: Parallel) -> jax.Array:
     """Chips used by one deployment: the product of all degrees."""
-    return p.tp * p.pp * p.ep * p.dp * p.sp
+    return p.tp * p.pp * p.ep * p.dp * p.cp
 
 
 def stage_chips(p: Parallel) -> jax.Array:
-    """Chips of one pipeline stage of one replica (tp x ep x sp)."""
-    return p.tp * p.ep * p.sp
+    """Chips of one pipeline stage of one replica (tp x ep x cp)."""
+    return p.tp * p.ep * p.cp
+
+
+_init = Parallel.__init__
+
+
+def _init_with_alias(self, *args, sp=None, **kwargs):
+    # `sp=` was this project's name for context parallelism; users' scripts keep it.
+    if sp is not None:
+        if "cp" in kwargs:
+            raise TypeError("Parallel: give cp (context parallel) or its former name sp, not both")
+        kwargs["cp"] = sp
+    _init(self, *args, **kwargs)
+
+
+Parallel.__init__ = _init_with_alias

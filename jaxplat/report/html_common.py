@@ -37,7 +37,7 @@ COLUMNS = {
     "tp": ("TP", "", 1.0), "pp": ("PP", "", 1.0), "ep": ("EP", "", 1.0), "dp": ("DP", "", 1.0),
     "moe_ep": ("MoE EP (experts over the TP chips)", "", 1.0),
     "moe_gather": ("MoE tokens by all-gather (1) or all-to-all (0)", "", 1.0),
-    "sp": ("SP", "", 1.0), "microbatches": ("micro-batches", "", 1.0),
+    "sp": ("CP", "", 1.0), "cp": ("CP", "", 1.0), "microbatches": ("micro-batches", "", 1.0),
     "overlap": ("communication hidden", "%", 1e-2),
     "batch": ("batch", "seq", 1.0),
     "prompt": ("prompt", "tok", 1.0),
@@ -78,7 +78,7 @@ _METRIC_SUFFIXES = ("", "_s", "_tok_s")
 HARDWARE_AXES = {k for k, v in AXIS_KINDS.items() if v.group == "hardware"}
 LOWER_IS_BETTER = {k for k in HARDWARE_AXES if AXIS_KINDS[k].better == "less"}
 CATEGORICAL_AXES = {"model", "workload", "dtype", "weight_dtype", "kv_dtype", "experts_dtype", "tp", "pp", "ep",
-                    "moe_ep", "moe_gather", "dp", "sp", "microbatches", "chips", "batch", "beams", "domain"}
+                    "moe_ep", "moe_gather", "dp", "sp", "cp", "microbatches", "chips", "batch", "beams", "domain"}
 
 SWEEP_COUNTERS = (  # summary key -> row label
     ("configurations", "configurations in the study"),

@@ -116,7 +116,8 @@ AXIS_KINDS = {
     # parallelism search that fills the machine it is given
     "chips": AxisKind("chips", None, "chips", "chips used, exactly"),
     # parallel degrees (jaxplat.parallel.Parallel)
-    **{k: AxisKind("parallel", _set(k), "", f"{k} degree") for k in ("tp", "pp", "ep", "dp", "sp", "microbatches")},
+    **{k: AxisKind("parallel", _set(k), "", f"{k} degree") for k in ("tp", "pp", "ep", "dp", "cp", "microbatches")},
+    "sp": AxisKind("parallel", _set("cp"), "", "cp degree (context parallel; sp is its former name)"),
     "overlap": AxisKind("parallel", _set("overlap"), "", "fraction of communication hidden"),
     "moe_ep": AxisKind("parallel", _set("moe_ep"), "", "experts split over the tp chips (MoE TP = tp / moe_ep)"),
     "moe_gather": AxisKind("parallel", _set("moe_gather"), "",
