@@ -1,0 +1,463 @@
+"""One training step on a cluster, from the same operator table as inference.
+
+The forward pass of one micro-batch through the busiest pipeline rank is the
+prefill table (`operators.build_table`, phase "prefill", the sequences of one
+micro-batch at the training sequence length), priced row by row by the
+inference roofline (`inference.row_components`). A training step adds, per
+row (times scale the priced forward rows; shapes as in the forward):
+  backward   data and weight gradients, 2x a weight GEMM's forward (two
+             GEMMs of its size: Narayanan et al. SC'21 Sec. 3.5); attention
+             2.5x its forward (FlashAttention-2's backward runs 5 matmuls
+             to the forward's 2: Dao 2023, arXiv 2307.08691, Sec. 3.1);
+             element-wise passes 2x (read the output gradient and the saved
+             input, write the input gradient); the embedding 1x (scatter-add).
+  recompute  none; selective: the attention core (scores, softmax, values)
+             again; full: every layer's forward again (Korthikanti et al.
+             2022, arXiv 2205.05198, Sec. 5), with its TP and EP collectives.
+  low precision  FP8/MXFP8/NVFP4/int8 GEMMs run at the chip's peak for that
+             dtype through the existing dtype efficiency
+             (efficiency.gemm_peak via row_components); the scaling costs a
+             memory-bound cast pass per GEMM operand (`SCALING_READS`).
+  optimizer  Adam over this chip's shard, memory-bound (`ADAM_BYTES`).
+The table is built for the training step with its LM head over every token
+(not the last prompt token) and, with Megatron's sequence parallelism (on
+whenever tp > 1), its norms and residual adds split over the tp ranks.
+
+Schedule: m = global batch / (micro-batch x dp) micro-batches per step. A
+rank's time per micro-batch t_mb is its forward, backward, recompute and the
+exposed collectives; 1F1B and interleaved 1F1B take (m + (p - 1)/v)·t_mb
+(bubble (p - 1)/(v·m) of the ideal: Narayanan et al. SC'21 Sec. 2.2), GPipe
+(m + p - 1)·t_mb; then the data-parallel gradient sync's exposed part and the
+optimizer.
+
+Collectives (all through collectives.collective_time on the chip's network
+levels; ranks ordered tp innermost, then cp, then dp (ep inside it), pp
+outermost, as Megatron-Core orders its groups, so a group's stride is the
+product of the degrees inside it):
+  tp  sequence parallel: all-gather + reduce-scatter of the layer's hidden
+      states before and after attention and the MLP (Korthikanti Sec. 4.2.2),
+      the conjugates in backward, again in full recomputation; without it
+      all-reduces. The LM head all-gathers its input and all-reduces the
+      vocabulary-parallel cross-entropy's 3 fp32 statistics per token
+      (Megatron's vocab_parallel_cross_entropy). Hidden by `Parallel.overlap`.
+  cp  ring attention passes K/V around the cp ranks (the table's K/V
+      all-gather bytes) in forward and K/V plus their gradients in backward
+      (2x); overlapped with the attention core's compute (Transformer
+      Engine's ring attention overlaps each step's send/recv with the
+      previous block), so only the excess is exposed.
+  ep  all-to-all dispatch and combine of each MoE layer (the table's rows:
+      one copy per destination rank), again in backward (and recompute);
+      hidden by `Parallel.overlap`.
+  pp  a send of the micro-batch's hidden states per virtual stage, forward
+      and backward, the sequence-parallel shard (1/tp of it) with SP;
+      hidden by `Parallel.overlap`.
+  dp  ZeRO 0: all-reduce of the gradients; ZeRO 1/2: reduce-scatter of the
+      gradients and all-gather of the updated 16-bit weights (Megatron's
+      distributed optimizer); both in buckets, the gradients' overlapped
+      with the last micro-batch's backward and the weights' with the first
+      micro-batch's forward (Megatron-Core overlap_grad_reduce /
+      overlap_param_gather), a share `TrainWorkload.dp_overlap` of the
+      shorter of the two hidden. ZeRO 3 (FSDP): every micro-batch gathers
+      the weights before its forward and its backward and reduce-scatters
+      its gradients, prefetched behind that micro-batch's forward and
+      backward. Dense weights over dp (stride tp·cp), expert weights over
+      dp / ep (stride tp·cp·ep).
+"""
+
+import dataclasses
+import functools
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost import efficiency, energy, money
+from jaxplat.cost import training_memory as tm
+from jaxplat.cost.collectives import collective_time, level_times
+from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
+from jaxplat.cost.memory import capacity_bytes
+from jaxplat.cost.operators import OpTable, build_table
+from jaxplat.cost.roofline import combine, safe_div
+from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass
+from jaxplat.specs.units import DTYPES
+
+RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = ("1f1b", "gpipe")
+COMM_NAMES = ("tp", "cp", "ep", "pp", "dp")
+BACKWARD_GEMM = 2.0       # data + weight gradient GEMMs (Narayanan et al. SC'21 Sec. 3.5)
+BACKWARD_ATTENTION = 2.5  # FlashAttention-2 backward / forward FLOPs (Dao 2023, Sec. 3.1)
+BACKWARD_ELEMENTWISE = 2.0
+BACKWARD_LOOKUP = 1.0
+ADAM_BYTES = 26.0         # per parameter: read fp32 master, m, v (12), write them (12), write the 16-bit weight (2)
+CE_STATS_BYTES = 12.0     # per token: max, sum of exponentials and the target logit, fp32 (vocab-parallel CE)
+# Low-precision scaling: each GEMM operand cast from 16 bits reads 2 bytes and writes its own width
+# (+ a block scale per 32 elements for MX formats, OCP MX spec v1.0); per-tensor (current) scaling reads
+# the tensor once more for its amax (Transformer Engine's FP8 recipes; Micikevicius et al. 2022,
+# arXiv 2209.05433). Operands cast per GEMM and micro-batch: the input (forward), the output gradient
+# and the input's transpose (backward): 2·m·k + m·n elements.
+SCALING_READS = 2.0
+SP_ROWS = ("attn_norm", "attn_residual", "ffn_norm", "ffn_residual", "mamba_norm", "mamba_residual", "final_norm")
+LAYER_TP = ("attn_allreduce", "ffn_allreduce", "mamba_allreduce", "ssm_x_allreduce")
+
+
+def _f32(v):
+    return dataclasses.field(default_factory=lambda: jnp.float32(v))
+
+
+@pytree_dataclass
+class TrainWorkload:
+    """What one training step does (float32 leaves: sweepable, vmappable).
+
+    global_batch: sequences per step (all data-parallel replicas).
+    micro_batch: sequences per micro-batch per data-parallel rank.
+    seq: tokens per sequence. tokens: tokens to train on (for the time,
+      energy and cost to train; 0: none).
+    recompute: 0 none, 1 selective, 2 full (RECOMPUTE).
+    zero: ZeRO stage 0..3 (1 = Megatron's distributed optimizer, 3 = FSDP).
+    bytes_act, compute_dtype: GEMM operand bytes and their dtype (an index
+      into units.DTYPES): 2 / bf16, 1 / fp8, 0.5 + 1/16 / fp4 (NVFP4).
+    scale_block: elements per scale of the low-precision recipe (0:
+      per-tensor current scaling, Hopper's FP8; 32: MXFP8; 16: NVFP4).
+    bytes_param, bytes_grad, bytes_optim: bytes per parameter of weights,
+      gradients and optimizer states (ZeRO paper: 2, 2, 12).
+    bytes_grad_comm: bytes per gradient element in the data-parallel
+      reduction (4: fp32, Megatron-LM's accumulate_allreduce_grads_in_fp32
+      with bf16; 2: bf16).
+    dp_overlap: share of the data-parallel collectives hidden behind the
+      backward/forward they overlap with, 0..1 (1: Megatron-Core's
+      overlap_grad_reduce and overlap_param_gather, FSDP prefetching).
+    """
+
+    global_batch: jax.Array
+    micro_batch: jax.Array
+    seq: jax.Array
+    tokens: jax.Array = _f32(0.0)
+    recompute: jax.Array = _f32(0.0)
+    zero: jax.Array = _f32(0.0)
+    bytes_act: jax.Array = _f32(2.0)
+    compute_dtype: jax.Array = _f32(float(DTYPES.index("bf16")))
+    scale_block: jax.Array = _f32(0.0)
+    bytes_param: jax.Array = _f32(2.0)
+    bytes_grad: jax.Array = _f32(2.0)
+    bytes_optim: jax.Array = _f32(12.0)
+    bytes_grad_comm: jax.Array = _f32(4.0)
+    dp_overlap: jax.Array = _f32(1.0)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, numbers.Number):
+                object.__setattr__(self, f.name, jnp.float32(v))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+    """Static choices: the inference `Options` the table is built and priced
+    with, the pipeline schedule (SCHEDULES; interleaving is `Parallel.vp`),
+    and Megatron's sequence parallelism (on: tp > 1 runs it, as Megatron-Core
+    and NeMo do)."""
+
+    options: Options = Options()
+    schedule: str = "1f1b"
+    sequence_parallel: bool = True
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+
+
+@pytree_dataclass
+class TrainMetrics:
+    """Results of `train_step`, SI units, per chip unless said.
+
+    step_time_s: one optimizer step. tokens_per_s_per_chip: global batch x
+    seq / step time / chips. mfu, hfu: model and hardware FLOPs per second
+    over the chips' peak in the training dtype (training_memory
+    .model_flops_per_token; hfu adds recomputation). memory_bytes =
+    weights + grads + optimizer + activations; capacity_bytes; fits;
+    feasible (fits and every `training_memory.checks`). microbatches: m per
+    step. bubble_fraction: (p - 1)/(v·m) (GPipe (p - 1)/m).
+    Phase seconds per step (they sum to step_time_s): forward, backward,
+    recompute, scaling (low-precision casts), optimizer, bubble, and
+    comm [len(COMM_NAMES), MAX_NET_LEVELS] exposed collective seconds per
+    network level; comm_total [len(COMM_NAMES)] before overlap.
+    train_time_s, train_energy_j, train_cost_usd: to train `tokens`
+    (whole cluster; energy at the IT level, cost with PUE and capex).
+    power_w: average power of one chip.
+    """
+
+    step_time_s: jax.Array
+    tokens_per_s_per_chip: jax.Array
+    mfu: jax.Array
+    hfu: jax.Array
+    memory_bytes: jax.Array
+    capacity_bytes: jax.Array
+    fits: jax.Array
+    feasible: jax.Array
+    weights_bytes: jax.Array
+    grads_bytes: jax.Array
+    optimizer_bytes: jax.Array
+    activation_bytes: jax.Array
+    chips: jax.Array
+    microbatches: jax.Array
+    bubble_fraction: jax.Array
+    forward: jax.Array
+    backward: jax.Array
+    recompute: jax.Array
+    scaling: jax.Array
+    optimizer: jax.Array
+    bubble: jax.Array
+    comm: jax.Array
+    comm_total: jax.Array
+    model_flops_per_token: jax.Array
+    power_w: jax.Array
+    train_time_s: jax.Array
+    train_energy_j: jax.Array
+    train_cost_usd: jax.Array
+
+
+def train_chips(par: Parallel) -> jax.Array:
+    """Chips of a training job: tp·pp·cp·dp (ep is carved out of dp)."""
+    return par.tp * par.pp * par.cp * par.dp
+
+
+def _table_inputs(par: Parallel, twl: TrainWorkload):
+    """(Parallel, Workload) the forward table is built with: pp·vp stages
+    (a virtual stage's layers), the micro-batch's sequences on each of the
+    ep ranks (the table's ep ranks split their batch: ep x micro-batch
+    gives each its own micro-batch), 16-bit weights and attention."""
+    tpar = Parallel(tp=par.tp, pp=par.pp * par.vp, ep=par.ep, cp=par.cp, imbalance=par.imbalance,
+                    moe_ep=par.moe_ep, moe_gather=par.moe_gather)
+    inf = jnp.float32(1e30)
+    wl = Workload(batch=twl.micro_batch * par.ep, prompt=twl.seq, output=jnp.float32(1.0), beams=jnp.float32(1.0),
+                  bytes_weight=twl.bytes_param, bytes_act=twl.bytes_act, bytes_kv=jnp.maximum(twl.bytes_act, 2.0),
+                  compute_dtype=twl.compute_dtype, ttft_slo=inf, tpot_slo=inf, bytes_expert_weight=jnp.float32(0.0))
+    return tpar, wl
+
+
+def _mask(table: OpTable, names) -> np.ndarray:
+    return np.array([float(n in names) for n in table.names], np.float32)
+
+
+def forward_table(model: Model, par: Parallel, twl: TrainWorkload, topts: TrainOptions):
+    """(table, workload) of one micro-batch's forward on the busiest rank's
+    chip: the prefill table with the LM head over every token and, with
+    sequence parallelism, the norms and residual adds over 1/tp tokens."""
+    tpar, wl = _table_inputs(par, twl)
+    t = build_table(model, tpar, wl, "prefill", topts.options)
+    tokens = jnp.ceil(twl.seq / par.cp)  # per sequence on this chip
+    head = jnp.asarray(_mask(t, ("lm_head",)))
+    sc = 1.0 + head * (tokens - 1.0)
+    if topts.sequence_parallel:
+        sc = sc / (1.0 + jnp.asarray(_mask(t, SP_ROWS)) * (par.tp - 1.0))
+    t = dataclasses.replace(t, f0=t.f0 * sc, a0=t.a0 * sc, o0=t.o0 * sc, m=t.m * (1.0 + head * (tokens - 1.0)))
+    return t, wl
+
+
+def rank_weights(t: OpTable, par: Parallel) -> jax.Array:
+    """[rows] executions per micro-batch on the busiest rank: its vp virtual
+    stages' layers (`stage` of a pp·vp-stage table, x vp) and sends; the LM
+    head (the last stage, charged as the busiest); the embedding only
+    without pipelining (it sits on the first stage, with fewer layers'
+    work than the last's head: Megatron-Bridge's uneven splits)."""
+    emb = jnp.asarray(_mask(t, [n for n, g in zip(t.names, t.groups) if g == "embedding"]))
+    head = jnp.asarray(_mask(t, [n for n, g in zip(t.names, t.groups) if g == "lm_head"]))
+    layer = 1.0 - emb - head
+    return t.stage * (layer * par.vp + head + emb * jnp.where(par.pp > 1.0, 0.0, 1.0))
+
+
+def _collective(kind, hw, n, nbytes, stride, opts, p):
+    """(seconds, [levels] seconds) of one collective (collective_time, plus
+    each call's fixed software cost), split over the network levels in
+    proportion to the hierarchical form's per-level times (level_times)."""
+    t = collective_time(kind, hw, n, nbytes, p, stride) + jnp.where(n > 1.0, efficiency.collective_latency(hw, opts),
+                                                                    0.0)
+    lv = level_times(kind, hw, n, nbytes, stride)
+    tot = jnp.sum(lv, axis=-1, keepdims=True)
+    first = (jnp.arange(lv.shape[-1]) == 0).astype(lv.dtype)
+    share = jnp.where(tot > 0, lv / jnp.where(tot > 0, tot, 1.0), first)
+    return t, t[..., None] * share
+
+
+def _row_comm(t: OpTable, names, kinds, hw, w, opts, p, scale=1.0, nbytes=None):
+    """(s, [levels] s) of `kinds` collectives on the table's rows `names`
+    (their group size, stride and payload x scale), weighted by w."""
+    idx = [i for i, nm in enumerate(t.names) if nm in names]
+    if not idx:
+        return jnp.float32(0.0), jnp.zeros_like(hw.net_bw)
+    idx = np.array(idx)
+    b = (t.comm_b[idx] if nbytes is None else nbytes) * scale
+    tot, lv = 0.0, 0.0
+    for kind in kinds:
+        s, levels = _collective(kind, hw, t.comm_n[idx], b, t.comm_s[idx], opts, p)
+        tot, lv = tot + jnp.sum(w[idx] * s), lv + jnp.sum(w[idx][:, None] * levels, axis=0)
+    return tot, lv
+
+
+def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd):
+    """[len(COMM_NAMES) - 1] (tp, cp, ep, pp) dicts of (total s, exposed
+    [levels] s) per micro-batch on the busiest rank (module doc)."""
+    opts, sp = topts.options, topts.sequence_parallel
+    tp_kinds = ("allgather", "reducescatter") if sp else ("allreduce",)
+    fwd_tp, lv_tp = _row_comm(t, LAYER_TP, tp_kinds, hw, w, opts, p)
+    emb = _row_comm(t, ("embedding_allreduce",), ("reducescatter",) if sp else ("allreduce",), hw, w, opts, p)
+    head_tokens = t.m[np.array([t.names.index("lm_head")])]
+    ce = _row_comm(t, ("lm_head_allgather",), ("allreduce",), hw, w, opts, p, nbytes=head_tokens * CE_STATS_BYTES)
+    fwd_tp, lv_tp = fwd_tp + emb[0] + ce[0], lv_tp + emb[1] + ce[1]
+    if sp:  # the head's input, gathered from the sequence-parallel shards (the FFN's hidden states)
+        ffn = np.array([t.names.index("ffn_allreduce")])
+        g = _row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
+        fwd_tp, lv_tp = fwd_tp + g[0], lv_tp + g[1]
+    passes = 2.0 + rec_full  # forward, backward (the conjugate collectives), full recompute
+    hidden = 1.0 - jnp.clip(par.overlap, 0.0, 1.0)
+    out = {"tp": (passes * fwd_tp, hidden * passes * lv_tp)}
+    cp, lv_cp = _row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
+    cp_total = (3.0 + rec_full) * cp  # K/V forward, K/V and their gradients backward
+    exposed = (jnp.maximum(cp - attn_fwd, 0.0) * (1.0 + rec_full)
+               + jnp.maximum(2.0 * cp - BACKWARD_ATTENTION * attn_fwd, 0.0))
+    out["cp"] = (cp_total, safe_div(exposed, cp) * lv_cp)
+    ep, lv_ep = _row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
+    out["ep"] = ((2.0 + rec_full) * ep, hidden * (2.0 + rec_full) * lv_ep)
+    send_scale = 1.0 / par.tp if sp else 1.0
+    pp, lv_pp = _row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
+    out["pp"] = (2.0 * pp, hidden * 2.0 * lv_pp)
+    return out
+
+
+def _params(t: OpTable, par: Parallel, twl: TrainWorkload):
+    """(dense, expert) parameters per chip of the busiest rank (weights
+    stored by its rows; embedding and head on different stages when pp > 1)."""
+    w = rank_weights(t, par)
+    stored = w * t.stored / twl.bytes_param
+    expert = jnp.asarray(_mask(t, ("experts_up_gate", "experts_down")))
+    return jnp.sum(stored * (1.0 - expert)), jnp.sum(stored * expert)
+
+
+def _dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p):
+    """(total s per step, exposed s per step, exposed [levels] per step,
+    exposed s per micro-batch (ZeRO 3)) of the data-parallel collectives."""
+    n = jnp.stack([par.dp, jnp.maximum(par.dp / par.ep, 1.0)])
+    stride = jnp.stack([par.tp * par.cp, par.tp * par.cp * par.ep])
+    params = jnp.stack([dense, expert])
+    grads, weights = params * twl.bytes_grad_comm, params * twl.bytes_param
+    ar = _collective("allreduce", hw, n, grads, stride, opts, p)
+    rs = _collective("reducescatter", hw, n, grads, stride, opts, p)
+    ag = _collective("allgather", hw, n, weights, stride, opts, p)
+    tot = lambda c: (jnp.sum(c[0]), jnp.sum(c[1], axis=0))  # noqa: E731
+    (t_ar, l_ar), (t_rs, l_rs), (t_ag, l_ag) = tot(ar), tot(rs), tot(ag)
+    ov = jnp.clip(twl.dp_overlap, 0.0, 1.0)
+    hide = lambda c, window: c - ov * jnp.minimum(c, window)  # noqa: E731
+    z = twl.zero
+    # ZeRO 0: all-reduce; 1/2: reduce-scatter + all-gather, once per step.
+    grad_t, grad_l = jnp.where(z < 0.5, t_ar, t_rs), jnp.where(z < 0.5, l_ar, l_rs)
+    step_ag = jnp.where(z < 0.5, 0.0, 1.0)
+    once_total = grad_t + step_ag * t_ag
+    once_exp = hide(grad_t, t_bwd) + step_ag * hide(t_ag, t_fwd)
+    once_lv = safe_div(hide(grad_t, t_bwd), grad_t) * grad_l + step_ag * safe_div(hide(t_ag, t_fwd), t_ag) * l_ag
+    # ZeRO 3 (FSDP): per micro-batch, gather before forward and backward, reduce-scatter the gradients.
+    mb_total = 2.0 * t_ag + t_rs
+    mb_exp = hide(t_ag, t_fwd) + hide(t_ag + t_rs, t_bwd)
+    mb_lv = safe_div(mb_exp, mb_total) * (2.0 * l_ag + l_rs)
+    fsdp = z >= 2.5
+    return (jnp.where(fsdp, 0.0, once_total), jnp.where(fsdp, 0.0, once_exp), jnp.where(fsdp, 0.0, once_lv),
+            jnp.where(fsdp, mb_total, 0.0), jnp.where(fsdp, mb_exp, 0.0), jnp.where(fsdp, mb_lv, 0.0))
+
+
+def _scaling_time(t: OpTable, hw: Hardware, twl: TrainWorkload, w):
+    """Seconds of the low-precision casts of one micro-batch's GEMM operands
+    on the rank (0 at 16 bits and wider; SCALING_READS)."""
+    gemm = jnp.asarray(_mask(t, ("qkv", "out_proj", "up_gate", "down", "experts_up_gate", "experts_down",
+                                 "shared_up_gate", "shared_down", "q_a", "q_b", "kv_a", "kv_b")))
+    elems = jnp.sum(w * gemm * (2.0 * t.m * t.k + t.m * t.n))
+    per = SCALING_READS + twl.bytes_act + safe_div(1.0, twl.scale_block) + jnp.where(twl.scale_block > 0, 0.0, 2.0)
+    narrow = twl.bytes_act < 2.0
+    return jnp.where(narrow, safe_div(elems * per, hw.mem_bw[0] * hw.eff_memory), 0.0)
+
+
+def train_step(model: Model, hardware: Hardware, parallel: Parallel, workload: TrainWorkload,
+               options: TrainOptions = TrainOptions(), sharpness=DEFAULT_SHARPNESS) -> TrainMetrics:
+    """Cost of one training step (see the module doc). Pure and jitted;
+    vmap or grad over any float leaf. `parallel.dp` is the data-parallel
+    degree (chips = tp·pp·cp·dp; ep is carved out of dp). `options` static."""
+    return _train_step(model, hardware, parallel, workload, options, jnp.asarray(sharpness, jnp.float32))
+
+
+@functools.partial(jax.jit, static_argnames=("options",))
+def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
+    opts = options.options
+    p = sharpness if opts.smooth else None
+    t, wl = forward_table(model, par, twl, options)
+    w = rank_weights(t, par)
+    c0, _, m0, _, _ = row_components(t, hw, wl, opts, p, comm=jnp.zeros_like(t.f0))
+    fwd = combine(c0, m0, 0.0, p)  # [rows] s, one execution
+    attn = jnp.asarray(efficiency.attention_mask(t))
+    lookup = jnp.asarray(_mask(t, ("embedding",)))
+    bwd_factor = jnp.where(attn > 0, BACKWARD_ATTENTION, jnp.where(lookup > 0, BACKWARD_LOOKUP, BACKWARD_GEMM))
+    once = jnp.asarray(_mask(t, [n for n, g in zip(t.names, t.groups) if g in ("embedding", "lm_head")]))
+    r_full = jnp.where(twl.recompute >= 1.5, 1.0, 0.0)
+    r_sel = jnp.where((twl.recompute >= 0.5) & (twl.recompute < 1.5), 1.0, 0.0)
+    t_fwd = jnp.sum(w * fwd)
+    t_bwd = jnp.sum(w * bwd_factor * fwd)
+    attn_fwd = jnp.sum(w * attn * fwd)
+    t_rec = r_full * jnp.sum(w * (1.0 - once) * fwd) + r_sel * attn_fwd
+    t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
+
+    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd)
+    dense, expert = _params(t, par, twl)
+    dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = _dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
+                                                                     opts, p)
+    mb_comm_lv = jnp.stack([comm[k][1] for k in ("tp", "cp", "ep", "pp")] + [mb_dp_lv])  # [5, levels]
+    t_mb = t_fwd + t_bwd + t_rec + t_scale + jnp.sum(mb_comm_lv)
+
+    m = safe_div(twl.global_batch, twl.micro_batch * par.dp)
+    pp1 = par.pp - 1.0
+    fill = pp1 if options.schedule == "gpipe" else safe_div(pp1, par.vp)
+    bubble = fill * t_mb
+    params_local = safe_div(dense, jnp.where(twl.zero >= 0.5, par.dp, 1.0)) + safe_div(
+        expert, jnp.where(twl.zero >= 0.5, jnp.maximum(par.dp / par.ep, 1.0), 1.0))
+    t_opt = safe_div(params_local * (ADAM_BYTES + twl.bytes_grad), hw.mem_bw[0] * hw.eff_memory)
+    step = m * t_mb + bubble + dp_exp + t_opt
+    comm_lv = m * mb_comm_lv + jnp.stack([jnp.zeros_like(dp_lv)] * 4 + [dp_lv])
+    comm_total = jnp.stack([comm[k][0] for k in ("tp", "cp", "ep", "pp")] + [mb_dp_tot]) * m + jnp.stack(
+        [0.0, 0.0, 0.0, 0.0, dp_tot])
+
+    chips = train_chips(par)
+    tokens_s = safe_div(twl.global_batch * twl.seq, step)
+    mf = tm.model_flops_per_token(model, twl.seq)
+    peak = hw.flops[twl.compute_dtype.astype(jnp.int32)]
+    mfu = safe_div(tokens_s * mf, chips * peak)
+    hfu = mfu * safe_div(mf + tm.recompute_flops_per_token(model, twl.seq, twl.recompute), mf)
+
+    wb, gb, ob = tm.state_bytes(dense, expert, par.dp, par.ep, twl.zero, twl.bytes_param, twl.bytes_grad,
+                                twl.bytes_optim)
+    layers_rank = par.vp * jnp.ceil(model.layers / (par.pp * par.vp))
+    stash = tm.in_flight(par.pp, par.vp, m, options.schedule)
+    act = (tm.activation_per_layer(model, par.tp, par.cp, twl.micro_batch, twl.seq, twl.recompute,
+                                   opts.fused_attention) * layers_rank * stash
+           + tm.LOGIT_BYTES * twl.micro_batch * jnp.ceil(twl.seq / par.cp) * model.vocab / par.tp)
+    mem = wb + gb + ob + act
+    cap = capacity_bytes(hw)
+    fits = mem <= cap
+    ok = functools.reduce(jnp.logical_and, tm.checks(model, par, twl).values())
+
+    # Energy: the forward's dynamic joules (energy.dynamic_energy of the rank's rows), scaled by the work
+    # of the other passes (their time over the forward's), plus static power; capped at TDP.
+    e_fwd = energy.dynamic_energy(dataclasses.replace(t, count=w), hw, wl, opts, 1.0, 0.0)
+    e_step = m * e_fwd * safe_div(t_fwd + t_bwd + t_rec, t_fwd) + hw.static_power * step
+    power = safe_div(e_step, step)
+    power = jnp.where(hw.tdp > 0, jnp.minimum(power, hw.tdp), power)
+    train_time = safe_div(twl.tokens, twl.global_batch * twl.seq) * step
+    train_energy = train_time * power * chips
+    cost = train_time * (money.capex_per_s(hw, chips) + money.energy_cost_per_s(hw, power * chips))
+    return TrainMetrics(
+        step_time_s=step, tokens_per_s_per_chip=safe_div(tokens_s, chips), mfu=mfu, hfu=hfu, memory_bytes=mem,
+        capacity_bytes=cap, fits=fits, feasible=fits & ok, weights_bytes=wb, grads_bytes=gb, optimizer_bytes=ob,
+        activation_bytes=act, chips=chips, microbatches=m, bubble_fraction=safe_div(fill, m),
+        forward=m * t_fwd, backward=m * t_bwd, recompute=m * t_rec, scaling=m * t_scale, optimizer=t_opt,
+        bubble=bubble, comm=comm_lv, comm_total=comm_total, model_flops_per_token=mf, power_w=power,
+        train_time_s=train_time, train_energy_j=train_energy, train_cost_usd=cost)
+
+
+__all__ = ["COMM_NAMES", "RECOMPUTE", "SCHEDULES", "TrainMetrics", "TrainOptions", "TrainWorkload", "forward_table",
+           "rank_weights", "train_chips", "train_step"]
