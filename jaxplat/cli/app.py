@@ -8,7 +8,7 @@ import sys
 
 from jaxplat.specs import SpecError
 
-COMMANDS = ("estimate", "sweep", "codesign", "requirements", "report", "calibrate")
+COMMANDS = ("estimate", "train", "sweep", "codesign", "requirements", "report", "calibrate")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

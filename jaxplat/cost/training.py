@@ -247,7 +247,8 @@ def forward_table(model: Model, par: Parallel, twl: TrainWorkload, topts: TrainO
     tpar, wl = _table_inputs(par, twl)
     t = build_table(model, tpar, wl, "prefill", topts.options)
     tokens = jnp.ceil(twl.seq / par.cp)  # per sequence on this chip
-    head = jnp.asarray(_mask(t, ("lm_head",)))
+    # The head's row holds the last token only, unless the profile already counts every token (GenZ).
+    head = jnp.asarray(_mask(t, () if topts.options.conv.lm_head_all_tokens else ("lm_head",)))
     sc = 1.0 + head * (tokens - 1.0)
     if topts.sequence_parallel:
         sc = sc / (1.0 + jnp.asarray(_mask(t, SP_ROWS)) * (par.tp - 1.0))

@@ -1,0 +1,200 @@
+"""`jaxplat train`: the cost of one training step on a cluster.
+
+Data-parallel degree dp = chips / (tp·pp·cp); expert parallelism is carved
+out of dp (Megatron's expert-data-parallel groups); the global batch is in
+sequences. Every number comes from `cost.training.train_step` (one compiled
+call, kept on disk by `cli.compiled`).
+"""
+
+import sys
+
+import numpy as np
+
+from jaxplat.cli import compiled
+from jaxplat.cost.training import COMM_NAMES, RECOMPUTE, TrainOptions, TrainWorkload, train_step
+from jaxplat.cost.training_memory import checks
+from jaxplat.model import Parallel, load_hardware, load_model, network_level_names
+from jaxplat.report import json_text, table
+from jaxplat.specs import SpecError, units
+
+EXIT_INFEASIBLE = 3
+TRAIN_DTYPES = ("bf16", "fp8", "fp4", "int8")
+ZERO = ("0", "1", "2", "3")
+JSON_KEYS = ("step_time_s", "tokens_per_s_per_chip", "mfu", "hfu", "memory_bytes", "fits")
+PHASES = (("forward", "forward"), ("backward", "backward (data + weight gradients)"), ("recompute", "recompute"),
+          ("scaling", "low-precision casts"), ("optimizer", "optimizer (Adam)"), ("bubble", "pipeline bubble"))
+
+
+def register(sub):
+    p = sub.add_parser("train", help="cost of one training step on a cluster",
+                       description="Step time, tokens/s per chip, MFU/HFU and memory per chip of training a model "
+                                   "with tensor (+ sequence), pipeline, context, expert and data parallelism.")
+    p.add_argument("--model", required=True, help="built-in model name or a YAML / config.json path")
+    p.add_argument("--hardware", required=True, help="built-in chip name or a hardware YAML path")
+    p.add_argument("--chips", type=int, required=True, help="chips in the job; dp = chips / (tp·pp·cp)")
+    for flag, text in (("tp", "tensor-parallel degree (with Megatron sequence parallelism)"),
+                       ("pp", "pipeline stages"), ("vp", "virtual pipeline stages per rank (interleaved 1F1B)"),
+                       ("cp", "context-parallel degree (ring attention)"),
+                       ("ep", "expert-parallel degree, carved out of the data-parallel degree")):
+        p.add_argument(f"--{flag}", type=int, default=1, help=f"{text} (default 1)")
+    p.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+    p.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch per data-parallel rank")
+    p.add_argument("--seq", type=int, required=True, help="tokens per sequence")
+    p.add_argument("--dtype", default="bf16",
+                   help=f"GEMM precision, one of {', '.join(TRAIN_DTYPES)}: fp8 is the chip's FP8 recipe "
+                        "(per-tensor scaling on Hopper, MXFP8 where the chip has FP4, i.e. Blackwell), fp4 NVFP4, "
+                        "int8 an int8 GEMM recipe (AQT)")
+    p.add_argument("--recompute", default="none", help=f"activation recomputation: {', '.join(RECOMPUTE)}")
+    p.add_argument("--zero", default="0", help="ZeRO stage 0..3 (1 = Megatron's distributed optimizer, 3 = FSDP)")
+    p.add_argument("--tokens", type=float, default=0.0, help="tokens to train on: prints days, energy and cost")
+    p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
+    p.add_argument("--allow-infeasible", action="store_true",
+                   help=f"print the numbers of a configuration that does not fit memory (else exit {EXIT_INFEASIBLE})")
+    p.set_defaults(func=run)
+
+
+def _examples(target, step, count=2):
+    """Multiples of `step` nearest `target` (at least one step)."""
+    lo = max(step, target // step * step)
+    return " or ".join(str(v) for v in sorted({lo, lo + step})[:count])
+
+
+def _divisors(n, limit=6):
+    return ", ".join([str(d) for d in range(1, n + 1) if n % d == 0][:limit])
+
+
+def validate(args, model) -> int:
+    """One-line SpecErrors for flags that cannot describe a job; returns dp."""
+    if args.dtype not in TRAIN_DTYPES:
+        raise SpecError(f"--dtype {args.dtype!r} is not one of {', '.join(TRAIN_DTYPES)}")
+    if args.recompute not in RECOMPUTE:
+        raise SpecError(f"--recompute {args.recompute!r} is not one of {', '.join(RECOMPUTE)}")
+    if args.zero not in ZERO:
+        raise SpecError(f"--zero {args.zero!r} is not one of {', '.join(ZERO)}")
+    for flag in ("chips", "tp", "pp", "vp", "cp", "ep", "global_batch", "micro_batch", "seq"):
+        if getattr(args, flag) <= 0:
+            raise SpecError(f"--{flag.replace('_', '-')} must be a positive whole number, got {getattr(args, flag)}")
+    mp = args.tp * args.pp * args.cp
+    if args.chips % mp:
+        raise SpecError(f"--chips {args.chips} is not divisible by tp·pp·cp = {mp}; e.g. --chips "
+                        f"{_examples(args.chips, mp)}")
+    dp = args.chips // mp
+    layers, heads, experts = int(model.layers), int(model.heads), int(model.experts)
+    if heads % args.tp:
+        raise SpecError(f"--tp {args.tp} does not divide the model's {heads} attention heads; e.g. --tp "
+                        f"{_divisors(heads)}")
+    if args.ep > 1 and experts == 0:
+        raise SpecError(f"--ep {args.ep}: {args.model} has no experts; use --ep 1")
+    if dp % args.ep or (experts and experts % args.ep):
+        fit = [d for d in range(1, dp + 1) if dp % d == 0 and (not experts or experts % d == 0)]
+        raise SpecError(f"--ep {args.ep} must divide the data-parallel degree {dp} (chips / (tp·pp·cp))"
+                        + (f" and the model's {experts} experts" if experts else "")
+                        + f"; e.g. --ep {', '.join(map(str, fit[-4:]))}")
+    per = args.micro_batch * dp
+    if args.global_batch % per:
+        raise SpecError(f"--global-batch {args.global_batch} is not divisible by micro-batch × data-parallel degree "
+                        f"= {args.micro_batch} × {dp} = {per}; e.g. --global-batch {_examples(args.global_batch, per)}")
+    if args.pp > layers:
+        raise SpecError(f"--pp {args.pp} exceeds the model's {layers} layers")
+    per_stage = -(-layers // args.pp)
+    if args.vp > 1 and args.pp * args.vp > layers:
+        raise SpecError(f"--vp {args.vp}: more virtual stages than the {per_stage} layers per pipeline stage "
+                        f"({layers} layers / pp {args.pp}); at most --vp {max(layers // args.pp, 1)}")
+    m = args.global_batch // per
+    if args.vp > 1 and m % args.pp:
+        raise SpecError(f"--vp {args.vp}: the interleaved schedule needs the micro-batches per step "
+                        f"({m} = global batch / (micro-batch × dp)) to be a multiple of --pp {args.pp}; e.g. "
+                        f"--global-batch {_examples(args.global_batch, per * args.pp)}")
+    if args.cp > 1 and args.seq % (2 * args.cp):
+        raise SpecError(f"--seq {args.seq} is not divisible by 2·cp = {2 * args.cp} (ring attention's load-balanced "
+                        f"chunks); e.g. --seq {_examples(args.seq, 2 * args.cp)}")
+    return dp
+
+
+def train_workload(args, hw) -> TrainWorkload:
+    """The `TrainWorkload` of the flags: dtype recipe, recompute, ZeRO."""
+    dtypes = units.DTYPES
+    has_fp4 = float(hw.flops[dtypes.index("fp4")]) > float(hw.flops[dtypes.index("fp8")])
+    recipe = {"bf16": (2.0, "bf16", 0.0), "int8": (1.0, "int8", 0.0),
+              "fp8": (1.0, "fp8", 32.0 if has_fp4 else 0.0),  # MXFP8 on Blackwell, per-tensor on Hopper
+              "fp4": (0.5 + 1.0 / 16.0, "fp4", 16.0)}[args.dtype]  # NVFP4: an FP8 scale per 16 elements
+    return TrainWorkload(global_batch=float(args.global_batch), micro_batch=float(args.micro_batch),
+                         seq=float(args.seq), tokens=float(args.tokens),
+                         recompute=float(RECOMPUTE.index(args.recompute)), zero=float(args.zero),
+                         bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=recipe[2])
+
+
+def train_arrays(model, hw, par, twl, topts):
+    """Everything `jaxplat train` prints, from one trace (pure; topts static)."""
+    return {"metrics": train_step(model, hw, par, twl, topts), "checks": checks(model, par, twl)}
+
+
+def run(args) -> int:
+    model = load_model(args.model)
+    hw = load_hardware(args.hardware)
+    dp = validate(args, model)
+    par = Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp)
+    twl = train_workload(args, hw)
+    res = compiled.run("train", train_arrays, (model, hw, par, twl), (TrainOptions(),), compiled.cache_dir())
+    m = res["metrics"]
+    reasons = []
+    if not bool(m.fits):
+        reasons.append(f"needs {units.fmt_bytes(float(m.memory_bytes))} per chip (weights "
+                       f"{units.fmt_bytes(float(m.weights_bytes))}, gradients {units.fmt_bytes(float(m.grads_bytes))},"
+                       f" optimizer {units.fmt_bytes(float(m.optimizer_bytes))}, activations "
+                       f"{units.fmt_bytes(float(m.activation_bytes))}), has {units.fmt_bytes(float(m.capacity_bytes))}"
+                       f"; try --zero 1 or 3, --recompute selective or full, a smaller --micro-batch, or more "
+                       f"--tp / --pp")
+    blocked = bool(reasons) and not args.allow_infeasible
+    if blocked:
+        print(f"jaxplat: infeasible: {'; '.join(reasons)} (exit {EXIT_INFEASIBLE}; --allow-infeasible prints the "
+              "numbers anyway)", file=sys.stderr)
+    if args.json:
+        out = {k: (bool(getattr(m, k)) if k == "fits" else float(getattr(m, k))) for k in JSON_KEYS}
+        out.update(model=args.model, hardware=args.hardware, chips=args.chips, dp=dp, microbatches=float(m.microbatches),
+                   bubble_fraction=float(m.bubble_fraction), capacity_bytes=float(m.capacity_bytes),
+                   phases_s={k: float(getattr(m, k)) for k, _ in PHASES},
+                   comm_exposed_s={c: float(np.sum(m.comm[i])) for i, c in enumerate(COMM_NAMES)},
+                   train_time_s=float(m.train_time_s), train_energy_j=float(m.train_energy_j),
+                   train_cost_usd=float(m.train_cost_usd), infeasible_reasons=reasons)
+        print(json_text(out))
+        return EXIT_INFEASIBLE if blocked else 0
+    if blocked:
+        return EXIT_INFEASIBLE
+    _print_text(args, dp, m, network_level_names(args.hardware), reasons)
+    return 0
+
+
+def _print_text(args, dp, m, levels, reasons):
+    step = float(m.step_time_s)
+    print(f"{args.model} on {args.hardware} x{args.chips} (tp={args.tp} pp={args.pp} vp={args.vp} cp={args.cp} "
+          f"ep={args.ep} dp={dp}), global batch {args.global_batch} x {args.seq} tokens, micro-batch "
+          f"{args.micro_batch} ({float(m.microbatches):g} per step), {args.dtype}, recompute {args.recompute}, "
+          f"ZeRO {args.zero}\n")
+    rows = [["step time", units.fmt_time(step)],
+            ["tokens/s per chip", f"{float(m.tokens_per_s_per_chip):.4g}"],
+            ["MFU / HFU", f"{100 * float(m.mfu):.1f}% / {100 * float(m.hfu):.1f}% (6N + attention)"],
+            ["memory per chip / capacity", f"{units.fmt_bytes(float(m.memory_bytes))} / "
+                                           f"{units.fmt_bytes(float(m.capacity_bytes))}"],
+            ["  weights / gradients / optimizer", " / ".join(units.fmt_bytes(float(x)) for x in
+                                                             (m.weights_bytes, m.grads_bytes, m.optimizer_bytes))],
+            ["  activations (pipeline stash)", units.fmt_bytes(float(m.activation_bytes))],
+            ["fits", str(bool(m.fits))],
+            ["pipeline bubble", f"{100 * float(m.bubble_fraction):.1f}% of the ideal"]]
+    if args.tokens > 0:
+        rows += [[f"to train {args.tokens:.3g} tokens", f"{float(m.train_time_s) / 86400:.4g} days"],
+                 ["  energy (IT)", f"{float(m.train_energy_j) / 3.6e9:.4g} MWh"],
+                 ["  cost (capex + energy)", f"${float(m.train_cost_usd):,.0f}"]]
+    print(table(["metric", "value"], rows, "lr"))
+    for r in reasons:
+        print(f"  infeasible: {r}")
+    print("\nStep time by phase (seconds per step; collectives: the part not hidden by overlap)")
+    prow = [[label, units.fmt_time(float(getattr(m, k))), f"{100 * float(getattr(m, k)) / step:.1f}%"]
+            for k, label in PHASES]
+    comm = np.asarray(m.comm)
+    for i, c in enumerate(COMM_NAMES):
+        for j, name in enumerate(levels):
+            if comm[i, j] > 0:
+                prow.append([f"{c} collectives on {name}", units.fmt_time(float(comm[i, j])),
+                             f"{100 * float(comm[i, j]) / step:.1f}%"])
+    print(table(["phase", "time", "share"], prow, "lrr"))
