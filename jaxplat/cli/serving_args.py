@@ -79,6 +79,9 @@ LABELS = {
     "goodput_note": "why the goodput is 0",
     "spec_tpot_s": "TPOT with speculative decoding", "spec_speedup": "speculative decoding speed-up",
     "spec_batch": "batch of the speculative estimate (sequences)",
+    "energy_per_token_j": "energy per output token at that load", "power_w": "average power at that load",
+    "cost_per_mtok_usd": "cost per million output tokens at that load",
+    "cost_basis": "load the energy and cost are priced at",
 }
 
 
@@ -107,6 +110,12 @@ def _human(key: str, value) -> str:
         return f"{value:.4g} requests/s"
     if key.endswith("_s"):
         return units.fmt_time(value)
+    if key == "energy_per_token_j":
+        return f"{value:.4g} J"
+    if key == "power_w":
+        return f"{value:.4g} W"
+    if key == "cost_per_mtok_usd":
+        return f"${value:.4g}"
     if key == "spec_speedup":
         return f"{value:.3g}x"
     return f"{value:.4g}"
@@ -208,9 +217,17 @@ def serving_arrays(model, hw, par: Parallel, inputs: dict, opts: Options, plan: 
         clients = jnp.stack([jnp.maximum(mb, 1.0), inputs["clients"] / par.dp])
         both = jax.vmap(lambda n: serving.closed_loop(model, hw, par, wl, srv, n, opts, mb))(clients)
         full, closed = (jax.tree.map(lambda x, i=i: x[i], both) for i in (0, 1))
-        return {"max_batch": mb, "throughput": full.throughput, "closed": closed}
-    mb, thr = serving.max_load(model, hw, par, wl, srv, opts)
+        # Energy and money at the closed loop's own batch and throughput (serving.operating_point).
+        point = serving.operating_point(model, hw, par, wl, opts, closed.batch, closed.throughput)
+        return {"max_batch": mb, "throughput": full.throughput, "closed": closed, "point": point}
+    # Offline max load: the closed loop with every slot busy (serving.max_load), kept whole
+    # for the batch its energy and money are priced at.
+    mb, _, _ = serving.capacity(model, hw, par, wl, srv, opts)
+    full = serving.closed_loop(model, hw, par, wl, srv, jnp.maximum(mb, 1.0), opts, mb)
+    thr = full.throughput
     out = {"max_batch": mb, "throughput": thr}
+    if not plan.rate:
+        out["point"] = serving.operating_point(model, hw, par, wl, opts, full.batch, thr)
     sm = None
     if plan.disagg:
         n_p, n_d, tp_p, tp_d = (inputs["pools"][i] for i in range(4))
@@ -250,9 +267,11 @@ def serving_result(args, plan: Plan, arrays: dict, inputs: dict, par: Parallel, 
         out.update(concurrency=args.concurrency, ttft_s=float(cl.ttft), tpot_s=float(cl.tpot),
                    throughput_tok_s=float(cl.throughput), request_rate_req_s=float(cl.rate * par.dp),
                    running=float(cl.running))
+        out.update(_point_fields(arrays["point"], "closed loop"))
         return out
     if not plan.rate:
         out["throughput_tok_s"] = float(arrays["throughput"])
+        out.update(_point_fields(arrays["point"], "offline max load"))
     sm = arrays.get("queue")
     if sm is not None:
         out.update(ttft_p50_s=float(sm.ttft_p50), ttft_p99_s=float(sm.ttft_p99), tpot_p50_s=float(sm.tpot_p50),
@@ -267,6 +286,14 @@ def serving_result(args, plan: Plan, arrays: dict, inputs: dict, par: Parallel, 
         out.update(spec_tpot_s=float(spec["tpot"]), spec_speedup=float(spec["plain"] / spec["tpot"]),
                    spec_batch=float(spec["batch"]))
     return out
+
+
+def _point_fields(point, basis: str) -> dict:
+    """JSON fields of energy and money at the serving operating point whose
+    throughput is reported (serving.operating_point): they replace the
+    static batch's, so that cost per token and throughput share one basis."""
+    return {"energy_per_token_j": float(point.energy_per_token_j), "power_w": float(point.power_w),
+            "cost_per_mtok_usd": float(point.cost_per_mtok_usd), "cost_basis": basis}
 
 
 def serving_json(args, model, hw, par: Parallel, wl, warnings=None) -> dict:
