@@ -1,0 +1,207 @@
+"""The training step (cost.training, issue 38): numbers worked by hand on a
+tiny dense model, derivatives against finite differences, and `jaxplat train`.
+
+The tiny model: 8 Llama layers, hidden 64, 4 heads of 16 (no GQA), SwiGLU
+width 128, vocabulary 256, tied embeddings: 8·(64·192 + 64·64 + 3·64·128) +
+256·64 = 344,064 parameters. Its chip: 1 TFLOP/s bf16, memory and the vector
+unit so fast that only GEMM and attention FLOPs take time, an 8-chip 100 GB/s
+switch and a 10 GB/s one above it, no latencies.
+"""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxplat.cli.app import main
+from jaxplat.cost.training import TrainWorkload, train_step
+from jaxplat.cost.training_memory import activation_per_layer
+from jaxplat.model import Parallel, hardware_from_dict, model_from_config, replace
+
+CONFIG = {"model_type": "llama", "num_hidden_layers": 8, "hidden_size": 64, "num_attention_heads": 4,
+          "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 4096,
+          "tie_word_embeddings": True}
+HW = {"flops": {"bf16": 1e12, "fp8": 2e12},
+      "memory": [{"name": "hbm", "size": 80e9, "bandwidth": 1e18}],
+      "network": [{"name": "nvlink", "domain": 8, "bandwidth": 1e11, "latency": 0.0, "topology": "switch"},
+                  {"name": "ib", "domain": 1e6, "bandwidth": 1e10, "latency": 0.0, "topology": "switch"}],
+      "compute": {"vector_flops": 1e30}, "tdp_w": 700}
+PARAMS = 8 * (64 * 192 + 64 * 64 + 3 * 64 * 128) + 256 * 64
+L, D, H, DH, FF, V = 8, 64, 4, 16, 128, 256
+
+
+@pytest.fixture(scope="module")
+def model():
+    return model_from_config(CONFIG)
+
+
+@pytest.fixture(scope="module")
+def hw():
+    return hardware_from_dict(HW)
+
+
+def step(model, hw, par=None, **kw):
+    kw = {"global_batch": 2.0, "micro_batch": 2.0, "seq": 128.0, **kw}
+    return jax.device_get(train_step(model, hw, par or Parallel(), TrainWorkload(**kw)))
+
+
+def hand_flops(b=2, T=128):
+    """Forward FLOPs of one micro-batch by hand: (layer GEMMs, LM head, attention)."""
+    tok = b * T
+    gemm = L * 2 * tok * D * ((H + 2 * H) * DH + H * DH + 3 * FF)  # qkv, out, up+gate, down
+    head = 2 * tok * D * V  # logits for every token
+    attn = L * 2 * (2 * b * H * DH * T * (T + 1) / 2)  # causal Q·K^T and P·V
+    return gemm, head, attn
+
+
+def test_passes_by_hand(model, hw):
+    """Forward = FLOPs / peak; backward 2x the GEMMs (data + weight grads),
+    2.5x attention (FlashAttention-2); full recompute repeats the layers'
+    forward (so GEMM work is 4x the forward's, 3x without), selective only
+    attention."""
+    gemm, head, attn = hand_flops()
+    none = step(model, hw)
+    np.testing.assert_allclose(none.forward, (gemm + head + attn) / 1e12, rtol=1e-4)
+    np.testing.assert_allclose(none.backward, (2 * (gemm + head) + 2.5 * attn) / 1e12, rtol=1e-4)
+    assert none.recompute == 0.0 and none.bubble == 0.0
+    full = step(model, hw, recompute=2.0)
+    np.testing.assert_allclose(full.recompute, (gemm + attn) / 1e12, rtol=1e-4)
+    np.testing.assert_allclose(full.forward + full.backward + full.recompute,
+                               (4 * gemm + 3 * head + 4.5 * attn) / 1e12, rtol=1e-4)
+    sel = step(model, hw, recompute=1.0)
+    np.testing.assert_allclose(sel.recompute, attn / 1e12, rtol=1e-4)
+    # MFU: 6N (N without the embedding lookup, with the head) + 12·L·s·h·d, over the peak
+    mf = 6 * (PARAMS - V * D + V * D) + 12 * L * 128 * H * DH
+    np.testing.assert_allclose(none.model_flops_per_token, mf, rtol=1e-6)
+    np.testing.assert_allclose(none.mfu, 256 / none.step_time_s * mf / 1e12, rtol=1e-5)
+    np.testing.assert_allclose(full.hfu / full.mfu, 1 + (2 * PARAMS + 4 * L * 128 * H * DH) / mf, rtol=1e-5)
+
+
+@pytest.mark.parametrize("vp, fraction", [(1.0, 3 / 8), (2.0, 3 / 16)])
+def test_bubble(model, hw, vp, fraction):
+    """(p - 1)/(v·m) with p = 4, m = 8 micro-batches: the bubble is that
+    fraction of the micro-batches' own time."""
+    r = step(model, hw, Parallel(pp=4, vp=vp), global_batch=16.0)
+    assert r.microbatches == 8.0
+    np.testing.assert_allclose(r.bubble_fraction, fraction, rtol=1e-6)
+    work = r.forward + r.backward + r.recompute + r.scaling + np.sum(r.comm[:4])
+    np.testing.assert_allclose(r.bubble, fraction * work, rtol=1e-5)
+    np.testing.assert_allclose(r.step_time_s, work + r.bubble + np.sum(r.comm[4]) + r.optimizer, rtol=1e-5)
+
+
+@pytest.mark.parametrize("zero, shards", [(0, (1, 1, 1)), (1, (1, 1, 8)), (2, (1, 8, 8)), (3, (8, 8, 8))])
+def test_zero_memory(model, hw, zero, shards):
+    """2 / 2 / 12 bytes per parameter (ZeRO paper), the optimizer states
+    sharded over dp = 8 from stage 1, gradients from 2, weights at 3."""
+    r = step(model, hw, Parallel(dp=8), global_batch=16.0, zero=float(zero))
+    np.testing.assert_allclose([r.weights_bytes, r.grads_bytes, r.optimizer_bytes],
+                               [2 * PARAMS / shards[0], 2 * PARAMS / shards[1], 12 * PARAMS / shards[2]], rtol=1e-6)
+
+
+def test_korthikanti_activations(model, hw):
+    """Korthikanti et al. Table 2 with tp + sp: s·b·h·(34 + 5·a·s/h)/t per
+    layer; GPT-3 175B dims (h 12288, a 96, s 2048, b 1, t 8) by hand; and
+    the 1F1B stash of the tiny model (first stage: p micro-batches of its
+    L/p layers, plus the fp32 logits of one micro-batch)."""
+    gpt3 = replace(model, hidden=12288.0, heads=96.0)
+    unfused = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(0.0), fused_attention=False)
+    np.testing.assert_allclose(unfused, 2048 * 12288 * (34 + 5 * 96 * 2048 / 12288) / 8, rtol=1e-6)
+    sel = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(1.0), fused_attention=False)
+    np.testing.assert_allclose(sel, 2048 * 12288 * 34 / 8, rtol=1e-6)
+    full = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(2.0), fused_attention=False)
+    np.testing.assert_allclose(full, 2048 * 12288 * 2 / 8, rtol=1e-6)
+    per_layer = 34 * 128 * 2 * 64 / 2  # tiny model, tp = 2, FlashAttention (no score term)
+    logits = 4 * 2 * 128 * V / 2
+    r = step(model, hw, Parallel(tp=2, pp=2), global_batch=8.0)  # m = 4
+    np.testing.assert_allclose(r.activation_bytes, per_layer * 4 * 2 + logits, rtol=1e-6)
+    r = step(model, hw, Parallel(tp=2, pp=2, vp=2), global_batch=8.0)  # interleaved: p + (p - 1)/v = 2.5
+    np.testing.assert_allclose(r.activation_bytes, per_layer * 4 * 2.5 + logits, rtol=1e-6)
+
+
+def test_sequence_parallel_bytes(model, hw):
+    """TP = 2 with sequence parallelism: per layer an all-gather and a
+    reduce-scatter around attention and around the MLP, each of the
+    micro-batch's hidden states B = 256 tokens x 64 x 2 bytes, costing
+    (n-1)/n·B/β on a switch; the embedding's reduce-scatter, the head's
+    all-gather and its cross-entropy all-reduce of 12 bytes per token (B'/β);
+    forward and backward."""
+    B, beta = 256 * 64 * 2, 1e11
+    r = step(model, hw, Parallel(tp=2))
+    expected = 2 * (L * 2 * (0.5 * B + 0.5 * B) + 0.5 * B + 0.5 * B + 256 * 12) / beta
+    np.testing.assert_allclose(r.comm_total[0], expected, rtol=1e-5)
+    np.testing.assert_allclose(np.sum(r.comm[0]), expected, rtol=1e-5)  # no overlap: all exposed, on NVLink
+    np.testing.assert_allclose(r.comm[0][0], expected, rtol=1e-5)
+
+
+def test_gradient_matches_finite_differences(model, hw):
+    """d step / d (scale of peak FLOP/s, memory bandwidth, network bandwidth)
+    at 1, by jax.grad and by central differences (a vmapped forward)."""
+    slow = replace(hw, mem_bw=hw.mem_bw * 1e-7)  # 100 GB/s: some rows memory-bound
+    par = Parallel(tp=2, pp=2, dp=4)
+    twl = TrainWorkload(global_batch=16.0, micro_batch=2.0, seq=128.0, zero=1.0)
+
+    def f(a):
+        h = replace(slow, flops=slow.flops * a[0], mem_bw=slow.mem_bw * a[1], net_bw=slow.net_bw * a[2])
+        return train_step(model, h, par, twl).step_time_s
+
+    g = jax.grad(f)(jnp.ones(3))
+    eps = 1e-2
+    pts = jnp.concatenate([jnp.eye(3) * eps + 1.0, -jnp.eye(3) * eps + 1.0])
+    vals = jax.vmap(f)(pts)
+    fd = (vals[:3] - vals[3:]) / (2 * eps)
+    assert np.all(np.isfinite(g)) and np.all(np.asarray(g) < 0)  # faster chips, shorter steps
+    np.testing.assert_allclose(g, fd, rtol=2e-2)
+
+
+@pytest.fixture(scope="module")
+def specs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("train")
+    (d / "config.json").write_text(json.dumps(CONFIG))
+    import yaml
+    (d / "chip.yaml").write_text(yaml.safe_dump({"name": "chip", **HW}))
+    (d / "small.yaml").write_text(yaml.safe_dump({"name": "small", **HW, "memory": [
+        {"name": "hbm", "size": 1e6, "bandwidth": 1e18}]}))
+    return str(d / "config.json"), str(d / "chip.yaml"), str(d / "small.yaml")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--chips", "6", "--tp", "4"], "--chips 6 is not divisible by tp·pp·cp = 4; e.g. --chips 4 or 8"),
+    (["--chips", "8", "--ep", "2"], "--ep 2: "),
+    (["--chips", "8", "--global-batch", "12"],
+     "--global-batch 12 is not divisible by micro-batch × data-parallel degree = 1 × 8 = 8; e.g. --global-batch 8 or 16"),
+    (["--chips", "2", "--pp", "2", "--vp", "8", "--global-batch", "4"],
+     "--vp 8: more virtual stages than the 4 layers per pipeline stage (8 layers / pp 2); at most --vp 4"),
+    (["--chips", "1", "--recompute", "some"], "--recompute 'some' is not one of none, selective, full"),
+    (["--chips", "1", "--zero", "4"], "--zero '4' is not one of 0, 1, 2, 3"),
+    (["--chips", "1", "--dtype", "fp16"], "--dtype 'fp16' is not one of bf16, fp8, fp4, int8"),
+    (["--chips", "3", "--tp", "3"], "--tp 3 does not divide the model's 4 attention heads; e.g. --tp 1, 2, 4"),
+])
+def test_cli_bad_input(specs, capsys, flags, message):
+    cfg, chip, _ = specs
+    base = {"--global-batch": "16", "--seq": "128"}
+    args = ["train", "--model", cfg, "--hardware", chip, *flags]
+    for k, v in base.items():
+        if k not in flags:
+            args += [k, v]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_cli_json_and_infeasible(specs, capsys):
+    cfg, chip, small = specs
+    args = ["--model", cfg, "--chips", "8", "--tp", "2", "--pp", "2", "--global-batch", "16", "--micro-batch", "2",
+            "--seq", "128", "--json"]
+    assert main(["train", "--hardware", chip, *args]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("step_time_s", "tokens_per_s_per_chip", "mfu", "hfu", "memory_bytes", "fits"):
+        assert key in out
+    assert out["fits"] is True and out["dp"] == 2 and out["step_time_s"] > 0
+    np.testing.assert_allclose(out["tokens_per_s_per_chip"], 16 * 128 / out["step_time_s"] / 8, rtol=1e-5)
+    assert main(["train", "--hardware", small, *args]) == 3  # 1 MB of memory
+    cap = capsys.readouterr()
+    assert "infeasible: needs" in cap.err and json.loads(cap.out)["fits"] is False
+    assert main(["train", "--hardware", small, *args[:-1], "--allow-infeasible"]) == 0
+    assert "step time" in capsys.readouterr().out
