@@ -1,0 +1,200 @@
+"""The published training runs of data/measured/training_2026-12.csv as
+`cost.training.train_step` inputs (model, hardware, parallel, workload).
+
+A run is expressible when its model's dimensions are known (the row's own
+columns, a built-in spec for the MoE models, or MosaicML's MPT configs), its
+degrees multiply to its chips, ep divides dp (Megatron carves EP out of
+DP) and its sequence length is given. Its measured tokens/s per chip is the
+row's own number, or, for Megatron-LM's rows that give TFLOP/s or MFU only,
+that number over the FLOPs per token of the paper's own formula:
+  SC'21 Tables 1-2 (recompute counted): 96·l·h²·(1 + s/6h + V/16lh) per
+    sequence-token (Narayanan et al. SC'21 eq. 3, divided by B·s);
+  Korthikanti et al. README (MFU, no recompute): 72·l·h²·(1 + s/6h + V/16lh)
+    at the A100's 312 TFLOP/s;
+  Megatron-Core r0.8 (TFLOP/s, no recompute): 72·l·h²·(1 + s/6h + V/12lh)
+    (megatron/training/training.py num_floating_point_operations for
+    multi-head attention and a 4h GELU MLP).
+Assumptions per source family, chosen from the published configurations,
+not from the errors, are in `options_for`.
+"""
+
+import csv
+from pathlib import Path
+
+import yaml
+
+from jaxplat.cost.training import TrainWorkload
+from jaxplat.model import Parallel, load_hardware, load_model, replace
+from jaxplat.specs.units import DTYPES
+
+ROOT = Path(__file__).resolve().parents[2]
+CSV = ROOT / "data/measured/training_2026-12.csv"
+SPLIT = ROOT / "data/measured/training_split.yaml"
+
+# MosaicML LLM Foundry MPT configs (scripts/train/yamls/pretrain/mpt-*.yaml): d_model, n_heads,
+# n_layers; vocab 50368 (padded GPT-NeoX), MLP 4·d_model GELU (not gated), tied embeddings.
+MPT = {"125m": (768, 12, 12), "350m": (1024, 16, 24), "760m": (1536, 12, 24), "1b": (2048, 16, 24),
+       "3b": (2560, 20, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 64, 48),
+       "70b": (8192, 64, 80)}
+MPT_VOCAB = 50368.0
+MOE_SPECS = {"DeepSeekV3": "deepseek-v3", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b"}
+FAMILIES = ("Megatron-Bridge/NeMo", "LLM Foundry", "Megatron-LM SC21", "Megatron-Core r0.8", "NeMo 24.07",
+            "NeMo long-sequence", "TorchTitan", "Megatron-LM README 2022")
+
+
+def family(source: str) -> str:
+    return next((f for f in FAMILIES if source.startswith(f)), source)
+
+
+def test_prefixes() -> tuple:
+    return tuple(yaml.safe_load(SPLIT.read_text())["test_source_prefixes"])
+
+
+def is_test(row) -> bool:
+    return row["source"].startswith(test_prefixes())
+
+
+def _num(x, default=None):
+    return float(x) if x not in ("", None) else default
+
+
+_BASE = {}
+
+
+def _base(name):
+    if name not in _BASE:
+        _BASE[name] = load_model(name)
+    return _BASE[name]
+
+
+def model_for(row):
+    """The Model of a row, or None (dimensions unknown)."""
+    name = row["model"]
+    for prefix, spec in MOE_SPECS.items():
+        if name.startswith(prefix):
+            return _base(spec)
+    if name.startswith("MPT "):
+        d, a, n = MPT[name.split()[1]]
+        return replace(_base("llama-2-7b"), layers=float(n), dense_layers=float(n), hidden=float(d), heads=float(a),
+                       kv_heads=float(a), head_dim=float(d // a), intermediate=4.0 * d, vocab=MPT_VOCAB, tied=1.0,
+                       gated=0.0, max_context=0.0)
+    L, h, heads = _num(row["layers"]), _num(row["hidden"]), _num(row["heads"])
+    if None in (L, h, heads) or "Nemotron" in name or "OSS" in name:
+        return None
+    gpt = name.upper().startswith("GPT")
+    ffn = _num(row["ffn_hidden"], 4.0 * h)
+    return replace(_base("llama-2-7b"), layers=L, dense_layers=L, hidden=h, heads=heads,
+                   kv_heads=_num(row["kv_heads"], heads), head_dim=h / heads, intermediate=ffn,
+                   vocab=_num(row["vocab"], 51200.0), tied=1.0 if gpt else 0.0, gated=0.0 if gpt else 1.0,
+                   max_context=0.0)
+
+
+def hardware_for(chip: str):
+    """The Hardware of a row's chip (built-in specs; A100 40 GB and the
+    96 GB, 500 W Grand Teton H100 as variants of them), or None."""
+    if chip.startswith("A100-40GB"):
+        hw = load_hardware("a100-80gb")  # A100 40GB datasheet: 40 GB HBM2, 1,555 GB/s
+        return replace(hw, mem_size=hw.mem_size.at[0].set(40 * 2**30), mem_bw=hw.mem_bw.at[0].set(1.555e12))
+    if chip.startswith("A100"):
+        return load_hardware("a100-80gb")
+    if chip.startswith("H100 SXM 96GB"):
+        hw = load_hardware("h100-sxm")
+        return replace(hw, mem_size=hw.mem_size.at[0].set(96 * 2**30), tdp=500.0)
+    if chip.startswith("H100"):
+        return load_hardware("h100-sxm")
+    if chip.startswith("B200"):
+        return load_hardware("b200")
+    return None
+
+
+def recipe(dtype: str, chip: str):
+    """(bytes_act, compute dtype, scale_block) of a row's precision column."""
+    d = dtype.lower()
+    if "nvfp4" in d:
+        return 0.5 + 1.0 / 16.0, "fp4", 16.0
+    if "fp8" in d or "float8" in d:
+        mx = "mx" in d or (chip.startswith("B200") and "cs" not in d)
+        return 1.0, "fp8", 32.0 if mx else 0.0
+    return 2.0, "bf16", 0.0
+
+
+def zero_stage(row) -> float:
+    z = row["zero_or_fsdp"].lower()
+    if "full_shard" in z or "zero-3" in z or z.startswith("fsdp") or "megatron-fsdp" in z:
+        return 3.0
+    if "shard_grad_op" in z:
+        return 2.0
+    if "distributed optimizer" in z:
+        return 1.0
+    # NeMo / Megatron-Bridge / Megatron-Core run the distributed optimizer by default; SC'21 predates it.
+    return 1.0 if family(row["source"]) in ("Megatron-Bridge/NeMo", "NeMo 24.07", "Megatron-Core r0.8",
+                                            "NeMo long-sequence") else 0.0
+
+
+def recompute_code(text: str) -> float:
+    t = text.lower()
+    if "full" in t:
+        return 2.0
+    if "selective" in t or "sac" in t:
+        return 1.0
+    return 0.0
+
+
+def _megatron_flops(row, factor, logit_div):
+    L, h, s = _num(row["layers"]), _num(row["hidden"]), _num(row["seq_len"])
+    V = _num(row["vocab"], 51200.0)
+    return factor * L * h * h * (1.0 + s / (6.0 * h) + V / (logit_div * L * h))
+
+
+def measured_tokens(row):
+    """Measured tokens/s per chip of a row, or None when its metric is not
+    one this script reads (see the module doc)."""
+    fam, metric, v = family(row["source"]), row["metric"], _num(row["value"])
+    if metric == "tokens_per_s_per_chip":
+        return v
+    if fam == "Megatron-LM SC21" and metric == "tflops_per_chip":
+        return v * 1e12 / _megatron_flops(row, 96.0, 16.0)
+    if fam == "Megatron-LM README 2022" and metric == "mfu":
+        return v / 100.0 * 312e12 / _megatron_flops(row, 72.0, 16.0)
+    if fam == "Megatron-Core r0.8" and metric == "tflops_per_chip" and row["tp"]:
+        return v * 1e12 / _megatron_flops(row, 72.0, 12.0)
+    return None
+
+
+def inputs(row):
+    """(model, hardware, Parallel, TrainWorkload) of a row, or a string
+    saying why it cannot be expressed."""
+    model, hw = model_for(row), hardware_for(row["chip"])
+    if model is None:
+        return "model dimensions not given"
+    if hw is None:
+        return f"no spec for chip {row['chip']}"
+    if not row["seq_len"]:
+        return "sequence length not given"
+    deg = {k: int(_num(row[k], 1)) for k in ("tp", "pp", "vp", "cp", "dp", "ep")}
+    chips = int(_num(row["chips"]))
+    if deg["tp"] * deg["pp"] * deg["cp"] * deg["dp"] != chips:
+        return "degrees do not multiply to the chips"
+    if deg["dp"] % deg["ep"]:
+        return "ep does not divide dp (expert parallelism across tp ranks)"
+    act, dtype, block = recipe(row["dtype"], row["chip"])
+    pure = "pure" in row["zero_or_fsdp"].lower()
+    par = Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"], dp=deg["dp"])
+    twl = TrainWorkload(global_batch=_num(row["global_batch_seqs"]), micro_batch=_num(row["micro_batch"], 1.0),
+                        seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
+                        bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
+                        bytes_grad_comm=2.0 if pure else 4.0)
+    return model, hw, par, twl
+
+
+def runs():
+    """[(row, measured tokens/s per chip, inputs or reason)] for every row
+    whose metric this script reads."""
+    out = []
+    with open(CSV) as f:
+        for row in csv.DictReader(f):
+            m = measured_tokens(row)
+            if m is not None:
+                out.append((row, m, inputs(row)))
+    return out
+
