@@ -17,7 +17,7 @@ import jaxplat as jp
 from jaxplat.cost import build_table, comm_breakdown
 from jaxplat.cost.collectives import chips_available, collective_time, smooth_min
 from jaxplat.cost.operators import stage_counts
-from jaxplat.model import chips, hardware_from_dict, replace
+from jaxplat.model import TOPOLOGIES, chips, hardware_from_dict, replace
 
 A0, B0 = 1e-6, 100e9  # one switched level: latency (s) and bandwidth (B/s)
 
@@ -104,6 +104,53 @@ def test_switch_reduction_spec_errors(level, msg):
     with pytest.raises(jp.SpecError, match=re.escape(msg)):
         hardware_from_dict({"flops": {"bf16": 1e15}, "memory": [{"name": "hbm", "size": 80e9, "bandwidth": 3e12}],
                             "network": [{"domain": 8, "bandwidth": B0, "latency": A0} | level], "tdp_w": 1000})
+
+
+LINK = 64e9  # one MI300X Infinity Fabric link, bytes/s per direction (MI300X datasheet: 7 x 64 = 448 GB/s)
+
+
+def test_collectives_on_a_fully_connected_mesh_by_hand():
+    """8 chips, each linked to each of the other 7 by its own 64 GB/s link
+    (the level's bandwidth is their sum, 448 GB/s), 1 MB payload. All-reduce:
+    two-shot over the direct links, a reduce-scatter then an all-gather,
+    each chip sending 1/8 of the buffer to each peer on its own link at once
+    (2 steps, 2 x 125 kB through each link: MSCCL's all-pairs, TRT-LLM's
+    two-shot); the ring would send 2 x 7/8 MB through one link in 14 steps,
+    a tree 2 MB through one link, one-shot 1 MB through each. All-to-all:
+    125 kB to each peer over its own link, one step."""
+    hw = net((8, 7 * LINK, A0, "fully_connected"))
+    S = 1e6
+    direct_ar = 2 * A0 + 2 * (S / 8) / LINK                  # = 5.906 us
+    ring = 14 * A0 + 2 * (7 / 8) * S / LINK                  # 41.3 us
+    tree = 6 * A0 + 2 * S / LINK                             # 37.3 us
+    oneshot = A0 + S / LINK                                  # 16.6 us
+    assert direct_ar < min(ring, tree, oneshot)
+    assert t("allreduce", hw, 8, S) == pytest.approx(direct_ar, rel=1e-5)
+    assert t("alltoall", hw, 8, S) == pytest.approx(A0 + (S / 8) / LINK, rel=1e-5)  # 2.953 us
+    for kind in ("allgather", "reducescatter"):  # one-shot = direct: S/8 through each link
+        assert t(kind, hw, 8, S) == pytest.approx(A0 + (S / 8) / LINK, rel=1e-5)
+    # A pair has one link between them: all-reduce = one payload over it, one step.
+    assert t("allreduce", hw, 2, S) == pytest.approx(A0 + S / LINK, rel=1e-5)
+    # 4 of the 8: two-shot over 3 links, 2 x S/4 through each.
+    assert t("allreduce", hw, 4, S) == pytest.approx(2 * A0 + 2 * (S / 4) / LINK, rel=1e-5)
+
+
+def test_tp2_allreduce_on_mi300x_uses_one_link():
+    """A TP2 all-reduce on MI300X crosses the one 64 GB/s link between the
+    pair (AMD CDNA 3 white paper), not the 448 GB/s of all 7: with the spec's
+    latency and the network efficiency, one latency plus one payload over one
+    link (one-shot)."""
+    hw = jp.load_hardware("mi300x")
+    a, eff = float(hw.net_latency[0]), float(hw.eff_network)
+    S = 1e6
+    assert t("allreduce", hw, 2, S) == pytest.approx(a + S / (LINK * eff), rel=1e-5)
+    for name in ("mi325x", "mi355x", "gaudi3"):
+        assert TOPOLOGIES[int(jp.load_hardware(name).net_topology[0])] == "fully_connected"
+
+
+def test_fully_connected_is_for_the_innermost_level():
+    with pytest.raises(jp.SpecError, match=re.escape("network[1].topology fully_connected is for the innermost")):
+        net((8, B0, A0, "switch"), (64, B0, A0, "fully_connected"))
 
 
 def test_other_collectives_on_a_switch_by_hand():

@@ -23,11 +23,27 @@ IEEE TPDS 1997 for the log-step all-to-all):
             buffer to the switch once and gets the sum back, so the bytes do
             not grow with the group (NVLS_BYTES).
   pairwise / Bruck   for all-to-all.
+  direct    on a fully connected mesh of point-to-point links (AMD Infinity
+            Fabric: each of 8 MI300X linked to each other by its own
+            64 GB/s link, AMD CDNA 3 white paper), every peer is one link
+            away and the f-1 links run at once: all-to-all sends bytes/f to
+            each peer over its own link (one step); all-reduce is two-shot,
+            a direct reduce-scatter then a direct all-gather (2 steps, 2
+            bytes/f through each link; the all-pairs algorithm of MSCCL and
+            TensorRT-LLM's two-shot all-reduce). All-gather and
+            reduce-scatter run so as one-shot.
 Each call takes the fastest algorithm (as NCCL's tuner does), or a smooth
 minimum of them in smooth mode. On direct networks (ring, torus, mesh) bytes
 that are not sent to a neighbour cross several links; the non-ring algorithms
 pay the mean hop count as a bandwidth factor, and the 2D mesh halves the ring
 bandwidth (no wrap-around links: a line emulates a ring over both directions).
+On a fully connected mesh (`fully_connected`) a level's bandwidth is the
+chip's aggregate over its D-1 links (D: the level's domain), one link
+carries 1/(D-1) of it, and an algorithm is as fast as its busiest link: a
+ring, a tree, pairwise and Bruck steps each use one link; one-shot and
+direct spread their sends over f-1 links. A sub-group of f < D chips still
+has one link per pair (a TP2 all-reduce on 8 MI300X runs at 64 GB/s, not
+448).
 
 Hierarchy: a group larger than the innermost domain runs the collective
 hierarchically (reduce-scatter inside, the collective across on the reduced
@@ -50,7 +66,7 @@ UNBOUNDED_DOMAIN = 1e9  # chips; specs.py pads missing network levels with this 
 SMOOTH_MIN_P = 20.0  # p of the smooth minimum when none is given (<= k^(1/p) - 1 above the min of k)
 
 # Dimensions of each topology (switch and ring are one-dimensional for the ring algorithm).
-_DIMS = {"switch": 1.0, "ring": 1.0, "torus2d": 2.0, "torus3d": 3.0, "mesh2d": 2.0}
+_DIMS = {"switch": 1.0, "ring": 1.0, "torus2d": 2.0, "torus3d": 3.0, "mesh2d": 2.0, "fully_connected": 1.0}
 
 
 def level_factors(hw: Hardware, n: jax.Array, stride=1.0) -> jax.Array:
@@ -118,10 +134,12 @@ def _pick(times, p):
 # row, every network level (plus the flat form as one extra "level") and
 # every algorithm a kind has, as [rows, levels + 1] arrays per algorithm, so
 # a table's collectives trace to one small set of array ops.
-_ALGS = ("ring", "tree", "oneshot", "pairwise", "bruck", "nvls")
-_RUNS = {"allreduce": (1, 1, 1, 0, 0, 1), "allgather": (1, 0, 1, 0, 0, 0), "reducescatter": (1, 0, 1, 0, 0, 0),
-         "alltoall": (0, 0, 0, 1, 1, 0)}
+_ALGS = ("ring", "tree", "oneshot", "pairwise", "bruck", "nvls", "direct")
+_RUNS = {"allreduce": (1, 1, 1, 0, 0, 1, 1), "allgather": (1, 0, 1, 0, 0, 0, 0),
+         "reducescatter": (1, 0, 1, 0, 0, 0, 0), "alltoall": (0, 0, 0, 1, 1, 0, 1)}
 _NVLS = _ALGS.index("nvls")
+_DIRECT = _ALGS.index("direct")  # only on a fully connected mesh (_algorithm_affine)
+_FULLY_CONNECTED = float(TOPOLOGIES.index("fully_connected"))
 # NVLS all-reduce: bytes through a link per byte of payload, at the link rate
 # the ring reaches. On 8 H100s NCCL's ring all-reduce reaches a bus bandwidth
 # of 365-370 GB/s at 2 to 8 GPUs and NVLS 480 GB/s at 8 (NVIDIA/nccl issue
@@ -146,11 +164,12 @@ def _topology_terms_vec(topo, f):
     side k: k/4 per dimension; a line of k: ~k/3 per dimension (never < 1).
     """
     i = jnp.round(jnp.clip(topo, 0, len(TOPOLOGIES) - 1)).astype(jnp.int32)
+    # (a fully connected mesh is one hop everywhere: its link split is in `_algorithm_coefficients`)
     d, rbf, div = jnp.asarray(_TOPO_DIMS)[i], jnp.asarray(_TOPO_RBF)[i], jnp.asarray(_TOPO_HOPDIV)[i]
     # k = f^(1/d): sqrt for d = 2 (exact on squares), exp/log for d = 3
     # (XLA:CPU runs `pow` as a scalar call, 4x the cost of exp and log).
     k = jnp.where(d == 1.0, f, jnp.where(d == 2.0, jnp.sqrt(f), jnp.exp(jnp.log(jnp.maximum(f, 1.0)) / 3.0)))
-    switch = i == TOPOLOGIES.index("switch")
+    switch = (i == TOPOLOGIES.index("switch")) | (i == TOPOLOGIES.index("fully_connected"))
     hops = jnp.where(switch, 1.0, jnp.maximum(d * k / div, 1.0))
     return d * (k - 1.0), rbf, hops
 
@@ -193,7 +212,7 @@ def _algorithm_affine(kinds: tuple, hw: Hardware, n, stride):
     (every coefficient of `_algorithm_coefficients` is), so rows that share
     a group (n, stride) and kind share these arrays whatever their payloads."""
     algs = kept_algorithms(kinds)
-    coefs, F, lvl = _algorithm_coefficients(kinds, hw, n, jnp.ones_like(n), stride)
+    coefs, F, lvl, fc = _algorithm_coefficients(kinds, hw, n, jnp.ones_like(n), stride)
     R, L = F.shape[0], F.shape[1] - 1
     inv_beta = safe_div(1.0, hw.net_bw * hw.eff_network)  # 0 for a level without bandwidth
     alpha = jnp.concatenate([jnp.broadcast_to(hw.net_latency, (R, L)), hw.net_latency[lvl][:, None]], axis=-1)
@@ -205,6 +224,8 @@ def _algorithm_affine(kinds: tuple, hw: Hardware, n, stride):
         if a == _NVLS:  # only where the switch reduces (the flat form: at the level it runs on)
             reduce = hw.net_switch_reduce > 0.5
             runs = runs & jnp.concatenate([jnp.broadcast_to(reduce, (R, L)), reduce[lvl][:, None]], axis=-1)
+        if a == _DIRECT:  # only over point-to-point links to every peer
+            runs = runs & fc
         fixed.append(jnp.where(runs, c_alpha * alpha, _NOT_RUN))
         per_byte.append(jnp.where(runs, c_beta * inv_b, 0.0))
     return (fixed, per_byte), F, lvl, algs
@@ -212,7 +233,10 @@ def _algorithm_affine(kinds: tuple, hw: Hardware, n, stride):
 
 def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
     """Per algorithm of _ALGS, (latency steps, bytes through a link), each
-    [R, L + 1] (see `_algorithm_grid`); with F [R, L + 1] and lvl [R]."""
+    [R, L + 1] (see `_algorithm_grid`), the bytes in units of the level's
+    whole bandwidth (on a fully connected mesh, links x the bytes through
+    the busiest of its links); with F [R, L + 1], lvl [R] and fc [R, L + 1]
+    (the level is a fully connected mesh)."""
     a2a = np.array([k == "alltoall" for k in kinds])
     reach, below = reach_levels(hw, n, stride)  # [R, L]
     f = jnp.maximum(reach / below, 1.0)
@@ -235,6 +259,15 @@ def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
     P = jnp.concatenate([pay, bytes_[:, None]], axis=-1)
     topo = jnp.concatenate([jnp.broadcast_to(hw.net_topology, (R, L)), topo_flat[:, None]], axis=-1)
     steps, rbf, hops = _topology_terms_vec(topo, F)
+    # Fully connected mesh: D - 1 links per chip, each 1/(D - 1) of the level's bandwidth
+    # (the flat form is one only inside level 0's domain, topo_flat).
+    fc = jnp.abs(topo - _FULLY_CONNECTED) < 0.5
+    dom = jnp.concatenate([jnp.broadcast_to(hw.net_domain, (R, L)), jnp.broadcast_to(hw.net_domain[0], (R, 1))],
+                          axis=-1)
+    links = jnp.where(fc, jnp.maximum(dom - 1.0, 1.0), 1.0)
+    rbf = jnp.where(fc, 1.0 / links, rbf)  # a ring step uses one link
+    hops = jnp.where(fc, links, hops)  # tree, pairwise and Bruck steps use one link each
+    spread = jnp.where(fc, safe_div(links, F - 1.0), hops)  # one-shot: f - 1 sends, each on its own link
     frac = safe_div(F - 1.0, F)
     lg = jnp.ceil(jnp.log2(jnp.maximum(F, 1.0)))
     ar = np.array([k == "allreduce" for k in kinds])[:, None]
@@ -242,11 +275,12 @@ def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
     coefs = (                                                    # (latency steps, bytes through a link)
         (mult * steps, mult * frac * P / rbf),                   # ring
         (2.0 * lg, 2.0 * P * hops),                              # tree (all-reduce)
-        (1.0, jnp.where(ar, F - 1.0, frac) * P * hops),          # one-shot
+        (1.0, jnp.where(ar, F - 1.0, frac) * P * spread),        # one-shot
         (F - 1.0, frac * P * hops),                              # pairwise (all-to-all)
         (lg, 0.5 * lg * P * hops),                               # Bruck (all-to-all)
-        (NVLS_STEPS, NVLS_BYTES * P))                             # NVLS (all-reduce, reducing switch)
-    return coefs, F, lvl
+        (NVLS_STEPS, NVLS_BYTES * P),                            # NVLS (all-reduce, reducing switch)
+        (mult, mult * safe_div(P, F) * links))                   # direct (fully connected): two-shot / all-pairs
+    return coefs, F, lvl, fc
 
 
 def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, p, groups=None) -> jax.Array:

@@ -12,7 +12,7 @@ from jaxplat.specs.units import DTYPES
 # the same tree shape (one compiled program serves all chips).
 MAX_MEM_LEVELS = 3
 MAX_NET_LEVELS = 3
-TOPOLOGIES = ("switch", "ring", "torus2d", "torus3d", "mesh2d")
+TOPOLOGIES = ("switch", "ring", "torus2d", "torus3d", "mesh2d", "fully_connected")
 
 
 @pytree_dataclass

@@ -197,6 +197,9 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         t = lv.get("topology", "switch")
         if t not in TOPOLOGIES:
             raise SpecError(f"{src}: network[{i}].topology {t!r} unknown; allowed: {', '.join(TOPOLOGIES)}")
+        if t == "fully_connected" and i:  # its links are between chips: the level that joins chips first
+            raise SpecError(f"{src}: network[{i}].topology fully_connected is for the innermost level only "
+                            "(network[0]: each chip linked to each of the domain's others)")
         topo.append(float(TOPOLOGIES.index(t)))
         red.append(switch_reduction(src, i, lv, t))
         if i and dom[i] <= dom[i - 1]:
