@@ -13,7 +13,7 @@ import jaxplat as jp
 from jaxplat.cli import main
 from jaxplat.cost import OpTable, energy
 from jaxplat.cost import money as cost
-from jaxplat.cost.operators import NUMERIC
+from jaxplat.cost.operators import NUMERIC, OpKind
 from jaxplat.model import hardware_from_dict, param_count, replace, workload_from_dict
 from jaxplat.specs import SpecError
 from jaxplat.specs.units import DTYPES
@@ -83,8 +83,9 @@ def _table(**cols):
     rows = len(next(iter(cols.values())))
     # comm_s (rank stride of a collective group) is 1 for adjacent ranks, as operators.py builds it
     full = {k: jnp.asarray(cols.get(k, [1.0 if k == "comm_s" else 0.0] * rows), jnp.float32) for k in NUMERIC}
+    comm = cols.get("kinds", ("",) * rows)
     return OpTable(**full, names=tuple(f"r{i}" for i in range(rows)), groups=("g",) * rows,
-                   comm_kinds=cols.get("kinds", ("",) * rows))
+                   kinds=tuple(OpKind.COLLECTIVE if c else OpKind.GEMM for c in comm), comm_kinds=comm)
 
 
 def test_table_energy_by_hand():

@@ -12,7 +12,7 @@ import jaxplat as jp
 from jaxplat import serving as S
 from jaxplat.cost import OpTable, build_table, energy, memory
 from jaxplat.cost.collectives import KINDS, level_times
-from jaxplat.cost.operators import NUMERIC
+from jaxplat.cost.operators import NUMERIC, OpKind
 from jaxplat.model import hardware_from_dict, replace
 
 OPTS = jp.Options()
@@ -98,14 +98,14 @@ def _table(**cols):
     rows = len(next(iter(cols.values())))
     full = {k: jnp.asarray(cols.get(k, [1.0 if k == "comm_s" else 0.0] * rows), jnp.float32) for k in NUMERIC}
     return OpTable(**full, names=cols.get("names", tuple(f"r{i}" for i in range(rows))),
-                   groups=("g",) * rows, comm_kinds=("",) * rows)
+                   groups=("g",) * rows, kinds=cols.get("kinds", (OpKind.GEMM,) * rows), comm_kinds=("",) * rows)
 
 
 def test_footprint_is_one_chip_of_busiest_stage_by_hand():
     # 10 layers over pp = 4: 3 in the busiest stage. A 1 MB weight per layer, a KV read of
     # 2 kB + 10 B per generated token per layer; at s = 100 one chip holds 3 MB and 3·3 kB.
     t = _table(count=[10.0, 10.0], stage=[3.0, 3.0], stored=[1e6, 0.0], w0=[1e6, 2e3], w1=[0.0, 10.0],
-               names=("ffn_up", "logit"))
+               names=("ffn_up", "logit"), kinds=(OpKind.GEMM, OpKind.SCORES))
     np.testing.assert_allclose(memory.table_footprint(t, 100.0)[:2], [3e6, 9e3], rtol=1e-6)
 
 

@@ -21,12 +21,12 @@ from jaxplat.cost.inference import (
 )
 from jaxplat.cost.memory import kv_read_mask
 from jaxplat.cost.money import chip_numbers, priced_chip
-from jaxplat.cost.operators import OpTable, build_table
+from jaxplat.cost.operators import OpKind, OpTable, build_table
 from jaxplat.cost.per_operator import breakdown, breakdown_rows, comm_arrays, comm_breakdown, comm_rows, operator_arrays
 from jaxplat.cost.roofline import safe_div
 from jaxplat.cost.stages import microbatching
 
-__all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpTable", "Phases", "attention_split", "breakdown", "breakdown_rows",
+__all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpKind", "OpTable", "Phases", "attention_split", "breakdown", "breakdown_rows",
            "build_table", "comm_arrays", "comm_breakdown", "comm_rows", "context_ok", "divisibility", "efficiency",
            "evaluate", "gemm_peak", "iteration_overhead", "microbatching", "operator_arrays", "peak_flops", "phases",
            "quantization", "row_components", "row_rates", "safe_div", "state_bytes", "kv_read_mask", "chip_numbers",

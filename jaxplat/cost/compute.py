@@ -42,7 +42,7 @@ import numpy as np
 
 from jaxplat.cost.efficiency import kernel_kind
 from jaxplat.cost.microarch import gemm_cycles
-from jaxplat.cost.operators import OpTable
+from jaxplat.cost.operators import OpKind, OpTable, kind_mask
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Hardware, Options, Workload
 
@@ -63,7 +63,9 @@ def gemm_rows(table: OpTable):
     latter have exactly one GEMM dim, the keys, at 0 and FLOPs per token."""
     m, k, n = table.m, table.k, table.n
     zero = (m == 0).astype(m.dtype) + (k == 0) + (n == 0)
-    return m * k * n > 0, (table.f1 > 0) & (zero == 1)
+    matmul = kind_mask(table, OpKind.MATMUL) > 0
+    attn = kind_mask(table, (OpKind.SCORES, OpKind.ATTEND)) > 0
+    return matmul & (m * k * n > 0), attn & (table.f1 > 0) & (zero == 1)
 
 
 def array_peak(hw: Hardware):

@@ -54,31 +54,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.microarch import fold_count, wave_count
-from jaxplat.cost.operators import OpTable
+from jaxplat.cost.operators import OpKind, OpTable, kind_mask
 from jaxplat.model import Hardware, Options, Workload
 from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
 
-# Rows run by the attention kernel (scores, softmax and the weighted sum).
-ATTENTION_PREFIXES = ("logit", "attend", "softmax")
-# Rows run by the routed experts' grouped GEMMs (not the shared experts).
-MOE_PREFIXES = ("experts_",)
-# Rows whose weights quantized checkpoints keep in 16 bits (Conventions.wide_head).
-WIDE_ROWS = ("embedding", "router", "lm_head")
-
-
 def attention_mask(table: OpTable) -> np.ndarray:
-    """[rows] 1.0 for rows of the attention kernel (static, from names)."""
-    return np.array([float(n.startswith(ATTENTION_PREFIXES)) for n in table.names], np.float32)
+    """[rows] 1.0 for rows of the attention kernel: scores, softmax, weighted sum (static, from kinds)."""
+    return kind_mask(table, OpKind.ATTENTION)
 
 
 def moe_mask(table: OpTable) -> np.ndarray:
-    """[rows] 1.0 for rows of the routed experts' kernels (static, from names)."""
-    return np.array([float(n.startswith(MOE_PREFIXES)) for n in table.names], np.float32)
+    """[rows] 1.0 for the routed experts' grouped GEMMs (static, from kinds; not the
+    shared experts, not the element-wise passes between and around them)."""
+    return kind_mask(table, OpKind.EXPERT_GEMM)
 
 
 def wide_mask(table: OpTable) -> np.ndarray:
-    """[rows] 1.0 for the LM head's, embedding's and router's rows (static, from names)."""
-    return np.array([float(n in WIDE_ROWS) for n in table.names], np.float32)
+    """[rows] 1.0 for the rows quantized checkpoints keep in 16 bits: the LM head's,
+    router's and embedding's (Conventions.wide_head; static, from kinds)."""
+    return kind_mask(table, (OpKind.WIDE_GEMM, OpKind.LOOKUP))
 
 
 def halvings(bytes_per_element):
@@ -177,7 +171,7 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
     (1 everywhere under the "flat" convention). Tensor cores (row_rates)
     and systolic arrays (compute.row_compute_times) both derate by it."""
     if opts.conv.efficiency == "flat":
-        return jnp.ones(len(table.names), jnp.float32)
+        return jnp.ones(len(table.kinds), jnp.float32)
     attn, moe = (jnp.asarray(mask(table)) > 0 for mask in (attention_mask, moe_mask))
     if memory:
         experts = hw.eff_moe_memory ** quantized_experts(wl)
@@ -200,8 +194,8 @@ def row_dtypes(table: OpTable, wl: Workload, opts: Options):
     attention at the KV cache's when wider (Blackwell FP4 GEMMs with FP8
     attention; not under the "flat" convention); the LM head, embedding and
     router at 16 bits or wider (Conventions.wide_head)."""
-    dtype = jnp.broadcast_to(wl.compute_dtype, (len(table.names),))
-    width = jnp.broadcast_to(wl.bytes_act, (len(table.names),))
+    dtype = jnp.broadcast_to(wl.compute_dtype, (len(table.kinds),))
+    width = jnp.broadcast_to(wl.bytes_act, (len(table.kinds),))
     if opts.conv.efficiency != "flat":
         wide_kv = (jnp.asarray(attention_mask(table)) > 0) & (wl.bytes_kv > wl.bytes_act)
         dtype = jnp.where(wide_kv, dtype_index(wl.bytes_kv), dtype)
@@ -289,7 +283,6 @@ def host_time(hw: Hardware, opts: Options, sequences):
     return hw.sequence_overhead * (REFERENCE_HOST_CLOCK_HZ / clock) * sequences
 
 
-__all__ = ["ATTENTION_PREFIXES", "GROUPED_MIN_TILE_M", "MOE_PREFIXES", "REFERENCE_HOST_CLOCK_HZ", "WIDE_ROWS",
-           "attention_mask", "collective_latency", "dtype_index", "gemm_peak", "grouped_tile_m", "halvings",
-           "host_time", "iteration_overhead", "kernel_kind", "moe_mask", "narrow_steps", "quantization",
+__all__ = ["GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "collective_latency", "dtype_index",
+           "gemm_peak", "grouped_tile_m", "halvings", "host_time", "iteration_overhead", "kernel_kind", "moe_mask", "narrow_steps", "quantization",
            "quantized_experts", "row_dtypes", "row_rates", "wide_mask"]

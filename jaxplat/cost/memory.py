@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost.operators import OpTable
+from jaxplat.cost.operators import OpKind, OpTable, kind_mask
 from jaxplat.cost.roofline import chosen_max, safe_div
 from jaxplat.model import (
     Hardware,
@@ -87,20 +87,18 @@ def capacity_bytes(hw: Hardware) -> jax.Array:
 #   * sram_size -> inf: weights, KV cache and activations all sit on chip and
 #     every byte moves at SRAM bandwidth ("all on chip").
 
-# Rows whose W operand is the KV cache (attention), and whose output is.
-_KV_READ_PREFIXES = ("logit", "attend", "ssm_scan")  # the scan's W: a Mamba layer's state
-_KV_WRITE_NAMES = ("kv_write", "ssm_state_write")
 N_CLASSES = 3  # weights, KV cache, activations: placed in this order
 
 
 def kv_read_mask(table: OpTable) -> np.ndarray:
-    """[rows] 1.0 where the row's W operand is the KV cache (static, from names)."""
-    return np.array([float(n.startswith(_KV_READ_PREFIXES)) for n in table.names], np.float32)
+    """[rows] 1.0 where the row's W operand is the KV cache: attention's scores and
+    weighted sum, a Mamba scan's state (static, from kinds)."""
+    return kind_mask(table, OpKind.KV_READ)
 
 
 def kv_write_mask(table: OpTable) -> np.ndarray:
-    """[rows] 1.0 where the row's output is written to the KV cache."""
-    return np.array([float(n in _KV_WRITE_NAMES) for n in table.names], np.float32)
+    """[rows] 1.0 where the row's output is written to the KV cache (or a Mamba state)."""
+    return kind_mask(table, OpKind.CACHE_WRITE)
 
 
 def table_footprint(table: OpTable, s) -> jax.Array:
@@ -204,11 +202,13 @@ def tiling_reserve(table: OpTable, hw: Hardware) -> jax.Array:
 
 
 def _tiled_rows(table: OpTable):
-    """[rows] masks of the weight GEMMs and of the attention rows (logit,
-    attend: the W operand is the KV cache), both with GEMM dims."""
+    """[rows] masks of the weight GEMMs (dense, 16-bit and expert) and of the
+    attention rows (scores, weighted sum: the W operand is the KV cache), both
+    with GEMM dims (static kinds)."""
     dims = table.m * table.k * table.n > 0
-    kv = kv_read_mask(table) == 1
-    return dims & ~kv, dims & kv
+    gemm = kind_mask(table, (OpKind.GEMM, OpKind.WIDE_GEMM, OpKind.EXPERT_GEMM)) > 0
+    attn = kind_mask(table, (OpKind.SCORES, OpKind.ATTEND)) > 0
+    return dims & gemm, dims & attn
 
 
 def _attention_resident(table: OpTable) -> jax.Array:
@@ -217,7 +217,7 @@ def _attention_resident(table: OpTable) -> jax.Array:
     query-side bytes (logit reads Q as its A operand; attend writes O as its
     output) over the row's (sequence, head) problems. The bound of Dao et
     al. (2022, Theorem 2) holds per problem: each streams its own K/V."""
-    query_side = np.array([n.startswith("logit") for n in table.names])
+    query_side = kind_mask(table, OpKind.SCORES) > 0
     return 2.0 * safe_div(jnp.where(query_side, table.a0, table.o0), table.problems)
 
 

@@ -21,6 +21,8 @@ Every row describes one operator on one chip (after tensor/expert splits):
   problems    independent GEMM problems m, k, n are split into: sequences x
               heads for attention (FlashAttention tiles each (sequence, head)
               on its own), 1 otherwise
+  kinds       static: the kernel each row is (an `OpKind`), set where the row
+              is built; every consumer that treats rows apart reads it
 Prefill rows have f1 = a1 = w1 = o1 = 0.
 """
 
@@ -30,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxplat.cost.opkind import OpKind, kind_mask  # noqa: F401 (re-exported: OpTable.kinds)
 from jaxplat.cost.roofline import safe_div
 from jaxplat.cost.ssm import mamba_block
 from jaxplat.cost.stages import ceil_st as _ceil
@@ -86,6 +89,7 @@ class OpTable:
     problems: jax.Array
     names: tuple = static(())
     groups: tuple = static(())
+    kinds: tuple = static(())  # OpKind of each row
     comm_kinds: tuple = static(())  # "" for rows without a collective
     # Label of each row's collective group ("" for none): equal labels, equal group size and
     # stride in one configuration's tables ("tp|1.0"), so collectives.py costs them once.
@@ -105,30 +109,34 @@ class _Rows:
     rows: list = dataclasses.field(default_factory=list)
     labels: dict = dataclasses.field(default_factory=dict)  # id(value) -> name, for comm_groups
 
-    def add(self, name, group, count, f=(0.0, 0.0), a=(0.0, 0.0), w=(0.0, 0.0), o=(0.0, 0.0),
+    def add(self, name, group, count, kind, f=(0.0, 0.0), a=(0.0, 0.0), w=(0.0, 0.0), o=(0.0, 0.0),
             on=(0.0, 0.0, 0.0), stored=0.0, comm=("", 1.0, 0.0, 1.0), mkn=(0.0, 0.0, 0.0), problems=1.0):
+        if kind not in OpKind.ALL:
+            raise ValueError(f"row {name!r}: unknown kind {kind!r}")
         per_pass, per_stage = self.counts[count]
         self.rows.append(dict(
-            names=name, groups=group, comm_kinds=comm[0], count=per_pass, stage=per_stage,
+            names=name, groups=group, kinds=kind, comm_kinds=comm[0], count=per_pass, stage=per_stage,
             f0=f[0], f1=f[1], a0=a[0], a1=a[1], w0=w[0], w1=w[1], o0=o[0], o1=o[1],
             on_a=on[0], on_w=on[1], on_o=on[2], stored=stored, comm_n=comm[1], comm_b=comm[2],
             comm_s=comm[3], m=mkn[0], k=mkn[1], n=mkn[2], problems=problems))
 
-    def gemm(self, name, group, count, m, k, n, ctx, on=(0.0, 0.0, 0.0), stored=None, traffic=True):
+    def gemm(self, name, group, count, m, k, n, ctx, on=(0.0, 0.0, 0.0), stored=None, traffic=True,
+             kind=OpKind.GEMM):
         """A weight GEMM: [m, k] activations times a [k, n] weight."""
         wbytes = k * n * ctx.bw
-        self.add(name, group, count, f=(2.0 * m * k * n, 0.0), a=(m * k * ctx.ba, 0.0),
+        self.add(name, group, count, kind, f=(2.0 * m * k * n, 0.0), a=(m * k * ctx.ba, 0.0),
                  w=(wbytes if traffic else 0.0, 0.0), o=(m * n * ctx.ba, 0.0), on=on,
                  stored=wbytes if stored is None else stored, mkn=(m, k, n))
 
     def eltwise(self, name, group, count, elems_in, elems_out, flops_per, ctx, on=0.0):
         """An element-wise op: memory traffic of its input and output."""
-        self.add(name, group, count, f=(flops_per * elems_out, 0.0), a=(elems_in * ctx.ba, 0.0),
+        self.add(name, group, count, OpKind.ELEMENTWISE, f=(flops_per * elems_out, 0.0),
+                 a=(elems_in * ctx.ba, 0.0),
                  o=(elems_out * ctx.ba, 0.0), on=(on, 0.0, on))
 
     def collective(self, name, group, count, kind, n, nbytes, stride=1.0):
         """A collective over n chips `stride` ranks apart (tp innermost)."""
-        self.add(name, group, count, comm=(kind, n, nbytes, stride))
+        self.add(name, group, count, OpKind.COLLECTIVE, comm=(kind, n, nbytes, stride))
 
     def table(self, dtype) -> OpTable:
         # Per column a constant, or a stack of its cells (a concatenation XLA fuses into its users;
@@ -140,7 +148,7 @@ class _Rows:
                 cols[key] = jnp.asarray(np.array(cells, np.float32), dtype)
             else:
                 cols[key] = jnp.stack([jnp.asarray(v, dtype) for v in cells])
-        for key in ("names", "groups", "comm_kinds"):
+        for key in ("names", "groups", "kinds", "comm_kinds"):
             cols[key] = tuple(r[key] for r in self.rows)
         cols["comm_groups"] = tuple(self._group(j, r) for j, r in enumerate(self.rows))
         return OpTable(**cols)
@@ -252,14 +260,14 @@ def _attn_pair(r: _Rows, ctx: _Ctx, suffix: str, count, *, bf, bq, bkv, t, n, pa
     h, ba, bk = ctx.h, ctx.ba, ctx.bk
     aff = lambda c, v: (c * v[0], c * v[1])  # noqa: E731
     sb = score_bytes * ba
-    r.add("logit" + suffix, "attention", count, f=aff(2.0 * bf * h * dqk, pairs),
+    r.add("logit" + suffix, "attention", count, OpKind.SCORES, f=aff(2.0 * bf * h * dqk, pairs),
           a=(bq * t * h * dqk * ba, 0.0), w=aff(bkv * k_width * bk, n), o=aff(bf * h * sb, pairs),
           on=(on_q, 0.0, score_on), mkn=(bf * t, dqk, n[0]), problems=bf * h)
     if ctx.opts.conv.elementwise:
-        r.add("softmax" + suffix, "attention", count, f=aff(SOFTMAX_FLOPS * bf * h, pairs),
+        r.add("softmax" + suffix, "attention", count, OpKind.SOFTMAX, f=aff(SOFTMAX_FLOPS * bf * h, pairs),
               a=aff(bf * h * sb, pairs), o=aff(bf * h * sb, pairs), on=(score_on, 0.0, score_on),
               problems=bf * h)
-    r.add("attend" + suffix, "attention", count, f=aff(2.0 * bf * h * dv, pairs),
+    r.add("attend" + suffix, "attention", count, OpKind.ATTEND, f=aff(2.0 * bf * h * dv, pairs),
           a=aff(bf * h * sb, pairs), w=aff(bkv * v_width * bk, n), o=(bq * t * h * dv * ba, 0.0),
           on=(score_on, 0.0, on_q), mkn=(bf * t, n[0], dv), problems=bf * h)
 
@@ -347,7 +355,7 @@ def _gqa_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T, on_gemm):
     if ctx.opts.conv.elementwise:
         r.eltwise("rope", "attention", "attn", tok * (h + hk) * Dq, tok * (h + hk) * Dq, ROPE_FLOPS, ctx)
         if phase == "decode":
-            r.add("kv_write", "attention", "attn", o=(tok * 2.0 * hk * Dq * ctx.bk, 0.0))
+            r.add("kv_write", "attention", "attn", OpKind.CACHE_WRITE, o=(tok * 2.0 * hk * Dq * ctx.bk, 0.0))
     _attention(r, ctx, phase, seqs, T, (Dq, Dq, hk * Dq, hk * Dq))
     _context_parallel(r, ctx, phase, seqs, T, 2.0 * hk * Dq, Dq)
     r.gemm("out_proj", "attention", "attn", tok, h * Dq, D, ctx, on=on_gemm)
@@ -378,11 +386,11 @@ def _mla_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T):
         r.gemm("kv_b", "attention", "attn", tok, kvr, h * (nope + dv), ctx)
         _attention(r, ctx, phase, seqs, T, (qk, dv, h * qk, h * dv))
     else:
-        r.add("q_absorb", "attention", "attn", f=(2.0 * tok * h * nope * kvr, 0.0),
+        r.add("q_absorb", "attention", "attn", OpKind.GEMM, f=(2.0 * tok * h * nope * kvr, 0.0),
               a=(tok * h * nope * ctx.ba, 0.0), w=(w_uk, 0.0), o=(tok * h * kvr * ctx.ba, 0.0),
               stored=w_uk, mkn=(tok, nope, h * kvr))
         _attention(r, ctx, phase, seqs, T, (kvr + rope, kvr, kvr + rope, 0.0))
-        r.add("v_up", "attention", "attn", f=(2.0 * tok * h * kvr * dv, 0.0),
+        r.add("v_up", "attention", "attn", OpKind.GEMM, f=(2.0 * tok * h * kvr * dv, 0.0),
               a=(tok * h * kvr * ctx.ba, 0.0), w=(w_uv, 0.0), o=(tok * h * dv * ctx.ba, 0.0),
               stored=w_uv, mkn=(tok, kvr, h * dv))
     # Context parallelism passes the compressed latent (decompressed locally).
@@ -390,15 +398,16 @@ def _mla_layer(r: _Rows, ctx: _Ctx, phase: str, seqs, tok, T):
     r.gemm("out_proj", "attention", "attn", tok, h * dv, D, ctx)
 
 
-def _ffn(r: _Rows, ctx: _Ctx, prefix: str, group: str, count, tok, width, on_gemm, stored_scale=1.0):
-    """A (gated) FFN of `width` columns per chip on `tok` tokens."""
+def _ffn(r: _Rows, ctx: _Ctx, prefix: str, group: str, count, tok, width, on_gemm, stored_scale=1.0,
+         kind=OpKind.GEMM):
+    """A (gated) FFN of `width` columns per chip on `tok` tokens; `kind`: its GEMMs' kind."""
     D, fi = ctx.model.hidden, ffn_factor(ctx.model)
     r.gemm(prefix + "up_gate", group, count, tok, D, fi * width, ctx, on=on_gemm,
-           stored=stored_scale * D * fi * width * ctx.bw)
+           stored=stored_scale * D * fi * width * ctx.bw, kind=kind)
     if ctx.opts.conv.elementwise:
         r.eltwise(prefix + "act", group, count, fi * tok * width, tok * width, ACT_FLOPS, ctx)
     r.gemm(prefix + "down", group, count, tok, width, D, ctx, on=on_gemm,
-           stored=stored_scale * D * width * ctx.bw)
+           stored=stored_scale * D * width * ctx.bw, kind=kind)
 
 
 def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
@@ -434,7 +443,7 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     local = m.experts / split  # experts resident per chip
     imb = 1.0 if genz_moe else jnp.where(split > 1.0, ctx.imbalance, 1.0)
     # GenZ splits the router's K dim over tp and all-reduces its output.
-    r.gemm("router", "moe", "moe", tok, D / ctx.tp if genz_moe else D, E, ctx.head())
+    r.gemm("router", "moe", "moe", tok, D / ctx.tp if genz_moe else D, E, ctx.head(), kind=OpKind.WIDE_GEMM)
     if genz_moe:
         gate_elems = tok * (E if phase == "prefill" else D)
         r.collective("router_allreduce", "moe", "moe", "allreduce", ctx.tp, gate_elems * ctx.ba)
@@ -450,15 +459,15 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     if genz_moe and phase == "prefill":
         # GenZ: every local expert runs floor(T*k/E) tokens of each sequence.
         m_tok = ctx.b * ctx.floor(T * k / E)
-        r.gemm("experts_up_gate", "moe", "moe", m_tok, D, local * width * fi, ex)
-        r.gemm("experts_down", "moe", "moe", m_tok, local * width, D, ex)
+        r.gemm("experts_up_gate", "moe", "moe", m_tok, D, local * width * fi, ex, kind=OpKind.EXPERT_GEMM)
+        r.gemm("experts_down", "moe", "moe", m_tok, local * width, D, ex, kind=OpKind.EXPERT_GEMM)
     elif genz_moe:
         # GenZ decode: max(1, ceil(k/ep)) experts run all tokens; the other
         # ceil(E/ep) - a local experts cost nothing but are resident.
         act = jnp.maximum(1.0, ctx.ceil(k / ctx.ep))
         idle = ctx.ceil(E / ctx.ep) - act
-        _ffn(r, ex, "experts_", "moe", "moe", tok, act * width, on_gemm)
-        r.add("idle_experts", "moe", "moe", stored=idle * width * (fi + 1.0) * D * ex.bw)
+        _ffn(r, ex, "experts_", "moe", "moe", tok, act * width, on_gemm, kind=OpKind.EXPERT_GEMM)
+        r.add("idle_experts", "moe", "moe", OpKind.EXPERT_GEMM, stored=idle * width * (fi + 1.0) * D * ex.bw)
     else:
         # Token copies routed to this chip's experts, and the experts they
         # touch: E(1 - (1 - k/E)^tokens) distinct experts in expectation
@@ -472,12 +481,12 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
         # tile quantization pays whole row tiles per expert, tiles sized to
         # m_e (efficiency.grouped_tile_m; groups = f / (2 m k n) = touched).
         m_e = routed / jnp.maximum(touched, 1e-6)
-        r.add("experts_up_gate", "moe", "moe", f=(2.0 * routed * D * fi * width, 0.0),
+        r.add("experts_up_gate", "moe", "moe", OpKind.EXPERT_GEMM, f=(2.0 * routed * D * fi * width, 0.0),
               a=(routed * D * ctx.ba, 0.0), w=(touched * fi * per_expert, 0.0),
               o=(routed * fi * width * ctx.ba, 0.0), stored=local * fi * per_expert,
               mkn=(m_e, D, fi * width))
         r.eltwise("experts_act", "moe", "moe", fi * routed * width, routed * width, ACT_FLOPS, ctx)
-        r.add("experts_down", "moe", "moe", f=(2.0 * routed * D * width, 0.0),
+        r.add("experts_down", "moe", "moe", OpKind.EXPERT_GEMM, f=(2.0 * routed * D * width, 0.0),
               a=(routed * width * ctx.ba, 0.0), w=(touched * per_expert, 0.0),
               o=(routed * D * ctx.ba, 0.0), stored=local * per_expert, mkn=(m_e, width, D))
         if ctx.opts.conv.elementwise:
@@ -488,9 +497,10 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
             # not hold. The permute reads 16-bit hidden states and writes
             # the GEMM input's dtype; the sum reads the down GEMM's outputs
             # and writes one 16-bit row per token of this chip.
-            r.add("moe_permute", "moe", "moe", a=(routed * D * ctx.bs, 0.0), o=(routed * D * ctx.ba, 0.0))
-            r.add("moe_finalize", "moe", "moe", f=(2.0 * routed * D, 0.0), a=(routed * D * ctx.ba, 0.0),
-                  o=(tok * D * ctx.bs, 0.0))
+            r.add("moe_permute", "moe", "moe", OpKind.ELEMENTWISE, a=(routed * D * ctx.bs, 0.0),
+                  o=(routed * D * ctx.ba, 0.0))
+            r.add("moe_finalize", "moe", "moe", OpKind.ELEMENTWISE, f=(2.0 * routed * D, 0.0),
+                  a=(routed * D * ctx.ba, 0.0), o=(tok * D * ctx.bs, 0.0))
         # shared experts are dense: split over all tp chips
         _ffn(r, ctx, "shared_", "moe", "moe", tok, m.shared_experts * ctx.ceil(m.expert_intermediate / ctx.tp),
              on_gemm)
@@ -530,10 +540,11 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
 
     # Embedding. GenZ: a one-hot GEMM in prefill, absent in decode.
     if conv.embedding_gemm and phase == "prefill":
-        r.gemm("embedding", "embedding", "once", tok, vocab, D, head)
+        r.gemm("embedding", "embedding", "once", tok, vocab, D, head, kind=OpKind.WIDE_GEMM)
         r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp_attn, act * ctx.bs)
     elif not conv.embedding_gemm:
-        r.add("embedding", "embedding", "once", w=(act * head.bw, 0.0), o=(act * ctx.ba, 0.0), stored=emb_stored)
+        r.add("embedding", "embedding", "once", OpKind.LOOKUP, w=(act * head.bw, 0.0), o=(act * ctx.ba, 0.0),
+              stored=emb_stored)
         r.collective("embedding_allreduce", "embedding", "once", "allreduce", ctx.tp, act * ctx.bs)
 
     # Attention block, every layer.
@@ -576,6 +587,6 @@ def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Opt
     # LM head. Only the last prompt token needs logits; GenZ computes all T.
     head_tok = tok if conv.lm_head_all_tokens else seqs
     head_stored = emb_stored * (1.0 - m.tied if conv.tied_head_stored else 1.0)
-    r.gemm("lm_head", "lm_head", "once", head_tok, D, vocab, head, stored=head_stored)
+    r.gemm("lm_head", "lm_head", "once", head_tok, D, vocab, head, stored=head_stored, kind=OpKind.WIDE_GEMM)
     r.collective("lm_head_allgather", "lm_head", "once", "allgather", ctx.tp_attn, head_tok * m.vocab * ctx.bs)
     return r.table(m.hidden.dtype)

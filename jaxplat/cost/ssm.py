@@ -20,6 +20,7 @@ count tag is "mamba" (the Mamba layers).
 
 import jax.numpy as jnp
 
+from jaxplat.cost.opkind import OpKind
 from jaxplat.model import ssm_conv_channels, ssm_in_width, ssm_state_elements
 
 # FLOPs of the recurrent scan per (token, channel, state) element (Gu & Dao
@@ -52,7 +53,7 @@ def mamba_block(r, ctx, phase: str, seqs, tok, on_gemm):
     conv = ssm_conv_channels(m) * share
     r.gemm("ssm_in_proj", "mamba", "mamba", tok, D, ssm_in_width(m) * share, ctx, on=on_gemm)
     # Depthwise causal conv1d, K taps per channel, and its SiLU.
-    r.add("ssm_conv", "mamba", "mamba", f=((2.0 * K + 4.0) * tok * conv, 0.0), a=(tok * conv * ba, 0.0),
+    r.add("ssm_conv", "mamba", "mamba", OpKind.SSM, f=((2.0 * K + 4.0) * tok * conv, 0.0), a=(tok * conv * ba, 0.0),
           w=(conv * K * bw, 0.0), o=(tok * conv * ba, 0.0), stored=conv * K * bw)
     if m.ssm == "mamba1":
         R = m.dt_rank
@@ -72,10 +73,10 @@ def mamba_block(r, ctx, phase: str, seqs, tok, on_gemm):
     # window) and writes it back (state_write); prefill writes it once.
     state = seqs * ssm_state_elements(m, di) * bk
     reads_state = state if phase == "decode" else 0.0
-    r.add("ssm_scan", "mamba", "mamba", f=(SCAN_FLOPS[m.ssm] * tok * di * N + GATE_FLOPS * tok * di, 0.0),
+    r.add("ssm_scan", "mamba", "mamba", OpKind.SCAN, f=(SCAN_FLOPS[m.ssm] * tok * di * N + GATE_FLOPS * tok * di, 0.0),
           a=(tok * (3.0 * di + bc) * ba + params * bw, 0.0), w=(reads_state, 0.0), o=(tok * di * ba, 0.0),
           stored=params * bw)
-    r.add("ssm_state_write", "mamba", "mamba", o=(state, 0.0))
+    r.add("ssm_state_write", "mamba", "mamba", OpKind.CACHE_WRITE, o=(state, 0.0))
     r.gemm("ssm_out_proj", "mamba", "mamba", tok, di, D, ctx, on=on_gemm)
     r.collective("mamba_allreduce", "mamba", "mamba", "allreduce", split, tok * D * ctx.bs)
 
@@ -104,7 +105,8 @@ def _genz_block(r, ctx, tok, on_gemm):
     S, C, R = m.d_state, m.d_conv, m.dt_rank
     off, o_on, wo_on, all_on = (0.0, 0.0, 0.0), (0.0, 0.0, 1.0), (0.0, 1.0, 1.0), (1.0, 1.0, 1.0)
     r.gemm("ssm_in_proj", "mamba", "mamba", tok, Dg, 2.0 * F, ctx, on=off)
-    r.add("ssm_conv", "mamba", "mamba", f=(2.0 * tok * F * C, 0.0), a=(tok * F * ba, 0.0), w=(F * C * bw, 0.0),
+    r.add("ssm_conv", "mamba", "mamba", OpKind.SSM, f=(2.0 * tok * F * C, 0.0), a=(tok * F * ba, 0.0),
+          w=(F * C * bw, 0.0),
           o=(tok * F * ba, 0.0))
     r.gemm("ssm_x_proj", "mamba", "mamba", tok, F, R + 2.0 * S, ctx, on=off)
     r.gemm("ssm_dt_proj", "mamba", "mamba", tok, R, F, ctx, on=off)
@@ -112,7 +114,8 @@ def _genz_block(r, ctx, tok, on_gemm):
     el, big = tok * Fs, tok * Fs * S
 
     def einsum(name, a, w, o, on, macs):
-        r.add(name, "mamba", "mamba", f=(2.0 * macs, 0.0), a=(a * ba, 0.0), w=(w * bw, 0.0), o=(o * ba, 0.0), on=on)
+        r.add(name, "mamba", "mamba", OpKind.SSM, f=(2.0 * macs, 0.0), a=(a * ba, 0.0), w=(w * bw, 0.0),
+              o=(o * ba, 0.0), on=on)
     einsum("ssm_delta_a", el, Fs * S, big, wo_on, big)        # exp(dt A): A and dA on chip
     einsum("ssm_delta_b", el, tok * S, big, o_on, big)       # dt B: dB on chip
     einsum("ssm_delta_bu", big, el, big, off, big)           # dB u: all off chip

@@ -15,8 +15,7 @@ import numpy as np
 from jaxplat.cost import OpTable, build_table, evaluate, iteration_overhead, row_components, safe_div
 from jaxplat.cost.efficiency import host_time
 from jaxplat.cost.inference import pipeline_round
-from jaxplat.cost.memory import kv_read_mask
-from jaxplat.cost.operators import NUMERIC
+from jaxplat.cost.operators import NUMERIC, OpKind, kind_mask
 from jaxplat.cost.roofline import combine, smooth_max
 from jaxplat.cost.stages import microbatching
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
@@ -106,9 +105,10 @@ def merge_tables(dec: OpTable, pre: OpTable) -> OpTable:
         cols[key] = jnp.concatenate([merged, p[np.array(extra, int)]]) if extra else merged
     names = tuple(dec.names) + tuple(pre.names[i] for i in extra)
     groups = tuple(dec.groups) + tuple(pre.groups[i] for i in extra)
+    op_kinds = tuple(dec.kinds) + tuple(pre.kinds[i] for i in extra)
     kinds = tuple(dec.comm_kinds) + tuple(pre.comm_kinds[i] for i in extra)
     comm_groups = tuple(dec.comm_groups) + tuple(pre.comm_groups[i] for i in extra)  # same labels: same groups
-    return OpTable(**cols, names=names, groups=groups, comm_kinds=kinds, comm_groups=comm_groups)
+    return OpTable(**cols, names=names, groups=groups, kinds=op_kinds, comm_kinds=kinds, comm_groups=comm_groups)
 
 
 def _prefill_attention(model, par, wl, opts, chunk, ctx0, copies):
@@ -149,10 +149,11 @@ def iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies=No
     seqs = prompts * logits / spread
     pre = build_table(model, par, replace(wl, batch=spread, prompt=tokens / spread, beams=1.0), "prefill", opts)
     attn = {k: v / spread for k, v in _prefill_attention(model, par, wl, opts, chunk, ctx0, copies).items()}
-    kv = jnp.asarray(kv_read_mask(pre) + np.array([n.startswith("softmax") for n in pre.names], np.float32))
+    kv = jnp.asarray(kind_mask(pre, OpKind.ATTENTION + (OpKind.SCAN,)))
     # LM head: one logit row per finished prompt, not per token (the table at
-    # batch 1 has one); scale it by the prompts in the iteration.
-    head = jnp.asarray(np.array([n.startswith("lm_head") for n in pre.names], np.float32))
+    # batch 1 has one); scale it, and the all-gather of its logits, by the prompts in the iteration.
+    head = jnp.asarray(kind_mask(pre, (OpKind.WIDE_GEMM, OpKind.COLLECTIVE))
+                       * np.array([g == "lm_head" for g in pre.groups], np.float32))
     scale = 1.0 + head * (seqs - 1.0)
     changes = {k: jnp.where(kv > 0, attn[k], getattr(pre, k) * (1.0 if k == "w0" else scale))
                for k in ("f0", "a0", "w0", "o0")}
