@@ -10,7 +10,6 @@ import numpy as np
 import yaml
 
 from jaxplat.cli.calibration_args import add_calibration_arguments
-from jaxplat.cost import evaluate
 from jaxplat.design import codesign as cd
 from jaxplat.design import spaces
 from jaxplat.model import EFFICIENCY_PARAMS, select_calibration
@@ -159,7 +158,7 @@ def run(args) -> int:
     x = res.x
     hw = cd.design_hardware(x, prob)
     par, wl = cd._candidate(prob, res.candidate)
-    m = jax.device_get(evaluate(prob.model, hw, par, wl, prob.exact))
+    m = jax.device_get(cd.served_evaluate(prob.model, hw, par, wl, prob.exact)[0])
     area, tdp, price = (float(v) for v in cd.design_numbers(x, prob))
     v = np.asarray(spaces.chip_vector(x, prob.space, prob.base))  # FLOP/s, SRAM, stacks, link
 

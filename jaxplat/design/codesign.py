@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxplat.cost import evaluate, money
+from jaxplat.cost import DEFAULT_SHARPNESS, evaluate, money
 from jaxplat.design import spaces
 from jaxplat.design.sensitivity import (  # noqa: F401 (re-exported: codesign.elasticities etc.)
     ELASTIC_METRICS,
@@ -59,6 +59,7 @@ from jaxplat.model import (
     replace,
     static,
 )
+from jaxplat.serving import engine_memory
 
 PARAMS = ("flops", "sram", "hbm_stacks", "link_bw")
 PARAM_UNITS = spaces.UNITS
@@ -179,6 +180,17 @@ def _candidate(prob: Problem, i=None):
     return jax.tree.map(lambda v: jnp.broadcast_to(v, shape), (par, wl))
 
 
+def served_evaluate(model, hw, par, wl, options, sharpness=DEFAULT_SHARPNESS):
+    """(`evaluate`'s metrics with memory as a serving engine holds the batch,
+    fill): serving.engine_memory (the activations of one iteration of the
+    engine's token budget, not of every prompt at once; fill <= 1 when it
+    fits), as the sweep engine checks memory (search.engine.served_metrics)."""
+    m = evaluate(model, hw, par, wl, options, sharpness)
+    if options.profile != "default":  # GenZ's own footprint (it has no serving model)
+        return m, m.memory_bytes / m.capacity_bytes
+    return engine_memory(model, hw, par, wl, m, options, sharpness=sharpness)
+
+
 def objective_value(m, hw: Hardware, objective: str):
     """The number to minimize, in its unit: USD per Mtok, USD per (token/s)
     of capex, or J per token."""
@@ -206,9 +218,9 @@ def candidate_losses(z, prob: Problem, k, p, w):
     x = jnp.exp(z)
     hw = design_hardware(x, prob)
     par, wl = _candidate(prob)
-    m = jax.vmap(lambda pa, w: evaluate(prob.model, hw, pa, w, prob.smooth, p))(par, wl)
+    m, fill = jax.vmap(lambda pa, w: served_evaluate(prob.model, hw, pa, w, prob.smooth, p))(par, wl)
     pen = (_hinge(_log(m.ttft / wl.ttft_slo), k) + _hinge(_log(m.tpot / wl.tpot_slo), k)
-           + _hinge(_log(m.memory_bytes / m.capacity_bytes), k))
+           + _hinge(_log(fill), k))
     pen = pen + _hinge(_log(m.chips * hw.price / jnp.minimum(prob.budget, 1e30)), k)  # inf: no budget
     ok = jnp.asarray(prob.valid)
     loss = jnp.where(ok, _log(objective_value(m, hw, prob.objective)) + w * pen, INVALID_LOSS)
@@ -294,7 +306,7 @@ def exact_table(xs, prob: Problem):
     def one_chip(x):
         hw = design_hardware(x, prob)
         area, tdp, _ = design_numbers(x, prob)
-        m = jax.vmap(lambda pa, w: evaluate(prob.model, hw, pa, w, prob.exact))(par, wl)
+        m, _ = jax.vmap(lambda pa, w: served_evaluate(prob.model, hw, pa, w, prob.exact))(par, wl)
         feas = (ok & m.feasible & (m.ttft <= wl.ttft_slo) & (m.tpot <= wl.tpot_slo)
                 & (area <= prob.tech.reticle) & (tdp <= prob.tech.power_limit)
                 & (m.chips * hw.price <= prob.budget))

@@ -54,6 +54,7 @@ from jaxplat.search.reduce import identity, pick, variadic_reduce
 from jaxplat.search.runtime import compile_lowered
 from jaxplat.search.staging import split_shared
 from jaxplat.search.study import METRICS, Study
+from jaxplat.serving import engine_memory
 from jaxplat.specs import SpecError
 
 # Hoist the outer part (Engine.compile) while its residuals of every outer
@@ -90,6 +91,19 @@ def _metric_values(names, m: Metrics) -> jax.Array:
         else:
             out.append(getattr(m, src))
     return jnp.stack([jnp.asarray(v, jnp.float32) for v in out])
+
+
+def served_metrics(model, hw, par, wl, options) -> Metrics:
+    """`evaluate` of one configuration with its memory as a serving engine
+    holds it (serving.engine_memory: the activations of one iteration of the
+    engine's token budget, not of the whole batch's prompts at once, and the
+    KV pool its memory fraction allows), so that a batch fits exactly when
+    `jaxplat estimate --rate 0` holds it. The genz profile keeps GenZ's own
+    footprint (it has no serving model)."""
+    m = evaluate(model, hw, par, wl, options)
+    if options.profile != "default":
+        return m
+    return engine_memory(model, hw, par, wl, m, options)[0]
 
 
 # ----------------------------------------------------------- the engine
@@ -216,7 +230,7 @@ class Engine(Merging):
         points come from `values` at the end."""
         st = self.st
         model, hw, par, wl, chips_eq = self._configure(ov, iv, kind)
-        m = evaluate(model, hw, par, wl, st.options)
+        m = served_metrics(model, hw, par, wl, st.options)
         keys = _metric_values(names or self.key_names, m)
         obj = keys[0]
         feasible = m.feasible & jnp.all(jnp.isfinite(keys))
@@ -252,7 +266,7 @@ class Engine(Merging):
 
         def kind_values(kind):
             model, hw, par, wl, _ = self._configure(ov, iv, kind)
-            return _metric_values(self.metrics, evaluate(model, hw, par, wl, self.st.options))
+            return _metric_values(self.metrics, served_metrics(model, hw, par, wl, self.st.options))
         if len(self.kinds) == 1:
             return kind_values(0)
         return lax.switch(self._kind_of(o), [functools.partial(kind_values, j) for j in range(len(self.kinds))])

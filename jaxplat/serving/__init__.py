@@ -12,6 +12,7 @@ import jax
 from jaxplat.serving.concurrency import ClosedLoop, closed_loop, max_load
 from jaxplat.serving.disaggregation import disaggregated, kv_transfer_time
 from jaxplat.serving.economics import OperatingPoint, operating_point
+from jaxplat.serving.footprint import activation_reserve, engine_memory
 from jaxplat.serving.iteration import capacity, decode_time, iteration_table, iteration_time, merge_tables
 from jaxplat.serving.queue_model import goodput, queueing, slo_met
 from jaxplat.serving.settings import (
@@ -42,5 +43,6 @@ disaggregated_jit = jax.jit(disaggregated, static_argnames=("opts", "level"))
 __all__ = ["ClosedLoop", "closed_loop", "closed_loop_jit", "DEFAULT_MEM_FRACTION", "replica_budget", "DEFAULT_TOKEN_BUDGET", "SATURATED", "Requests", "Serving", "ServingMetrics",
            "capacity", "capacity_jit", "decode_time", "disaggregated", "disaggregated_jit", "expected_tokens", "goodput", "goodput_jit", "iteration_table",
            "iteration_time", "iteration_time_jit", "kv_transfer_time", "lognormal_params", "lognormal_quantile", "max_load", "max_load_jit",
-           "merge_tables", "normal_score", "OperatingPoint", "operating_point", "queueing", "queueing_jit", "sample_requests", "serving", "simulate", "simulate_sampled",
+           "merge_tables", "normal_score", "OperatingPoint", "operating_point",
+           "activation_reserve", "engine_memory", "queueing", "queueing_jit", "sample_requests", "serving", "simulate", "simulate_sampled",
            "slo_met", "speculative_tpot", "speculative_tpot_jit", "summarize"]

@@ -19,6 +19,7 @@ from jaxplat.cost.operators import NUMERIC, OpKind, kind_mask
 from jaxplat.cost.roofline import combine, smooth_max
 from jaxplat.cost.stages import microbatching
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
+from jaxplat.serving.footprint import activation_reserve
 from jaxplat.serving.settings import Serving
 
 
@@ -40,7 +41,7 @@ def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     """
     budget = srv.budget if token_budget is None else token_budget
     one = evaluate(model, hw, par, replace(wl, batch=1.0), opts)
-    act = evaluate(model, hw, par, replace(wl, batch=1.0, prompt=budget, output=1.0), opts).activation_bytes
+    act = activation_reserve(model, hw, par, wl, budget, opts)
     # Engines keep the KV cache in device memory (HBM): a host level behind it
     # (GH200's LPDDR over NVLink-C2C) holds it only where the weights
     # themselves spill there (SambaNova's DDR), not by default.
