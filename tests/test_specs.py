@@ -154,21 +154,59 @@ def test_unknown_names_list_close_matches():
 
 
 def test_dtype_fallback_fills_every_dtype():
+    # One listed 16-bit peak: the narrower dtypes run on its unit at its rate; FP32 and TF32,
+    # wider than any unit listed, as six and three BF16 passes (bf16_6x, bf16_3x): 989/6, 989/3.
+    # (The old rule gave them the fastest listed rate: FP32 at the BF16 peak.)
     hw = hardware_from_dict(H100)
-    assert np.all(np.asarray(hw.flops) == 989e12)  # one listed dtype serves all
+    want = {"fp32": 989e12 / 6, "tf32": 989e12 / 3} | {d: 989e12 for d in DTYPES[2:]}
+    assert dict(zip(DTYPES, np.asarray(hw.flops, np.float64).tolist())) == pytest.approx(want, rel=1e-6)
 
 
 def test_dtype_fallback_runs_on_the_next_wider_unit():
     # H100 SXM's dense fp32, bf16 and fp8 peaks only (datasheet), the others by the rule
     # (specs.units.DTYPE_FALLBACK) worked by hand: tf32 on the fp32 unit, fp16 on bf16's,
-    # int8 and fp4 on fp8's, int4 on int8's and so fp8's.
+    # fp4 on fp8's, int8 on bf16's (its values are not exact in E4M3), int4 on int8's and so bf16's.
     hw = hardware_from_dict({**H100, "flops": {"fp32": 67e12, "bf16": 989e12, "fp8": 1979e12}})
     want = {"fp32": 67e12, "tf32": 67e12, "bf16": 989e12, "fp16": 989e12,
-            "fp8": 1979e12, "int8": 1979e12, "fp4": 1979e12, "int4": 1979e12}
+            "fp8": 1979e12, "int8": 989e12, "fp4": 1979e12, "int4": 989e12}
     assert dict(zip(DTYPES, np.asarray(hw.flops, np.float64).tolist())) == pytest.approx(want, rel=1e-6)
-    # Nothing wider listed (no fp32): fp32 and tf32 take the fastest unit listed.
+    # Nothing as wide listed (no fp32): fp32 and tf32 run as 16-bit passes, 1/6 and 1/3 of BF16's
+    # rate (the old rule took the fastest unit listed, FP8's: 12x and 6x too fast).
     hw = hardware_from_dict({**H100, "flops": {"bf16": 989e12, "fp8": 1979e12}})
-    assert float(hw.flops[DTYPES.index("fp32")]) == float(hw.flops[DTYPES.index("tf32")]) == pytest.approx(1979e12)
+    assert float(hw.flops[DTYPES.index("fp32")]) == pytest.approx(989e12 / 6)
+    assert float(hw.flops[DTYPES.index("tf32")]) == pytest.approx(989e12 / 3)
+    # Groq's LPU lists FP16 (188 T) and INT8 (750 T): BF16 and FP8 run on the FP16 unit at 188
+    # (the old rule: 750, its INT8 rate), FP4 likewise, INT4 on INT8's.
+    hw = hardware_from_dict({**H100, "flops": {"fp16": 188e12, "int8": 750e12}})
+    want = {"fp32": 188e12 / 6, "tf32": 188e12 / 3, "bf16": 188e12, "fp16": 188e12,
+            "fp8": 188e12, "int8": 750e12, "fp4": 188e12, "int4": 750e12}
+    assert dict(zip(DTYPES, np.asarray(hw.flops, np.float64).tolist())) == pytest.approx(want, rel=1e-6)
+
+
+def test_dtype_fallback_needs_a_wide_unit():
+    msg = _err(hardware_from_dict, {**H100, "flops": {"int8": 1e15}})
+    assert "\n" not in msg and "flops" in msg and "bf16" in msg
+
+
+@pytest.mark.parametrize("name", builtin_names("hardware"))
+def test_no_filled_peak_beats_the_units_it_needs(name):
+    """Every shipped chip: a dtype its spec does not list is never faster than
+    the fastest listed dtype at least as wide, and, where none is as wide
+    (FP32 on a TPU), slower than every listed one. The old "fastest listed"
+    fallback broke both: Groq's BF16 at its INT8 rate, TPU FP32 at INT8's."""
+    from jaxplat.specs.units import BYTES_PER_ELEMENT as B
+
+    listed = read_yaml(Path(jp.specs.SPEC_ROOT) / "hardware" / f"{name}.yaml").get("flops")
+    if not listed:
+        return  # a systolic array's one peak serves every dtype
+    hw = jp.load_hardware(name)
+    rate = dict(zip(DTYPES, np.asarray(hw.flops, np.float64).tolist()))
+    for d in set(DTYPES) - set(listed):
+        wide = [rate[u] for u in listed if B[u] >= B[d]]
+        if wide:
+            assert rate[d] <= max(wide) * (1 + 1e-6), (d, rate[d], wide)
+        else:
+            assert rate[d] < min(rate[u] for u in listed), (d, rate[d])
 
 
 def test_nvfp4_weights_carry_their_block_scales(llama8b):

@@ -10,7 +10,7 @@ from jaxplat.model.efficiency_spec import Calibration, default_calibration, effi
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.pytree import as_f32
 from jaxplat.specs import SpecError, check_keys, dtype_name, number, read_yaml, resolve
-from jaxplat.specs.units import DTYPE_FALLBACK, DTYPES, J_PER_KWH, SECONDS_PER_YEAR
+from jaxplat.specs.units import DTYPE_FALLBACK, DTYPES, EMULATION_PASSES, J_PER_KWH, SECONDS_PER_YEAR
 
 # Defaults when a hardware spec gives no `tco:` block.
 DEFAULT_LIFETIME_YEARS = 4.0  # assumed; a common depreciation period for AI servers (4-6 years)
@@ -152,14 +152,7 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
     flops = d.get("flops", {dt: array_flops for dt in DTYPES})
     if not isinstance(flops, dict) or not flops:
         raise SpecError(f"{src}: flops must map dtypes to FLOP/s, e.g. {{bf16: 989e12}}")
-    peak = {dtype_name(src, "flops", k): number(src, f"flops.{k}", v) for k, v in flops.items()}
-    for dt in DTYPES:  # a dtype without native support runs on the next wider unit
-        fb = dt
-        while fb is not None and fb not in peak:
-            fb = DTYPE_FALLBACK[fb]
-        if fb is None:  # nothing wider: take the fastest listed
-            fb = max(peak, key=peak.get)
-        peak.setdefault(dt, peak[fb])
+    peak = fill_peaks({dtype_name(src, "flops", k): number(src, f"flops.{k}", v) for k, v in flops.items()}, src)
 
     levels = d["memory"]
     if not isinstance(levels, list) or not levels:
@@ -250,6 +243,30 @@ def host_clock(host, src="hardware") -> float:
 def chip_software(name_or_path) -> str:
     """A hardware spec's `software` (the engine part its chip always runs, e.g. rocm), or ""."""
     return str(read_yaml(resolve("hardware", name_or_path)).get("software") or "")
+
+
+def fill_peaks(listed: dict, src="hardware") -> dict:
+    """{dtype: FLOP/s} for every dtype in units.DTYPES from the ones a spec lists.
+
+    A dtype the chip does not list runs on the first unit of
+    units.DTYPE_FALLBACK it lists (a narrower dtype on a wider unit, at that
+    unit's rate); FP32 and TF32 with no such unit run as 16-bit passes
+    (units.EMULATION_PASSES). So no dtype is given a faster rate than the
+    units its values need. A spec that lists no 16- or 32-bit rate is refused.
+    """
+    if not any(d in listed for d in ("fp32", "bf16", "fp16")):
+        raise SpecError(f"{src}: flops lists no 16- or 32-bit peak (bf16, fp16 or fp32), only "
+                        f"{', '.join(sorted(listed))}: wider dtypes need one to run on")
+    peak = dict(listed)
+    for dt in DTYPES:
+        if dt in peak:
+            continue
+        unit = next((u for u in DTYPE_FALLBACK[dt] if u in listed), None)
+        if unit is not None:
+            peak[dt] = listed[unit]
+        else:  # fp32 / tf32 wider than every unit listed: 16-bit passes
+            peak[dt] = listed["bf16" if "bf16" in listed else "fp16"] / EMULATION_PASSES[dt]
+    return peak
 
 
 def network_level_names(name_or_path) -> list[str]:

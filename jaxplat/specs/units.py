@@ -34,12 +34,26 @@ WEIGHT_BYTES_PER_ELEMENT = {**BYTES_PER_ELEMENT, "fp4": 0.5 + 1.0 / 16.0, "mxfp4
 # activations' dtype), and every name a weights dtype may take.
 WEIGHT_FORMATS = ("mxfp4",)
 WEIGHT_DTYPES = DTYPES + WEIGHT_FORMATS
-# Where a chip has no native peak for a dtype, it runs it on the next wider
-# unit (e.g. fp4 weights on H100 are dequantized and run at fp8 or bf16).
+# Where a chip lists no peak for a dtype, the units it runs that dtype on, in
+# order: the first one the chip lists sets its rate (model.hardware_spec).
+# Never a narrower or faster unit than the values need: each dtype's values
+# are exact on these (E2M1 FP4 in E4M3 FP8, FP8 and INT8 in BF16/FP16, a
+# 16-bit value in FP32), so FP4 weights on an H100 run at its FP8 rate, FP8
+# on an A100 or a TPU at its BF16 rate, and INT8 never on an FP8 unit (E4M3
+# holds 4 significant bits, not 8). BF16 and FP16 stand in for each other:
+# engines cast a BF16 checkpoint to FP16 on chips without BF16 (vLLM on
+# V100/T4; Groq's LPU) and TPUs run FP16 as BF16.
 DTYPE_FALLBACK = {
-    "fp32": None, "tf32": "fp32", "bf16": "fp32", "fp16": "bf16",
-    "fp8": "bf16", "int8": "fp8", "fp4": "fp8", "int4": "int8",
+    "fp32": (), "tf32": ("fp32",), "bf16": ("fp16", "fp32"), "fp16": ("bf16", "fp32"),
+    "fp8": ("bf16", "fp16", "fp32"), "int8": ("bf16", "fp16", "fp32"),
+    "fp4": ("fp8", "bf16", "fp16", "fp32"), "int4": ("int8", "bf16", "fp16", "fp32"),
 }
+# A wider dtype than any the chip lists runs as several 16-bit passes on its
+# 16-bit unit (BF16, else FP16): FP32 as six (bf16_6x, XLA's
+# Precision.HIGHEST on TPU), TF32 as three (bf16_3x, Precision.HIGH; Henry,
+# Tang & Heinecke, "Leveraging the bfloat16 AI datatype for higher-precision
+# computations", ARITH 2019): 1/6 and 1/3 of the 16-bit rate, never faster.
+EMULATION_PASSES = {"fp32": 6.0, "tf32": 3.0}
 
 
 def fmt_bytes(x: float) -> str:
