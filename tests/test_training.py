@@ -43,7 +43,8 @@ def hw():
 
 
 def step(model, hw, par=None, **kw):
-    kw = {"global_batch": 2.0, "micro_batch": 2.0, "seq": 128.0, **kw}
+    kw = {"global_batch": 2.0, "micro_batch": 2.0, "seq": 128.0, "eff_network": 0.0,  # the chip's (1)
+          "backward_efficiency": 1.0, **kw}
     return jax.device_get(train_step(model, hw, par or Parallel(), TrainWorkload(**kw)))
 
 
@@ -72,6 +73,8 @@ def test_passes_by_hand(model, hw):
                                (4 * gemm + 3 * head + 4.5 * attn) / 1e12, rtol=1e-4)
     sel = step(model, hw, recompute=1.0)
     np.testing.assert_allclose(sel.recompute, attn / 1e12, rtol=1e-4)
+    slower = step(model, hw, backward_efficiency=0.75)  # the backward kernels at 3/4 of the forward's rate
+    np.testing.assert_allclose(slower.backward, none.backward / 0.75, rtol=1e-5)
     # MFU: 6N (N without the embedding lookup, with the head) + 12·L·s·h·d, over the peak
     mf = 6 * (PARAMS - V * D + V * D) + 12 * L * 128 * H * DH
     np.testing.assert_allclose(none.model_flops_per_token, mf, rtol=1e-6)
@@ -133,6 +136,11 @@ def test_sequence_parallel_bytes(model, hw):
     np.testing.assert_allclose(r.comm_total[0], expected, rtol=1e-5)
     np.testing.assert_allclose(np.sum(r.comm[0]), expected, rtol=1e-5)  # no overlap: all exposed, on NVLink
     np.testing.assert_allclose(r.comm[0][0], expected, rtol=1e-5)
+    # Overlapped (Parallel.overlap) beside each pass's compute, far longer than these collectives:
+    # the overlapped share is hidden, the rest exposed.
+    half = step(model, hw, Parallel(tp=2, overlap=0.5))
+    np.testing.assert_allclose(np.sum(half.comm[0]), expected / 2, rtol=1e-5)
+    assert np.sum(step(model, hw, Parallel(tp=2, overlap=1.0)).comm[0]) == 0.0
 
 
 def test_gradient_matches_finite_differences(model, hw):
@@ -140,7 +148,8 @@ def test_gradient_matches_finite_differences(model, hw):
     at 1, by jax.grad and by central differences (a vmapped forward)."""
     slow = replace(hw, mem_bw=hw.mem_bw * 1e-7)  # 100 GB/s: some rows memory-bound
     par = Parallel(tp=2, pp=2, dp=4)
-    twl = TrainWorkload(global_batch=16.0, micro_batch=2.0, seq=128.0, zero=1.0)
+    twl = TrainWorkload(global_batch=16.0, micro_batch=2.0, seq=128.0, zero=1.0, eff_network=0.0,
+                        backward_efficiency=1.0)
 
     def f(a):
         h = replace(slow, flops=slow.flops * a[0], mem_bw=slow.mem_bw * a[1], net_bw=slow.net_bw * a[2])

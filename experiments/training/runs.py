@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from jaxplat.cost.training import TrainWorkload
-from jaxplat.model import Parallel, load_hardware, load_model, replace
+from jaxplat.cost.training import TrainOptions, TrainWorkload
+from jaxplat.model import Options, Parallel, load_hardware, load_model, replace
 from jaxplat.specs.units import DTYPES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,12 +94,12 @@ def hardware_for(chip: str):
     96 GB, 500 W Grand Teton H100 as variants of them), or None."""
     if chip.startswith("A100-40GB"):
         hw = load_hardware("a100-80gb")  # A100 40GB datasheet: 40 GB HBM2, 1,555 GB/s
-        return replace(hw, mem_size=hw.mem_size.at[0].set(40 * 2**30), mem_bw=hw.mem_bw.at[0].set(1.555e12))
+        return replace(hw, mem_size=hw.mem_size.at[0].set(40.0 * 2**30), mem_bw=hw.mem_bw.at[0].set(1.555e12))
     if chip.startswith("A100"):
         return load_hardware("a100-80gb")
     if chip.startswith("H100 SXM 96GB"):
         hw = load_hardware("h100-sxm")
-        return replace(hw, mem_size=hw.mem_size.at[0].set(96 * 2**30), tdp=500.0)
+        return replace(hw, mem_size=hw.mem_size.at[0].set(96.0 * 2**30), tdp=500.0)
     if chip.startswith("H100"):
         return load_hardware("h100-sxm")
     if chip.startswith("B200"):
@@ -129,6 +129,28 @@ def zero_stage(row) -> float:
     # NeMo / Megatron-Bridge / Megatron-Core run the distributed optimizer by default; SC'21 predates it.
     return 1.0 if family(row["source"]) in ("Megatron-Bridge/NeMo", "NeMo 24.07", "Megatron-Core r0.8",
                                             "NeMo long-sequence") else 0.0
+
+
+def overlap(row) -> float:
+    """Parallel.overlap of a row: 1 where the source's configurations run
+    TP communication beside the GEMMs (NeMo / Megatron-Bridge performance
+    recipes set tp_comm_overlap; Megatron-Core's scaling runs overlap TP,
+    DP and PP communication; TorchTitan's AsyncTP), else 0 (Megatron-LM in
+    2021-22, LLM Foundry's FSDP without TP)."""
+    fam = family(row["source"])
+    if fam in ("Megatron-Bridge/NeMo", "NeMo 24.07", "Megatron-Core r0.8", "NeMo long-sequence"):
+        return 1.0
+    return 1.0 if "asynctp" in row["dtype"].lower() else 0.0
+
+
+def train_options(row) -> TrainOptions:
+    """Megatron-LM of 2021-22 (SC'21, the Korthikanti et al. README) had no
+    FlashAttention (Dao et al., May 2022; Megatron took it up in 2023): its
+    attention wrote the scores to memory (a fused scale-mask-softmax
+    kernel between two batched GEMMs), `Options(fused_attention=False)`."""
+    if family(row["source"]) in ("Megatron-LM SC21", "Megatron-LM README 2022"):
+        return TrainOptions(options=Options(fused_attention=False))
+    return TrainOptions()
 
 
 def recompute_code(text: str) -> float:
@@ -162,7 +184,7 @@ def measured_tokens(row):
 
 
 def inputs(row):
-    """(model, hardware, Parallel, TrainWorkload) of a row, or a string
+    """(model, hardware, Parallel, TrainWorkload, TrainOptions) of a row, or a string
     saying why it cannot be expressed."""
     model, hw = model_for(row), hardware_for(row["chip"])
     if model is None:
@@ -179,12 +201,13 @@ def inputs(row):
         return "ep does not divide dp (expert parallelism across tp ranks)"
     act, dtype, block = recipe(row["dtype"], row["chip"])
     pure = "pure" in row["zero_or_fsdp"].lower()
-    par = Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"], dp=deg["dp"])
+    par = Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"], dp=deg["dp"],
+                   overlap=overlap(row))
     twl = TrainWorkload(global_batch=_num(row["global_batch_seqs"]), micro_batch=_num(row["micro_batch"], 1.0),
                         seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
                         bytes_grad_comm=2.0 if pure else 4.0)
-    return model, hw, par, twl
+    return model, hw, par, twl, train_options(row)
 
 
 def runs():

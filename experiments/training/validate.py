@@ -5,10 +5,10 @@ Every row `jaxplat train` can express (experiments/training/runs.py says
 which and how) is predicted with `cost.training.train_step` as shipped: no
 parameter is fitted here. Prints, per source family, the rows, the median
 |error| and the median signed error (predicted / measured - 1) of the dev
-rows; then, once and at the end, the same on the test rows that
-data/measured/training_split.yaml holds out (whole source families).
+rows; with --test, once and at the end of the work, the same on the test
+rows that data/measured/training_split.yaml holds out (whole source families).
 
-    .venv/bin/python experiments/training/validate.py [--rows]
+    .venv/bin/python experiments/training/validate.py [--rows] [--test]
 """
 
 import argparse
@@ -50,10 +50,14 @@ def summary(results, title):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", action="store_true", help="print every row's prediction")
+    ap.add_argument("--rows", action="store_true", help="print every dev row's prediction")
+    ap.add_argument("--test", action="store_true", help="also predict and report the held-out test rows (once, at "
+                                                        "the end of the work: they must not steer it)")
     args = ap.parse_args()
     dev, test, skipped = [], [], collections.Counter()
     for row, measured, inp in runs():
+        if is_test(row) and not args.test:
+            continue
         if isinstance(inp, str):
             skipped[(family(row["source"]), inp)] += 1
             continue
@@ -69,7 +73,8 @@ def main():
     for (fam, why), n in sorted(skipped.items()):
         print(f"  {fam}, {why}: {n}")
     summary(dev, "DEV rows (may be looked at; nothing fitted)")
-    summary(test, "TEST rows (held out by data/measured/training_split.yaml; reported once)")
+    if args.test:
+        summary(test, "TEST rows (held out by data/measured/training_split.yaml; reported once)")
 
 
 if __name__ == "__main__":

@@ -125,7 +125,9 @@ def write_outputs(out: Path, result: dict, traj: dict, best_start: int, labels, 
     for k in ("tau", "hinge", "sharpness", "penalty"):
         rows[k] = np.repeat(traj[k], starts)
     pd.DataFrame(rows).to_csv(out / "trajectory.csv", index=False)
-    pd.DataFrame([dict(number=lab, metric=mn, autodiff=float(grad[i, j]), finite_difference=float(fd[i, j]))
+    methods = cd.elasticity_methods(labels)  # whole-number structure: a finite difference over one step
+    pd.DataFrame([dict(number=lab, metric=mn, autodiff=float(grad[i, j]), finite_difference=float(fd[i, j]),
+                       method=methods[i])
                   for i, lab in enumerate(labels) for j, mn in enumerate(metric_names)]
                  ).to_csv(out / "sensitivities.csv", index=False)
 
@@ -200,6 +202,9 @@ def run(args) -> int:
         "hardware_path": str(chip_path), "plot_path": str(plot_path),
         "sensitivities": {lab: {mn: float(grad[i, j]) for j, mn in enumerate(metric_names)}
                           for i, lab in enumerate(labels)},
+        # how each number's row was computed: autodiff, or a finite difference over one whole
+        # step for whole-number structure (SM count, tile sides: a staircase, design.sensitivity)
+        "sensitivity_methods": dict(zip(labels, cd.elasticity_methods(labels))),
     }
     write_outputs(out, result, res.trajectory, best_start, labels, metric_names, grad, fd, prob)
     if args.json:

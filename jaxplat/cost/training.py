@@ -39,18 +39,20 @@ product of the degrees inside it):
       the conjugates in backward, again in full recomputation; without it
       all-reduces. The LM head all-gathers its input and all-reduces the
       vocabulary-parallel cross-entropy's 3 fp32 statistics per token
-      (Megatron's vocab_parallel_cross_entropy). Hidden by `Parallel.overlap`.
+      (Megatron's vocab_parallel_cross_entropy).
   cp  ring attention passes K/V around the cp ranks (the table's K/V
       all-gather bytes) in forward and K/V plus their gradients in backward
       (2x); overlapped with the attention core's compute (Transformer
       Engine's ring attention overlaps each step's send/recv with the
       previous block), so only the excess is exposed.
   ep  all-to-all dispatch and combine of each MoE layer (the table's rows:
-      one copy per destination rank), again in backward (and recompute);
-      hidden by `Parallel.overlap`.
+      one copy per destination rank), again in backward (and recompute).
   pp  a send of the micro-batch's hidden states per virtual stage, forward
-      and backward, the sequence-parallel shard (1/tp of it) with SP;
-      hidden by `Parallel.overlap`.
+      and backward, the sequence-parallel shard (1/tp of it) with SP.
+      tp, ep and pp: a share `Parallel.overlap` of them runs beside the
+      pass's compute (Megatron-Core's tp_comm_overlap, MoE all-to-all
+      overlap, overlapped P2P), hidden up to the pass's compute time; the
+      rest is exposed (overlap 0, the default: all of it).
   dp  ZeRO 0: all-reduce of the gradients; ZeRO 1/2: reduce-scatter of the
       gradients and all-gather of the updated 16-bit weights (Megatron's
       distributed optimizer); both in buckets, the gradients' overlapped
@@ -127,6 +129,18 @@ class TrainWorkload:
     dp_overlap: share of the data-parallel collectives hidden behind the
       backward/forward they overlap with, 0..1 (1: Megatron-Core's
       overlap_grad_reduce and overlap_param_gather, FSDP prefetching).
+    eff_network: share of each network level's bandwidth the training
+      collectives reach (NCCL with large buckets: a ring all-reduce's bus
+      bandwidth on 8 H100s is 365-370 of 450 GB/s, NVIDIA/nccl issue 1455,
+      0.82); it replaces the chip's calibrated `eff_network`, fitted on
+      inference's small all-reduces. 0: the chip's own.
+    backward_efficiency: the backward kernels' achieved rate over the
+      forward's, in (0, 1] (data- and weight-gradient GEMMs with transposed
+      operands, FlashAttention's backward: 63% of the A100's peak at most
+      against 73% forward, Dao 2023 Sec. 4.1); the backward's time is
+      divided by it. The default 0.75 is the one number of this model fitted
+      on measured runs: the dev rows of data/measured/training_2026-12.csv
+      (experiments/training/fit_backward.py; grid over its bounds [0.5, 1]).
     """
 
     global_batch: jax.Array
@@ -143,6 +157,8 @@ class TrainWorkload:
     bytes_optim: jax.Array = _f32(12.0)
     bytes_grad_comm: jax.Array = _f32(4.0)
     dp_overlap: jax.Array = _f32(1.0)
+    eff_network: jax.Array = _f32(0.82)
+    backward_efficiency: jax.Array = _f32(0.75)  # fitted on dev rows: experiments/training/fit_backward.py
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -226,13 +242,18 @@ def _table_inputs(par: Parallel, twl: TrainWorkload):
     """(Parallel, Workload) the forward table is built with: pp·vp stages
     (a virtual stage's layers), the micro-batch's sequences on each of the
     ep ranks (the table's ep ranks split their batch: ep x micro-batch
-    gives each its own micro-batch), 16-bit weights and attention."""
+    gives each its own micro-batch), 16-bit weights and attention; with a
+    low-precision recipe the routed experts' weights cast to its width
+    once per step (Transformer Engine caches a weight's FP8 copy across
+    micro-batches), so their grouped GEMMs are the quantized ones the
+    efficiency model derates (efficiency.quantized_experts)."""
     tpar = Parallel(tp=par.tp, pp=par.pp * par.vp, ep=par.ep, cp=par.cp, imbalance=par.imbalance,
                     moe_ep=par.moe_ep, moe_gather=par.moe_gather)
     inf = jnp.float32(1e30)
     wl = Workload(batch=twl.micro_batch * par.ep, prompt=twl.seq, output=jnp.float32(1.0), beams=jnp.float32(1.0),
                   bytes_weight=twl.bytes_param, bytes_act=twl.bytes_act, bytes_kv=jnp.maximum(twl.bytes_act, 2.0),
-                  compute_dtype=twl.compute_dtype, ttft_slo=inf, tpot_slo=inf, bytes_expert_weight=jnp.float32(0.0))
+                  compute_dtype=twl.compute_dtype, ttft_slo=inf, tpot_slo=inf,
+                  bytes_expert_weight=jnp.where(twl.bytes_act < 2.0, twl.bytes_act, 0.0))
     return tpar, wl
 
 
@@ -296,9 +317,13 @@ def _row_comm(t: OpTable, names, kinds, hw, w, opts, p, scale=1.0, nbytes=None):
     return tot, lv
 
 
-def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd):
-    """[len(COMM_NAMES) - 1] (tp, cp, ep, pp) dicts of (total s, exposed
-    [levels] s) per micro-batch on the busiest rank (module doc)."""
+def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows):
+    """{"tp", "cp", "ep", "pp"}: (total s, exposed [levels] s) per
+    micro-batch on the busiest rank (module doc). `windows`: the compute
+    seconds of the micro-batch's forward, backward and recompute that TP,
+    EP and PP collectives overlap with (`Parallel.overlap` of the shorter
+    of the two hidden in each pass: Megatron-Core's tp_comm_overlap,
+    MoE all-to-all overlap and overlapped P2P run beside the GEMMs)."""
     opts, sp = topts.options, topts.sequence_parallel
     tp_kinds = ("allgather", "reducescatter") if sp else ("allreduce",)
     fwd_tp, lv_tp = _row_comm(t, LAYER_TP, tp_kinds, hw, w, opts, p)
@@ -310,19 +335,24 @@ def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd):
         ffn = np.array([t.names.index("ffn_allreduce")])
         g = _row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
         fwd_tp, lv_tp = fwd_tp + g[0], lv_tp + g[1]
-    passes = 2.0 + rec_full  # forward, backward (the conjugate collectives), full recompute
-    hidden = 1.0 - jnp.clip(par.overlap, 0.0, 1.0)
-    out = {"tp": (passes * fwd_tp, hidden * passes * lv_tp)}
-    cp, lv_cp = _row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
-    cp_total = (3.0 + rec_full) * cp  # K/V forward, K/V and their gradients backward
-    exposed = (jnp.maximum(cp - attn_fwd, 0.0) * (1.0 + rec_full)
-               + jnp.maximum(2.0 * cp - BACKWARD_ATTENTION * attn_fwd, 0.0))
-    out["cp"] = (cp_total, safe_div(exposed, cp) * lv_cp)
     ep, lv_ep = _row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
-    out["ep"] = ((2.0 + rec_full) * ep, hidden * (2.0 + rec_full) * lv_ep)
     send_scale = 1.0 / par.tp if sp else 1.0
     pp, lv_pp = _row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
-    out["pp"] = (2.0 * pp, hidden * 2.0 * lv_pp)
+    # Per pass: forward, backward (the conjugate collectives, the gradients' sends), full recompute (no sends).
+    ov = jnp.clip(par.overlap, 0.0, 1.0)
+    fwd_all, rec_all = fwd_tp + ep + pp, fwd_tp + ep
+    exposed = sum((1.0 - ov) * c + ov * jnp.maximum(c - win, 0.0)
+                  for c, win in ((fwd_all, windows[0]), (fwd_all, windows[1]), (rec_full * rec_all, windows[2])))
+    total = 2.0 * fwd_all + rec_full * rec_all
+    share = safe_div(exposed, total)
+    out = {"tp": ((2.0 + rec_full) * fwd_tp, share * (2.0 + rec_full) * lv_tp),
+           "ep": ((2.0 + rec_full) * ep, share * (2.0 + rec_full) * lv_ep),
+           "pp": (2.0 * pp, share * 2.0 * lv_pp)}
+    cp, lv_cp = _row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
+    cp_total = (3.0 + rec_full) * cp  # K/V forward, K/V and their gradients backward
+    cp_exposed = (jnp.maximum(cp - attn_fwd, 0.0) * (1.0 + rec_full)
+                  + jnp.maximum(2.0 * cp - BACKWARD_ATTENTION * attn_fwd, 0.0))
+    out["cp"] = (cp_total, safe_div(cp_exposed, cp) * lv_cp)
     return out
 
 
@@ -330,9 +360,9 @@ def _params(t: OpTable, par: Parallel, twl: TrainWorkload):
     """(dense, expert) parameters per chip of the busiest rank (weights
     stored by its rows; embedding and head on different stages when pp > 1)."""
     w = rank_weights(t, par)
-    stored = w * t.stored / twl.bytes_param
     expert = jnp.asarray(_mask(t, ("experts_up_gate", "experts_down")))
-    return jnp.sum(stored * (1.0 - expert)), jnp.sum(stored * expert)
+    _, wl = _table_inputs(par, twl)
+    return jnp.sum(w * t.stored * (1.0 - expert)) / twl.bytes_param, jnp.sum(w * t.stored * expert) / wl.bytes_experts
 
 
 def _dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p):
@@ -388,6 +418,7 @@ def train_step(model: Model, hardware: Hardware, parallel: Parallel, workload: T
 def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     opts = options.options
     p = sharpness if opts.smooth else None
+    hw = dataclasses.replace(hw, eff_network=jnp.where(twl.eff_network > 0, twl.eff_network, hw.eff_network))
     t, wl = forward_table(model, par, twl, options)
     w = rank_weights(t, par)
     c0, _, m0, _, _ = row_components(t, hw, wl, opts, p, comm=jnp.zeros_like(t.f0))
@@ -399,12 +430,12 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     r_full = jnp.where(twl.recompute >= 1.5, 1.0, 0.0)
     r_sel = jnp.where((twl.recompute >= 0.5) & (twl.recompute < 1.5), 1.0, 0.0)
     t_fwd = jnp.sum(w * fwd)
-    t_bwd = jnp.sum(w * bwd_factor * fwd)
+    t_bwd = jnp.sum(w * bwd_factor * fwd) / jnp.clip(twl.backward_efficiency, 0.1, 1.0)
     attn_fwd = jnp.sum(w * attn * fwd)
     t_rec = r_full * jnp.sum(w * (1.0 - once) * fwd) + r_sel * attn_fwd
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
 
-    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd)
+    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec))
     dense, expert = _params(t, par, twl)
     dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = _dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
                                                                      opts, p)

@@ -44,6 +44,7 @@ from jaxplat.design.sensitivity import (  # noqa: F401 (re-exported: codesign.el
     ELASTIC_METRICS,
     _scaled,
     elasticities,
+    elasticity_methods,
     hardware_numbers,
 )
 from jaxplat.model import (
