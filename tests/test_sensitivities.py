@@ -211,3 +211,30 @@ def test_estimate_json_is_strict(capsys):
     main(["estimate", "--model", "llama-2-7b", "--hardware", "h100-sxm", "--profile", "genz", "--json"])
     out = _strict_loads(capsys.readouterr().out)
     assert out["tpot_s"] > 0
+
+
+def test_staircase_numbers_are_reported_over_a_whole_step():
+    """The SM count enters through ceilings (waves of tiles over the SMs), so
+    its autodiff derivative describes no real chip (0.85 for TTFT on Llama-3.1-8B
+    at batch 1 on an H100, where one SM more or less moves TTFT by -0.007%
+    per %). `elasticities` reports it, in both columns, as the central
+    difference from 131 to 133 SMs, and says so; worked here from two
+    evaluations of the chip with 131 and 133 SMs. Tolerance: each log-metric
+    carries ~3e-7 of float32 rounding, divided by the step's log-width
+    log(133/131) = 0.015: ~2e-5 on each elasticity."""
+    model, hw, wl = jp.load_model("llama-3.1-8b"), jp.load_hardware("h100-sxm"), jp.load_workload("chatbot")
+    labels, metrics, grad, fd = cd.elasticities(model, hw, jp.Parallel(), wl, jp.Options())
+    methods = dict(zip(labels, cd.elasticity_methods(labels)))
+    assert methods["units"] == sensitivity.DISCRETE_METHOD and methods["mem_bw[0]"] == sensitivity.AUTODIFF_METHOD
+    assert all(methods[lab] == sensitivity.DISCRETE_METHOD for lab in STAIRCASES if lab in labels)
+    u = float(hw.units)
+    assert u == 132.0
+
+    def logm(units):
+        m = jp.evaluate(model, jp.replace(hw, units=jnp.float32(units)), jp.Parallel(), wl, jp.Options())
+        return np.log([float(getattr(m, k)) for k in metrics])
+    by_hand = (logm(u + 1) - logm(u - 1)) / (np.log(u + 1) - np.log(u - 1))
+    row = labels.index("units")
+    np.testing.assert_allclose(grad[row], by_hand, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(fd[row], grad[row])
+    assert abs(by_hand[metrics.index("ttft")]) < 0.05  # a staircase's step, not the straight-through slope

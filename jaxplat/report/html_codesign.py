@@ -191,9 +191,13 @@ def codesign_page(data) -> str:
             parts.append('<p class="note">Elasticity: d log(metric) / d log(hardware number), the % change of the '
                          "metric for +1 % of the number (autodiff, forward mode). Hardware numbers whose every "
                          "elasticity is below 1e-4 are left out. Each cell of the table: autodiff, then the central "
-                         "finite difference (±1 %) in brackets.</p>")
+                         "finite difference (±1 %) in brackets. Whole-number structure (SM count, tile sides) "
+                         "is a staircase with no useful derivative: its row, marked (whole step), is the central "
+                         "finite difference from n - 1 to n + 1 in both places.</p>")
             numbers, metrics, ad, fd = _sensitivity_grid(sens)
-            rows = [[hardware_number_name(n)] + [f"{_signed(a)} ({_signed(f)})" for a, f in zip(ar, fr)]
+            step = set(sens["number"][sens["method"] != "autodiff"]) if "method" in sens else set()
+            rows = [[hardware_number_name(n) + (" (whole step)" if n in step else "")]
+                    + [f"{_signed(a)} ({_signed(f)})" for a, f in zip(ar, fr)]
                     for n, ar, fr in zip(numbers, ad, fd)]
             parts.append(table_html(["hardware number"] + [_esc(ELASTIC_METRIC_NAMES.get(m, m)) for m in metrics],
                                     rows, numeric=[False] + [True] * len(metrics), keys=numbers,
