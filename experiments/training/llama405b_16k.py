@@ -1,0 +1,79 @@
+"""The best ways to train Llama-3.1-405B on 16,384 H100s (issue 38): a small
+grid of TP, PP, VP, CP, micro-batch and recomputation, evaluated in one
+`jax.vmap` of `cost.training.train_step`.
+
+Fixed: BF16 (Meta trained Llama 3 in BF16), sequences of 8,192 tokens, a
+global batch of 2,048 sequences (16M tokens, the Llama 3 paper's batch in its
+main pre-training stage, Sec. 3.4), Megatron's distributed optimizer (ZeRO 1),
+TP communication overlapped with the GEMMs (overlap 1). Data parallel =
+16,384 / (tp·pp·cp). A configuration counts when every divisibility check
+holds (training_memory.checks) and it fits in 80 GB. Prints the top 5 by
+tokens/s per chip and how the best one's step time splits.
+
+    .venv/bin/python experiments/training/llama405b_16k.py
+"""
+
+import itertools
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from jaxplat.cost.training import COMM_NAMES, RECOMPUTE, TrainWorkload, train_step  # noqa: E402
+from jaxplat.cost.training_memory import checks  # noqa: E402
+from jaxplat.model import Parallel, load_hardware, load_model, network_level_names  # noqa: E402
+
+CHIPS, SEQ, GLOBAL_BATCH = 16384, 8192.0, 2048.0
+GRID = {"tp": (2, 4, 8), "pp": (4, 8, 16, 32), "vp": (1, 2, 4, 8), "cp": (1, 2, 4), "mb": (1, 2), "rec": (0, 1, 2)}
+
+
+def main():
+    model, hw = load_model("llama-3.1-405b"), load_hardware("h100-sxm")
+    cfgs = np.array(list(itertools.product(*GRID.values())), np.float32)
+    tp, pp, vp, cp, mb, rec = cfgs.T
+    dp = CHIPS / (tp * pp * cp)
+    n = len(cfgs)
+    full = lambda v: jnp.full((n,), v, jnp.float32)  # noqa: E731
+    degrees = dict(tp=tp, pp=pp, vp=vp, cp=cp, dp=dp, overlap=np.ones(n, np.float32))
+    par = Parallel(**{k: jnp.asarray(degrees[k]) if k in degrees else jnp.broadcast_to(v, (n,))
+                      for k, v in vars(Parallel()).items()})
+    fields = dict(global_batch=full(GLOBAL_BATCH), micro_batch=jnp.asarray(mb), seq=full(SEQ),
+                  recompute=jnp.asarray(rec), zero=full(1.0), tokens=full(15.6e12))
+    defaults = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0)
+    twl = TrainWorkload(**{k: fields.get(k, jnp.broadcast_to(v, (n,))) for k, v in vars(defaults).items()})
+    step = jax.jit(jax.vmap(lambda p, w: (train_step(model, hw, p, w), checks(model, p, w))))
+    m, ok = jax.device_get(step(par, twl))
+    valid = np.all(np.stack(list(ok.values())), axis=0) & (dp == np.round(dp)) & (dp >= 1) & m.fits
+    print(f"{n} configurations, {int(valid.sum())} feasible (divisible and fit in 80 GB)")
+    order = np.argsort(np.where(valid, -m.tokens_per_s_per_chip, np.inf))[:5]
+    print(f"{'tp':>3s} {'pp':>3s} {'vp':>3s} {'cp':>3s} {'dp':>5s} {'mb':>3s} {'recompute':>9s} {'step s':>7s} "
+          f"{'tok/s/chip':>10s} {'MFU':>6s} {'mem GB':>7s} {'bubble':>7s} {'days 15.6T':>10s}")
+    for i in order:
+        print(f"{tp[i]:3.0f} {pp[i]:3.0f} {vp[i]:3.0f} {cp[i]:3.0f} {dp[i]:5.0f} {mb[i]:3.0f} {RECOMPUTE[int(rec[i])]:>9s} "
+              f"{m.step_time_s[i]:7.2f} {m.tokens_per_s_per_chip[i]:10.1f} {100 * m.mfu[i]:5.1f}% "
+              f"{m.memory_bytes[i] / 1e9:7.1f} {100 * m.bubble_fraction[i]:6.1f}% {m.train_time_s[i] / 86400:10.1f}")
+    meta = np.flatnonzero((tp == 8) & (pp == 16) & (cp == 1) & (vp == 1) & (mb == 1) & (rec == 0))
+    if meta.size:  # the layout of the Llama 3 paper's 8K-sequence pre-training (Table 4: TP 8, CP 1, PP 16, DP 128)
+        i = meta[0]
+        rank = int(np.sum(valid & (m.tokens_per_s_per_chip > m.tokens_per_s_per_chip[i]))) + 1
+        print(f"Llama 3 paper's layout (tp 8, pp 16, cp 1, dp 128, vp 1, mb 1): {m.tokens_per_s_per_chip[i]:.1f} "
+              f"tok/s/chip, MFU {100 * m.mfu[i]:.1f}%, {'fits' if m.fits[i] else 'does not fit'}, rank {rank}")
+    b = order[0]
+    levels = network_level_names("h100-sxm")
+    print(f"\nStep time of the best ({m.step_time_s[b]:.2f} s), by phase:")
+    for k in ("forward", "backward", "recompute", "optimizer", "bubble"):
+        print(f"  {k:28s} {getattr(m, k)[b]:8.3f} s {100 * getattr(m, k)[b] / m.step_time_s[b]:5.1f}%")
+    for c, name in enumerate(COMM_NAMES):
+        for j, lv in enumerate(levels):
+            t = m.comm[b][c][j]
+            if t > 0:
+                print(f"  {name} collectives on {lv:14s} {t:8.3f} s {100 * t / m.step_time_s[b]:5.1f}% exposed "
+                      f"(of {m.comm_total[b][c]:.3f} s in all)")
+
+
+if __name__ == "__main__":
+    main()
