@@ -175,6 +175,7 @@ def run(args) -> int:
     plot_trajectory(res.trajectory, plot_path, best_start, prob.params)
 
     labels, metric_names, grad, fd = cd.elasticities(prob.model, hw, par, wl, prob.exact)
+    base = cd.base_comparison(prob)  # the base chip on the same price basis as the designed one
     grid = None
     if not args.no_grid:
         t0 = time.time()
@@ -198,6 +199,10 @@ def run(args) -> int:
         "slo": {"ttft_s": float(wl.ttft_slo), "tpot_s": float(wl.tpot_slo)},
         "grid_chip": (_grid_chip(grid[0], prob) if grid else None),
         "parallel": cand,
+        "price_basis": cd.price_basis(cfg["technology"]),
+        "base": {"name": cfg["base"], **base,  # (json_text writes a non-finite objective as null)
+                 "parallel": (None if base["candidate"] is None else
+                              {k: float(v[base["candidate"]]) for k, v in prob.cand.items()})},
         "metrics": {k: float(getattr(m, k)) for k, *_ in METRIC_ROWS},
         "hardware_path": str(chip_path), "plot_path": str(plot_path),
         "sensitivities": {lab: {mn: float(grad[i, j]) for j, mn in enumerate(metric_names)}
@@ -226,6 +231,7 @@ def run(args) -> int:
         ["TDP", f"{tdp:.0f} W (limit {float(prob.tech.power_limit):.0f})"],
         ["price", f"${price:,.0f}"],
     ], "lr"))
+    print(f"prices: {cd.price_basis(cfg['technology'])}")
     print(f"\nparallelism: tp={cand['tp']:g} pp={cand['pp']:g} ep={cand['ep']:g} dp={cand['dp']:g}, "
           f"batch {cand['batch']:g}\n")
     print(table(["metric (exact mode)", "value"], [[lab, fmt(float(getattr(m, k)))] for k, lab, fmt in METRIC_ROWS],
@@ -237,13 +243,19 @@ def run(args) -> int:
     print(table(["step", "loss", "tau", "hinge k", "sharpness p"], rows, "rrrrr"))
     print("\nsensitivities: elasticity d log(metric) / d log(number), autodiff (finite difference ±1%)")
     keep = np.abs(grad).max(axis=1) > 1e-4
+    methods = cd.elasticity_methods(labels)  # whole-number structure: a finite difference over n-1..n+1
     print(table(["hardware number"] + metric_names,
-                [[labels[i]] + [f"{grad[i, j]:+.3f} ({fd[i, j]:+.3f})" for j in range(len(metric_names))]
+                [[labels[i] + (" (whole step)" if methods[i] != "autodiff" else "")]
+                 + [f"{grad[i, j]:+.3f} ({fd[i, j]:+.3f})" for j in range(len(metric_names))]
                  for i in range(len(labels)) if keep[i]], "l" + "r" * len(metric_names)))
     print(f"  e.g. +10% {labels[int(np.argmax(np.abs(grad[:, 1])))]} -> "
           f"{(1.1 ** grad[int(np.argmax(np.abs(grad[:, 1]))), 1] - 1) * 100:+.1f}% TPOT")
     unit = OBJECTIVE_UNITS[prob.objective]
     print(f"\noptimizer: {res.objective:.6g} {unit} with {res.evaluations:,} cost-model evaluations")
+    base_obj = (f"{base['objective']:.6g} {unit}" if math.isfinite(base["objective"])
+                else "no candidate meets the constraints")
+    print(f"base chip {cfg['base']} at its technology-model price ${base['price_usd']:,.0f} "
+          f"(street price ${base['street_price_usd']:,.0f}, not compared): {base_obj}")
     if grid:
         print(f"grid:      {grid[2]:.6g} {unit} with {grid[3]:,} evaluations ({t_grid:.1f} s); "
               f"gap {gap * 100:+.3f}% (negative: optimizer better), {grid[3] / res.evaluations:.0f}x fewer evaluations")

@@ -301,20 +301,45 @@ def optimize(prob: Problem, starts=8, steps=200, seed=0, schedule=Schedule()):
 def exact_table(xs, prob: Problem):
     """Exact objective of chips xs [N, 4] on every candidate: ([N, C] objective
     with +inf where infeasible, [N, C] feasible)."""
-    par, wl = _candidate(prob)
-    ok = jnp.asarray(prob.valid)
 
     def one_chip(x):
-        hw = design_hardware(x, prob)
         area, tdp, _ = design_numbers(x, prob)
-        m, _ = jax.vmap(lambda pa, w: served_evaluate(prob.model, hw, pa, w, prob.exact))(par, wl)
-        feas = (ok & m.feasible & (m.ttft <= wl.ttft_slo) & (m.tpot <= wl.tpot_slo)
-                & (area <= prob.tech.reticle) & (tdp <= prob.tech.power_limit)
-                & (m.chips * hw.price <= prob.budget))
-        obj = objective_value(m, hw, prob.objective)
-        return jnp.where(feas, obj, jnp.inf), feas
+        return chip_objectives(design_hardware(x, prob), (area <= prob.tech.reticle)
+                                & (tdp <= prob.tech.power_limit), prob)
 
     return jax.vmap(one_chip)(xs)
+
+
+def chip_objectives(hw: Hardware, chip_ok, prob: Problem):
+    """([C] exact objective, +inf where infeasible; [C] feasible) of the chip
+    `hw` on every candidate: SLOs, memory as an engine holds it, budget,
+    and `chip_ok` (its own limits: area, TDP)."""
+    par, wl = _candidate(prob)
+    m, _ = jax.vmap(lambda pa, w: served_evaluate(prob.model, hw, pa, w, prob.exact))(par, wl)
+    feas = (jnp.asarray(prob.valid) & m.feasible & (m.ttft <= wl.ttft_slo) & (m.tpot <= wl.tpot_slo) & chip_ok
+            & (m.chips * hw.price <= prob.budget))
+    return jnp.where(feas, objective_value(m, hw, prob.objective), jnp.inf), feas
+
+
+def price_basis(tech_name: str) -> str:
+    """What co-design prices every chip by (the designed ones and the base)."""
+    return (f"technology model {tech_name} (die area, yield, HBM stacks, packaging, markup: "
+            "jaxplat.cost.money) for the designed and the base chip alike")
+
+
+def base_comparison(prob: Problem) -> dict:
+    """The base chip on the same candidates, SLOs and budget, priced like the
+    designed chips: by the technology model of its own numbers
+    (`money.priced_chip`: price, TDP and static power), not by its street
+    price, so that "cheaper than the base" compares one basis. Returns
+    {"price_usd", "street_price_usd", "tdp_w", "objective" (inf when no
+    candidate is feasible), "candidate" (index, or None)}."""
+    hw = money.priced_chip(prob.base, prob.tech)
+    obj, _ = jax.device_get(jax.jit(chip_objectives)(hw, jnp.bool_(True), prob))
+    best = int(np.argmin(obj))
+    finite = bool(np.isfinite(obj[best]))
+    return {"price_usd": float(hw.price), "street_price_usd": float(prob.base.price), "tdp_w": float(hw.tdp),
+            "objective": float(obj[best]) if finite else math.inf, "candidate": best if finite else None}
 
 
 _exact_jit = jax.jit(exact_table)
@@ -579,6 +604,7 @@ def problem_from_dict(d: dict, src="study", calibration=None) -> tuple[Problem, 
 __all__ = ["PARAMS", "OBJECTIVES", "Schedule", "Problem", "Result", "chip_numbers", "chip_hardware",
            "design_hardware", "design_numbers",
            "candidate_losses", "loss_fn", "optimize_fn", "optimize", "exact_table", "exact_objectives",
+           "chip_objectives", "base_comparison", "price_basis", "served_evaluate",
            "round_starts", "best_exact", "codesign",
            "grid_axes", "grid_search", "hardware_numbers", "elasticities", "candidate_validity",
            "problem_from_dict"]
