@@ -105,17 +105,21 @@ def test_zero_memory(model, hw, zero, shards):
 
 def test_korthikanti_activations(model, hw):
     """Korthikanti et al. Table 2 with tp + sp: s·b·h·(34 + 5·a·s/h)/t per
-    layer; GPT-3 175B dims (h 12288, a 96, s 2048, b 1, t 8) by hand; and
+    layer (GPT: MHA, 4h GELU MLP, dropout); GPT-3 175B dims (h 12288, a 96,
+    s 2048, b 1, t 8) by hand; and
     the 1F1B stash of the tiny model (first stage: p micro-batches of its
     L/p layers, plus the fp32 logits of one micro-batch)."""
     gpt3 = replace(model, hidden=12288.0, heads=96.0)
+    gpt3 = replace(gpt3, kv_heads=96.0, head_dim=128.0, intermediate=4 * 12288.0, gated=0.0)
     unfused = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(0.0), fused_attention=False)
     np.testing.assert_allclose(unfused, 2048 * 12288 * (34 + 5 * 96 * 2048 / 12288) / 8, rtol=1e-6)
     sel = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(1.0), fused_attention=False)
     np.testing.assert_allclose(sel, 2048 * 12288 * 34 / 8, rtol=1e-6)
     full = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(2.0), fused_attention=False)
     np.testing.assert_allclose(full, 2048 * 12288 * 2 / 8, rtol=1e-6)
-    per_layer = 34 * 128 * 2 * 64 / 2  # tiny model, tp = 2, FlashAttention (no score term)
+    # tiny model (SwiGLU, no dropout), tp = 2, FlashAttention (no score term): per token norms 4h, attention
+    # 2h + 2q + 4k + 2q = 10h, MLP 2h + 2·2·f + 2f = 2h + 6f
+    per_layer = (4 * 64 + 10 * 64 + 2 * 64 + 6 * 128) * 128 * 2 / 2
     logits = 4 * 2 * 128 * V / 2
     r = step(model, hw, Parallel(tp=2, pp=2), global_batch=8.0)  # m = 4
     np.testing.assert_allclose(r.activation_bytes, per_layer * 4 * 2 + logits, rtol=1e-6)

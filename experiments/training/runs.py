@@ -153,6 +153,14 @@ def train_options(row) -> TrainOptions:
     return TrainOptions()
 
 
+def dropout(row) -> float:
+    """1 for Megatron's and NeMo's GPT models (hidden and attention dropout
+    0.1 by default in Megatron-LM's arguments and NeMo's GPT-3 configs), 0
+    for Llama, Qwen, DeepSeek and MPT (LLM Foundry's yamls set every pdrop
+    to 0)."""
+    return 1.0 if row["model"].upper().startswith("GPT") else 0.0
+
+
 def recompute_code(text: str) -> float:
     t = text.lower()
     if "full" in t:
@@ -206,7 +214,7 @@ def inputs(row):
     twl = TrainWorkload(global_batch=_num(row["global_batch_seqs"]), micro_batch=_num(row["micro_batch"], 1.0),
                         seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
-                        bytes_grad_comm=2.0 if pure else 4.0)
+                        bytes_grad_comm=2.0 if pure else 4.0, dropout=dropout(row))
     return model, hw, par, twl, train_options(row)
 
 

@@ -134,6 +134,8 @@ class TrainWorkload:
       bandwidth on 8 H100s is 365-370 of 450 GB/s, NVIDIA/nccl issue 1455,
       0.82); it replaces the chip's calibrated `eff_network`, fitted on
       inference's small all-reduces. 0: the chip's own.
+    dropout: 1 when the model trains with dropout (its masks are kept for
+      the backward: GPT in Megatron), 0 without (Llama and most since).
     backward_efficiency: the backward kernels' achieved rate over the
       forward's, in (0, 1] (data- and weight-gradient GEMMs with transposed
       operands, FlashAttention's backward: 63% of the A100's peak at most
@@ -158,6 +160,7 @@ class TrainWorkload:
     bytes_grad_comm: jax.Array = _f32(4.0)
     dp_overlap: jax.Array = _f32(1.0)
     eff_network: jax.Array = _f32(0.82)
+    dropout: jax.Array = _f32(0.0)
     backward_efficiency: jax.Array = _f32(0.75)  # fitted on dev rows: experiments/training/fit_backward.py
 
     def __post_init__(self):
@@ -466,7 +469,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     layers_rank = par.vp * jnp.ceil(model.layers / (par.pp * par.vp))
     stash = tm.in_flight(par.pp, par.vp, m, options.schedule)
     act = (tm.activation_per_layer(model, par.tp, par.cp, twl.micro_batch, twl.seq, twl.recompute,
-                                   opts.fused_attention) * layers_rank * stash
+                                   opts.fused_attention, twl.dropout) * layers_rank * stash
            + tm.LOGIT_BYTES * twl.micro_batch * jnp.ceil(twl.seq / par.cp) * model.vocab / par.tp)
     mem = wb + gb + ob + act
     cap = capacity_bytes(hw)

@@ -15,7 +15,9 @@ expert-data-parallel groups).
 Activations per transformer layer follow Korthikanti et al., "Reducing
 Activation Recomputation in Large Transformer Models" (arXiv 2205.05198),
 Table 2, with tensor and sequence parallelism over t chips (16-bit
-activations, 1-byte dropout masks):
+activations, 1-byte dropout masks), for GPT; their Sec. 4.1 accounting term
+by term for other shapes (GQA, gated FFNs, no dropout, MoE:
+`activation_per_layer`):
   no recomputation          s·b·h·(34 + 5·a·s/h) / t     (eq. 1 split by t)
   selective recomputation   s·b·h·34 / t
   full recomputation        s·b·h·2 / t  (each layer's input only; Megatron
@@ -38,22 +40,47 @@ import jax.numpy as jnp
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Model, attention_layers, ffn_factor, moe_layers, param_count
 
-KORTHIKANTI_NO_RECOMPUTE = 34.0  # s·b·h bytes per layer (Korthikanti Table 2)
-KORTHIKANTI_SCORES = 5.0         # a·s²·b bytes per layer: attention matrix, softmax, dropout
 KORTHIKANTI_FULL = 2.0           # s·b·h bytes per layer: the layer's input
 LOGIT_BYTES = 4.0                # fp32 logits of the cross-entropy, per vocabulary entry and token
 
 
-def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fused_attention: bool):
+def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fused_attention: bool, dropout=1.0):
     """Bytes one chip keeps per transformer layer for one micro-batch
-    (Korthikanti Table 2, tensor + sequence parallel; see the module doc).
-    recompute: traced code, 0 none, 1 selective, 2 full."""
+    (Korthikanti et al. Sec. 4.1 term by term, tensor + sequence parallel:
+    everything over t; see the module doc). recompute: traced code, 0 none,
+    1 selective, 2 full. dropout: 1 when the model trains with dropout (its
+    1-byte masks: GPT in Megatron), 0 without (Llama, most models since).
+
+    Per token, in 16-bit elements x 2 bytes (h hidden, q = heads·head_dim,
+    k = kv_heads·head_dim, f the FFN width, g = 2 gated or 1):
+      norms' inputs 4h; attention: QKV input 2h, Q 2q, K and V 2·2k, output
+      projection input 2q, dropout mask h; MLP: input 2h, up-projection
+      output 2·g·f, activation output 2f, dropout mask h. With q = k = h,
+      f = 4h, g = 1 and dropout this is Korthikanti's 34h (11h + 19h + 4h).
+      Without fusion the scores add (2 + 3·dropout)·a·s per token (5as).
+    MoE layers' MLP holds each of the top-k copies' input, up-projection
+    and activation outputs, and the shared experts'; the layer's share of
+    MoE layers mixes the two. MLA counts its decompressed K and V (heads x
+    their dims) like GQA's.
+    """
     s_loc, h, a = seq / cp, model.hidden, model.heads
-    sbh = s_loc * micro_batch * h
-    scores = 0.0 if fused_attention else KORTHIKANTI_SCORES * a * seq * s_loc * micro_batch
-    none = (KORTHIKANTI_NO_RECOMPUTE * sbh + scores) / tp
-    selective = KORTHIKANTI_NO_RECOMPUTE * sbh / tp
-    full = KORTHIKANTI_FULL * sbh / tp
+    g = ffn_factor(model)
+    if model.attention == "mla":
+        q, kv = a * (model.nope_dim + model.rope_dim), a * (model.nope_dim + model.rope_dim + model.v_head_dim) / 2.0
+    else:
+        q, kv = a * model.head_dim, model.kv_heads * model.head_dim
+    attn = 2.0 * h + 2.0 * q + 4.0 * kv + 2.0 * q + dropout * h
+    dense_mlp = 2.0 * h + 2.0 * g * model.intermediate + 2.0 * model.intermediate + dropout * h
+    fe = model.expert_intermediate
+    moe_mlp = 2.0 * h + dropout * h + (model.top_k * (2.0 * h + 2.0 * g * fe + 2.0 * fe)
+                                       + model.shared_experts * (2.0 * g * fe + 2.0 * fe))
+    moe_share = safe_div(moe_layers(model), model.layers)
+    per_token = 4.0 * h + attn + (1.0 - moe_share) * dense_mlp + moe_share * moe_mlp
+    tokens = s_loc * micro_batch
+    scores = 0.0 if fused_attention else (2.0 + 3.0 * dropout) * a * seq * tokens
+    none = (per_token * tokens + scores) / tp
+    selective = per_token * tokens / tp
+    full = KORTHIKANTI_FULL * h * tokens / tp
     return jnp.where(recompute >= 1.5, full, jnp.where(recompute >= 0.5, selective, none))
 
 
