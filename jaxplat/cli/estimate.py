@@ -23,6 +23,7 @@ from jaxplat.cost import (
     microbatching,
     operator_arrays,
 )
+from jaxplat.cost.dtypes import emulated_dtype
 from jaxplat.model import (
     PROFILES,
     Options,
@@ -144,6 +145,17 @@ def checkpoint_warnings(args, wl) -> list[str]:
             f"this run charges the workload's dtypes; --dtype checkpoint charges the checkpoint's"]
 
 
+def emulation_warnings(args, hw, wl, opts) -> list[str]:
+    """A warning when the chip has no units for the GEMMs' dtype, so that they
+    run widened to a dtype it has (cost.dtypes.computed_workload)."""
+    emulated = emulated_dtype(hw, wl, opts)
+    if emulated is None:
+        return []
+    dt, run = emulated
+    return [f"{args.hardware} has no {dt} units: its GEMMs run emulated in {run} ({run}'s peak and activation "
+            f"width; the weights keep their stored width)"]
+
+
 def infeasible_reasons(model, par, metrics, opts, checks=None, split=None) -> list[str]:
     """Why `feasible` is False, one phrase per failed check of the cost
     model itself (`cost.divisibility`, chips, memory; `checks` and the
@@ -249,7 +261,8 @@ def run(args) -> int:
     res = compiled.run("estimate", estimate_arrays, (model, hw, par, wl, sinputs), (opts, splan, not args.json),
                        None if args.no_cache else compiled.cache_dir())
     metrics = res["metrics"]
-    warnings = checkpoint_warnings(args, wl) + clipped_flags(args, par, wl, opts, res["batching"])
+    warnings = (checkpoint_warnings(args, wl) + emulation_warnings(args, hw, wl, opts)
+                + clipped_flags(args, par, wl, opts, res["batching"]))
     reasons = (infeasible_reasons(model, par, metrics, opts, res["checks"], res["split"])
                if not bool(metrics.feasible) else [])
     if not bool(metrics.feasible) and not reasons:

@@ -16,6 +16,8 @@ import numpy as np
 
 from jaxplat.cost import compute, efficiency, energy, memory, money
 from jaxplat.cost.collectives import SMOOTH_MIN_P, chips_available, table_comm_times
+from jaxplat.cost.dtypes import computed_workload
+from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
 from jaxplat.cost.stages import microbatching, stage_counts
@@ -296,7 +298,9 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     nmb >= pp (one side dominates at every step), else it is a lower bound.
     "final_step" (GenZ 0.0.16): TPOT is one step with the KV cache at prompt
     + output (CONVENTIONS.md, "Whole model").
+    The GEMMs compute in the dtype the chip has units for (dtypes.computed_workload).
     """
+    wl = computed_workload(hw, wl, options)
     conv = options.conv
     pre = build_table(model, par, wl, "prefill", options)
     dec = build_table(model, par, wl, "decode", options)
@@ -417,7 +421,7 @@ def _evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
     if model.attention == "mla" and not conv.mla:
         raise ValueError(f"the {options.profile} profile has no MLA (GenZ does not model it); use profile 'default'")
     p = sharpness if options.smooth else None
-    wl, par = workload, parallel
+    wl, par = computed_workload(hardware, workload, options), parallel
     ph = phases(model, hardware, par, wl, options, p)
     pre, nmb, ttft, decode_time, tpot = ph.pre, ph.nmb, ph.ttft, ph.decode_time, ph.tpot
     _, ub = microbatching(par, wl, options)

@@ -14,6 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost import collectives, efficiency
+from jaxplat.cost.dtypes import computed_workload
+from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import phases, row_components
 from jaxplat.cost.operators import build_table
 from jaxplat.cost.roofline import safe_div
@@ -25,12 +27,14 @@ PHASES = ("prefill", "decode")
 def operator_arrays(model, hardware, parallel, workload, options) -> dict:
     """{phase: (table, columns)} of `breakdown` for both phases from one
     `phases` (traceable)."""
+    workload = computed_workload(hardware, workload, options)  # as `phases` prices it
     ph = phases(model, hardware, parallel, workload, options)
     return {phase: _columns(ph, phase, hardware, parallel, workload, options) for phase in PHASES}
 
 
 @functools.partial(jax.jit, static_argnames=("phase", "options"))
 def _arrays(model, hardware, parallel, workload, phase, options):
+    workload = computed_workload(hardware, workload, options)
     return _columns(phases(model, hardware, parallel, workload, options), phase, hardware, parallel, workload,
                     options)
 

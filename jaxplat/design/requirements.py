@@ -27,6 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost import build_table, evaluate, kv_read_mask, peak_flops, state_bytes
+from jaxplat.cost.dtypes import computed_workload
+from jaxplat.cost.dtypes import computed_workload
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 
 SPAN = 1e4        # the search runs over [base / SPAN, base x SPAN]
@@ -67,7 +69,7 @@ def scale_chip(hw: Hardware, k) -> Hardware:
 def knob_values(hw: Hardware, wl: Workload, options: Options) -> np.ndarray:
     """[3] the numbers the knobs stand for: peak FLOP/s in the compute dtype
     (before efficiency, as the profile reads it), main-memory bytes/s and bytes."""
-    flops = peak_flops(hw, wl, options) / hw.eff_compute
+    flops = peak_flops(hw, computed_workload(hw, wl, options), options) / hw.eff_compute
     return np.array([float(flops), float(hw.mem_bw[0]), float(hw.mem_size[0])])
 
 

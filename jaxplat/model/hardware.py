@@ -21,6 +21,11 @@ class Hardware:
 
     Attributes:
       flops: [len(units.DTYPES)] dense peak FLOP/s per dtype (fallbacks filled).
+      gemm_dtype: [len(units.DTYPES)] index into DTYPES of the dtype each
+        dtype's GEMMs compute in: itself where the chip has units for it
+        (FP32/TF32 as 16-bit passes count), else the wider one the spec
+        loader's fallback runs it on (FP4 on an H100: FP8). Identity by
+        default (jaxplat.cost.dtypes.computed_workload).
       sram_size, sram_bw: on-chip memory, bytes and bytes/s (0 when absent:
         then on-chip tensors cost no time).
       mem_size, mem_bw: [MAX_MEM_LEVELS] off-chip levels (HBM, then host/DDR),
@@ -152,5 +157,6 @@ class Hardware:
     host_flops: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     host_bw: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
     host_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    gemm_dtype: jax.Array = dataclasses.field(default_factory=lambda: jnp.arange(len(DTYPES), dtype=jnp.float32))
     dataflow: str = static("")
     offload: tuple = static(())

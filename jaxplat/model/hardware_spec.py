@@ -152,7 +152,8 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
     flops = d.get("flops", {dt: array_flops for dt in DTYPES})
     if not isinstance(flops, dict) or not flops:
         raise SpecError(f"{src}: flops must map dtypes to FLOP/s, e.g. {{bf16: 989e12}}")
-    peak = fill_peaks({dtype_name(src, "flops", k): number(src, f"flops.{k}", v) for k, v in flops.items()}, src)
+    peak, runs_in = fill_peaks({dtype_name(src, "flops", k): number(src, f"flops.{k}", v) for k, v in flops.items()},
+                               src)
 
     levels = d["memory"]
     if not isinstance(levels, list) or not levels:
@@ -206,6 +207,7 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
 
     return as_f32(
         Hardware, flops=np.array([peak[dt] for dt in DTYPES]), sram_size=sram_size, sram_bw=sram_bw,
+        gemm_dtype=np.array([DTYPES.index(runs_in[dt]) for dt in DTYPES], np.float64),
         mem_size=np.array(mem_size), mem_bw=np.array(mem_bw), net_domain=np.array(dom),
         net_bw=np.array(bw), net_latency=np.array(lat), net_topology=np.array(topo),
         net_switch_reduce=np.array(red),
@@ -245,8 +247,9 @@ def chip_software(name_or_path) -> str:
     return str(read_yaml(resolve("hardware", name_or_path)).get("software") or "")
 
 
-def fill_peaks(listed: dict, src="hardware") -> dict:
-    """{dtype: FLOP/s} for every dtype in units.DTYPES from the ones a spec lists.
+def fill_peaks(listed: dict, src="hardware") -> tuple[dict, dict]:
+    """({dtype: FLOP/s}, {dtype: dtype its GEMMs compute in}) for every dtype
+    in units.DTYPES from the ones a spec lists.
 
     A dtype the chip does not list runs on the first unit of
     units.DTYPE_FALLBACK it lists (a narrower dtype on a wider unit, at that
@@ -257,16 +260,16 @@ def fill_peaks(listed: dict, src="hardware") -> dict:
     if not any(d in listed for d in ("fp32", "bf16", "fp16")):
         raise SpecError(f"{src}: flops lists no 16- or 32-bit peak (bf16, fp16 or fp32), only "
                         f"{', '.join(sorted(listed))}: wider dtypes need one to run on")
-    peak = dict(listed)
+    peak, runs_in = dict(listed), {dt: dt for dt in DTYPES}
     for dt in DTYPES:
         if dt in peak:
             continue
         unit = next((u for u in DTYPE_FALLBACK[dt] if u in listed), None)
         if unit is not None:
-            peak[dt] = listed[unit]
+            peak[dt], runs_in[dt] = listed[unit], unit
         else:  # fp32 / tf32 wider than every unit listed: 16-bit passes
             peak[dt] = listed["bf16" if "bf16" in listed else "fp16"] / EMULATION_PASSES[dt]
-    return peak
+    return peak, runs_in
 
 
 def network_level_names(name_or_path) -> list[str]:

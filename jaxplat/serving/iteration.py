@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost import OpTable, build_table, evaluate, iteration_overhead, row_components, safe_div
+from jaxplat.cost.dtypes import computed_workload
+from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.efficiency import host_time
 from jaxplat.cost.inference import pipeline_round
 from jaxplat.cost.operators import NUMERIC, OpKind, kind_mask
@@ -191,6 +193,8 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     of the prompt work, and every sequence advances once per round of all
     of them: max(one pass, nmb x the busiest stage), `evaluate`'s decode rule.
     """
+    wl = computed_workload(hw, wl, opts)  # the dtype the chip's GEMMs run in
+    wl = computed_workload(hw, wl, opts)  # the dtype the chip's GEMMs run in
     nmb, _ = microbatching(par, replace(wl, batch=jnp.maximum(n_dec, 1.0)), opts)
     copies = jnp.ones_like(chunk) if copies is None else copies
     table = iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies / nmb, logits)
