@@ -12,9 +12,13 @@ import jaxplat as jp
 from jaxplat.cli.app import main
 from jaxplat.design.calibration import Predictor, fit, huber_log, predict_one
 from jaxplat.design.measured import REQUIRED, read_rows
-from jaxplat.model import load_calibration, replace, select_calibration, workload_from_dict
+from jaxplat.model import load_calibration, load_software, replace, select_calibration, workload_from_dict
 from jaxplat.serving import serving
 from jaxplat.specs import SpecError
+
+# The measured rows run on the software stack the shipped calibration's fixed
+# costs were fitted with (its `software:`); synthetic rows are made on it too.
+FITTED = load_software("fitted-2026-12")
 
 ROW = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": 1, "pp": 1, "ep": 1, "moe_ep": 1, "dp": 1,
        "dtype": "fp8", "prompt": 1024, "output": 64, "batch": 4, "concurrency": "", "rate": "", "offline": "",
@@ -70,7 +74,7 @@ def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
     rows = []
     predict = jax.jit(lambda hw, wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
     for chip in ("h100-sxm", "a100-80gb"):
-        hw = replace(jp.load_hardware(chip), **truth)
+        hw = replace(jp.load_hardware(chip, software=FITTED), **truth)
         for prompt, batch in ((2048, 1), (256, 32), (128, 1)):
             wl = workload_from_dict({"batch": 1, "prompt": prompt, "output": 32, "dtype": "bf16"})
             thr, ttft, tpot = (float(x) for x in predict(hw, wl, float(batch)))
@@ -109,7 +113,7 @@ def test_starts_flag_what_only_a_product_reaches(tmp_path, capsys):
     # `--starts` says so, while the local check (x1.2 moves one value alone) calls both pinned.
     truth = {"eff_compute": 0.5, "eff_narrow": 0.6, "eff_memory": 0.85}
     model = jp.load_model("llama-3.1-8b")
-    hw = replace(jp.load_hardware("h100-sxm"), **truth)
+    hw = replace(jp.load_hardware("h100-sxm", software=FITTED), **truth)
     predict = jax.jit(lambda wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
     rows = []
     for prompt, batch in ((4096, 1), (2048, 4), (1024, 8)):
@@ -148,7 +152,7 @@ def _engine_rows(engines: dict, shapes) -> list:
     predict = jax.jit(lambda hw, wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
     rows = []
     for engine, fields in engines.items():
-        hw = replace(jp.load_hardware("h100-sxm"), **fields)
+        hw = replace(jp.load_hardware("h100-sxm", software=FITTED), **fields)
         for prompt, batch in shapes:
             wl = workload_from_dict({"batch": 1, "prompt": prompt, "output": 32, "dtype": "bf16"})
             thr, ttft, tpot = (float(x) for x in predict(hw, wl, float(batch)))
@@ -311,9 +315,9 @@ def test_estimate_runs_as_an_engine_of_the_shipped_calibration(capsys):
     assert float(jp.load_hardware("mi300x").eff_compute) == pytest.approx(cal.engines["rocm"]["compute"], rel=1e-6)
     assert main(["estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "vllm"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("jaxplat: error: --engine vllm: ") and err.endswith(
-        "has no values for it; engines there: rocm, sglang-0.4, trtllm-0.17, vllm-0.7 (the global values describe "
-        "the reference engine; parts join with +)")
+    # the stacks of specs/software are named too (--engine also picks a software stack)
+    assert err.startswith("jaxplat: error: --engine vllm: not a software stack (specs/software: ") and err.endswith(
+        "has no values for it; engines there: rocm, sglang-0.4, trtllm-0.17, vllm-0.7 (parts join with +)")
 
 
 def test_a_chips_software_applies_once_however_the_engine_is_named(tmp_path):

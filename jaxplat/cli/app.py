@@ -30,12 +30,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _save_traceback() -> str:
+    """Write the current exception's traceback to a private temporary file; its path."""
+    import tempfile
+    import traceback
+    fd, path = tempfile.mkstemp(prefix="jaxplat-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+        traceback.print_exc(file=f)
+    return path
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:
         return args.func(args) or 0
-    except (SpecError, ValueError) as e:
+    except SpecError as e:  # bad input: one line naming the file, flag or key
         print(f"jaxplat: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
@@ -45,6 +55,13 @@ def main(argv=None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"jaxplat: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001  not bad input but a bug: keep its traceback
+        if os.environ.get("JAXPLAT_TRACEBACK"):
+            raise
+        path = _save_traceback()
+        print(f"jaxplat: internal error: {type(e).__name__}: {e} (a bug, not your input: traceback in {path}; "
+              "JAXPLAT_TRACEBACK=1 prints it)", file=sys.stderr)
+        return 70
     except KeyboardInterrupt:
         # search.run closes its progress bar first, so this starts a line of its own.
         print("jaxplat: interrupted", file=sys.stderr)

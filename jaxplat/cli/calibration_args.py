@@ -5,6 +5,8 @@
 def add_calibration_arguments(p):
     p.add_argument("--calibration", help="efficiency parameters from `jaxplat calibrate --out FILE` "
                                          "(default: the shipped specs/calibration/default.yaml)")
-    p.add_argument("--engine", help="a serving engine the calibration has its own values for (its engines: "
-                                    "e.g. vllm-0.7, or parts joined by +: vllm-0.7+rocm); default: the reference "
-                                    "engine of its global values")
+    p.add_argument("--engine", help="the software stack the chip runs: a spec of specs/software (graph-captured, "
+                                    "the default; dataflow, the default of a dataflow chip; fitted-2026-12, the fixed "
+                                    "costs fitted with the shipped calibration) or a YAML file; or a serving engine the "
+                                    "calibration has its own values for (e.g. vllm-0.7, parts joined by +: "
+                                    "vllm-0.7+rocm), run on the stack that calibration was fitted with")

@@ -12,7 +12,7 @@ import yaml
 from jaxplat.cli.calibration_args import add_calibration_arguments
 from jaxplat.design import codesign as cd
 from jaxplat.design import spaces
-from jaxplat.model import EFFICIENCY_PARAMS, select_calibration
+from jaxplat.model import EFFICIENCY_PARAMS, select_engine
 from jaxplat.report import json_text, table
 from jaxplat.specs import SpecError, read_yaml, resolve, units
 from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
@@ -151,8 +151,8 @@ def run(args) -> int:
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise SpecError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     study = resolve("studies", args.study)
-    prob, cfg = cd.problem_from_dict(read_yaml(study), src=str(study),
-                                     calibration=select_calibration(args.calibration, args.engine))
+    calibration, software = select_engine(args.calibration, args.engine)
+    prob, cfg = cd.problem_from_dict(read_yaml(study), src=str(study), calibration=calibration, software=software)
     starts, steps = args.starts or cfg["starts"], args.steps or cfg["steps"]
     t0 = time.time()
     res = cd.codesign(prob, starts=starts, steps=steps, seed=cfg["seed"])

@@ -35,7 +35,8 @@ from jaxplat.model import (
     load_workload,
     network_level_names,
     replace,
-    select_calibration,
+    chip_software_stack,
+    select_engine,
 )
 from jaxplat.report import format_comm_breakdown, json_text, operator_table, table
 from jaxplat.specs import UNBOUNDED_SLO, SpecError, dtype_triple, units
@@ -244,7 +245,9 @@ def estimate_arrays(model, hardware, parallel, workload, serving_inputs, options
 
 def run(args) -> int:
     model = load_model(args.model)
-    hw = load_hardware(args.hardware, select_calibration(args.calibration, args.engine))
+    cal, software = select_engine(args.calibration, args.engine)
+    hw = load_hardware(args.hardware, cal, software)
+    args.software = chip_software_stack(args.hardware, software, cal)
     wl = _overrides(load_workload(args.workload), args)
     par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp, microbatches=args.microbatches,
                    overlap=args.overlap, imbalance=args.imbalance, moe_ep=args.moe_ep,
@@ -287,7 +290,7 @@ def run(args) -> int:
                   for k, v in vars(metrics).items() if k in JSON_KEYS}
         print(json_text({
             "model": args.model, "hardware": args.hardware, "workload": args.workload, "profile": args.profile,
-            **values, "sram_bytes": float(hw.sram_size),
+            "software": args.software, **values, "sram_bytes": float(hw.sram_size),
             "slo": {f"{k}_s": float(f"{target:.7g}") for k, (_, target, _) in slo.items()},  # float32 -> as written
             "meets_slo": all(met for *_, met in slo.values()),
             "slo_missed": [k for k, (*_, met) in slo.items() if not met],
@@ -305,7 +308,7 @@ def _print_text(args, hw, wl, opts, res, slo, reasons, served):
           f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} sp={args.sp} moe-ep={args.moe_ep}, "
           f"{float(res['batching'][0]):g} micro-batch(es)), workload {args.workload}: "
           f"batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, output {float(wl.output):g}, "
-          f"beams {float(wl.beams):g}, profile {args.profile}\n")
+          f"beams {float(wl.beams):g}, profile {args.profile}, software {args.software}\n")
     offchip, sram = float(np.sum(np.asarray(hw.mem_size))), float(hw.sram_size)  # host sum: no compiled unstack
     rows = [
         ["TTFT (prefill)", units.fmt_time(float(m.ttft)), _slo_cell(slo, "ttft")],

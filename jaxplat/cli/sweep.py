@@ -89,8 +89,8 @@ def run(args) -> int:
 
     if not args.no_cache:
         search.enable_compilation_cache(args.cache_dir)
-    from jaxplat.model import select_calibration
-    study = load_study(resolve("studies", args.study), select_calibration(args.calibration, args.engine))
+    from jaxplat.model import select_engine
+    study = load_study(resolve("studies", args.study), *select_engine(args.calibration, args.engine))
     for flag in ("block", "blocks_per_step"):
         v = getattr(args, flag)
         if v is not None and v < 1:
@@ -302,8 +302,11 @@ def summary_text(engine, result, frames, compile_s) -> str:
     for _, r in top.head(10).iterrows():
         row = [str(int(r["rank"]))] + [str(r[a]) for a in axis_names]
         for m in show:
-            v = float(r[cols[m]])
-            unit = METRICS[m][2]
+            v = r[cols[m]]
+            if isinstance(v, str):  # a metric that is also a collapsed axis (chips): already "64 chips" or a range
+                row.append(v)
+                continue
+            v, unit = float(v), METRICS[m][2]
             row.append(units.fmt_time(v) if unit == "s" else units.fmt_bytes(v) if unit == "B" else f"{v:.4g}")
         rows.append(row)
     lines.append("")

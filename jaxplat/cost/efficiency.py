@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.microarch import fold_count, wave_count
+from jaxplat.cost.roofline import smooth_max
 from jaxplat.cost.operators import OpKind, OpTable, kind_mask
 from jaxplat.model import Hardware, Options, Workload
 from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
@@ -232,13 +233,72 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m,
                                               hw.flops[dtype.astype(jnp.int32)]))
     peak = gemm_peak(hw, dtype, width) * q * kernel_kind(table, hw, wl, opts)
-    # A grouped GEMM runs each routed expert's problem as its own tiles, each
-    # expert's pipeline filling and draining apart (CUTLASS grouped GEMM,
-    # DeepGEMM's masked grouped GEMM): a fixed cost per expert on the chip,
-    # which many small experts pay more often than a few large ones.
-    experts = jnp.where(moe & (mkn > 0), groups, 0.0)
-    latency = jnp.where(mkn > 0, hw.kernel_latency, 0.0) + hw.expert_latency * experts
-    return peak, 1.0 / kernel_kind(table, hw, wl, opts, memory=True), latency
+    return peak, 1.0 / kernel_kind(table, hw, wl, opts, memory=True), fixed_times(table, hw, opts)
+
+
+def fixed_times(table: OpTable, hw: Hardware, opts: Options):
+    """[rows] seconds each row costs beyond its roofline time (0 with "flat"):
+    the software stack's kernel launches (kernel_latency per kernel the row
+    runs as, kernel_counts), each routed expert's pipeline ramp in a grouped
+    GEMM (expert_latency per expert: CUTLASS grouped GEMM, DeepGEMM's masked
+    grouped GEMM fill and drain each expert's tiles apart) and a dataflow
+    chip's fabric crossing (fabric_latency per operator, operator_counts)."""
+    if opts.conv.efficiency == "flat":
+        return jnp.zeros(len(table.kinds), jnp.float32)
+    mkn = table.m * table.k * table.n
+    groups = jnp.where(mkn > 0, jnp.maximum(table.f0 / jnp.where(mkn > 0, 2.0 * mkn, 1.0), 1.0), 1.0)
+    experts = jnp.where((jnp.asarray(moe_mask(table)) > 0) & (mkn > 0), groups, 0.0)
+    return (hw.kernel_latency * kernel_counts(table, hw, opts) + hw.expert_latency * experts
+            + hw.fabric_latency * operator_counts(table))
+
+
+def kernel_counts(table: OpTable, hw: Hardware, opts: Options):
+    """[rows] kernels each row runs as, after the software stack's fusion.
+
+    A weight or expert GEMM with work is one kernel. The attention operator
+    (its score, softmax and weighted-sum rows) is `hw.attention_kernels`
+    kernels, charged on its score row (1: one fused FlashAttention-style
+    kernel; without `Options.fused_attention` each of its rows is its own).
+    An element-wise row (norm, RoPE, activation, residual add, the MoE
+    permute) is `hw.elementwise_kernels` kernels (0: fused into a GEMM's
+    epilogue, the attention kernel or the all-reduce), a state-space kernel
+    one. Collectives pay `collective_latency` instead (tables_comm_times).
+    The counts belong to the software stack (specs/software), not the chip.
+    """
+    kinds = table.kinds
+    mkn = table.m * table.k * table.n
+    work = (table.f0 + table.f1 + table.a0 + table.a1 + table.w0 + table.w1 + table.o0 + table.o1) > 0
+    mask = lambda ks: jnp.asarray(kind_mask(table, ks)) > 0  # noqa: E731
+    gemm = mask((OpKind.GEMM, OpKind.WIDE_GEMM, OpKind.EXPERT_GEMM)) & (mkn > 0)
+    if opts.fused_attention:
+        attention = jnp.where(mask(OpKind.SCORES) & (mkn > 0), hw.attention_kernels, 0.0)
+    else:
+        attention = jnp.where(mask(OpKind.ATTENTION) & work, 1.0, 0.0)
+    elementwise = jnp.where(mask((OpKind.ELEMENTWISE, OpKind.LOOKUP, OpKind.CACHE_WRITE)) & work,
+                            hw.elementwise_kernels, 0.0)
+    ssm = jnp.where(mask((OpKind.SCAN, OpKind.SSM)) & work, 1.0, 0.0)
+    del kinds
+    return jnp.where(gemm, 1.0, 0.0) + attention + elementwise + ssm
+
+
+def operator_counts(table: OpTable):
+    """[rows] 1 for each GEMM with work and for the attention operator (on
+    its score row): the operators that cross a dataflow chip's fabric
+    (Hardware.fabric_latency), whatever the software fuses."""
+    mkn = table.m * table.k * table.n
+    ops = jnp.asarray(kind_mask(table, (OpKind.GEMM, OpKind.WIDE_GEMM, OpKind.EXPERT_GEMM, OpKind.SCORES))) > 0
+    return jnp.where(ops & (mkn > 0), 1.0, 0.0)
+
+
+def with_host(device, host, hw: Hardware, p=None):
+    """Seconds of an engine step whose device part takes `device` and whose
+    host part (per-sequence scheduling, efficiency.host_time) takes `host`:
+    the longer of the two where the stack overlaps them (hw.host_overlap 1:
+    an overlap scheduler prepares step n+1 while the device runs step n),
+    their sum where it does not (0), linear between. `p`: smooth max's
+    sharpness (smooth mode), None for the exact max."""
+    longer = jnp.maximum(device, host) if p is None else smooth_max(device, host, p)
+    return hw.host_overlap * longer + (1.0 - hw.host_overlap) * (device + host)
 
 
 def iteration_overhead(hw: Hardware, opts: Options):
@@ -284,5 +344,6 @@ def host_time(hw: Hardware, opts: Options, sequences):
 
 
 __all__ = ["GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "collective_latency", "dtype_index",
-           "gemm_peak", "grouped_tile_m", "halvings", "host_time", "iteration_overhead", "kernel_kind", "moe_mask", "narrow_steps", "quantization",
-           "quantized_experts", "row_dtypes", "row_rates", "wide_mask"]
+           "fixed_times", "gemm_peak", "grouped_tile_m", "halvings", "host_time", "iteration_overhead", "kernel_counts",
+           "kernel_kind", "moe_mask", "narrow_steps", "operator_counts", "quantization", "quantized_experts", "row_dtypes", "row_rates",
+           "wide_mask", "with_host"]

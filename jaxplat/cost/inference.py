@@ -17,7 +17,6 @@ import numpy as np
 from jaxplat.cost import compute, efficiency, energy, memory, money
 from jaxplat.cost.collectives import SMOOTH_MIN_P, chips_available, table_comm_times
 from jaxplat.cost.dtypes import computed_workload
-from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
 from jaxplat.cost.stages import microbatching, stage_counts
@@ -351,11 +350,20 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     # The engine's own time per iteration (the prefill pass, each decode
     # step) adds to the kernels', throttled or not (efficiency.iteration_overhead).
     overhead = efficiency.iteration_overhead(hw, options)
+    ttft_dev, tpot_dev = pre_slow * ttft + overhead, dec_slow * tpot + overhead
+    # The host's per-sequence work each step (scheduling, sampling: the same
+    # physics as an engine iteration under load, serving.iteration): beside
+    # the device step under an overlap scheduler, after it without one. Each
+    # attention-data-parallel rank schedules its own sequences. Decode: per
+    # mean step (exact when the host is shorter, or longer, at every step).
+    host = efficiency.host_time(hw, options, wl.batch * wl.beams / par.ep)
+    tpot_all = efficiency.with_host(tpot_dev, host, hw, p)
     return Phases(pre=pre, dec=dec, pre_core=pre_core, pre_comm=pre_comm, pre_weight=pre_weight,
                   dec_core=dec_core, dec_comm=dec_comm, dec_weight=dec_weight, steps=steps, nmb=nmb,
-                  e_pre=e_pre, e_dec=e_dec, pre_slow=pre_slow, dec_slow=dec_slow, ttft=pre_slow * ttft + overhead,
-                  decode_time=dec_slow * decode_time + steps * overhead, tpot=dec_slow * tpot + overhead,
-                  comm_time=comm_time)
+                  e_pre=e_pre, e_dec=e_dec, pre_slow=pre_slow, dec_slow=dec_slow,
+                  ttft=efficiency.with_host(ttft_dev, efficiency.host_time(hw, options, wl.batch / par.ep), hw, p),
+                  decode_time=dec_slow * decode_time + steps * overhead + steps * (tpot_all - tpot_dev),
+                  tpot=tpot_all, comm_time=comm_time)
 
 
 def _stretch(seconds, floor, p):

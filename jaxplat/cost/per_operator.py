@@ -15,7 +15,6 @@ import numpy as np
 
 from jaxplat.cost import collectives, efficiency
 from jaxplat.cost.dtypes import computed_workload
-from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import phases, row_components
 from jaxplat.cost.operators import build_table
 from jaxplat.cost.roofline import safe_div
@@ -53,11 +52,15 @@ def _columns(ph, phase, hardware, parallel, workload, options):
         steps = jnp.maximum(ph.steps, 1.0)
         s = (1.0 + steps) / 2.0  # mean context over steps 1..O-1 (times are affine in s)
         time, weight = ph.dec_slow * safe_div(ph.dec_core + ph.dec_comm, ph.steps), ph.dec_weight
-    compute, mem = c0 + c1 * s, m0 + m1 * s
+    # The fixed costs (launches, a dataflow fabric's crossing) sit inside both
+    # roofline sides (row_components: max(c + L, m + L) = max(c, m) + L); the
+    # table shows them once, in their own column, so that the columns add up.
+    fixed = efficiency.fixed_times(t, hardware, options)
+    compute, mem = c0 + c1 * s - fixed, m0 + m1 * s - fixed
     f = t.f0 + t.f1 * s
     aff = lambda x0, x1: x0 + x1 * s  # noqa: E731
     cols = dict(count=t.count, weight=weight, flops=f, bytes_a=aff(t.a0, t.a1), bytes_w=aff(t.w0, t.w1),
-                bytes_o=aff(t.o0, t.o1), compute_time=compute, memory_time=mem, comm_time=comm,
+                bytes_o=aff(t.o0, t.o1), compute_time=compute, memory_time=mem, fixed_time=fixed, comm_time=comm,
                 exposed_comm_time=hidden * comm, time=time, total_time=weight * time,
                 intensity=safe_div(f, aff(t.a0 + t.w0 + t.o0, t.a1 + t.w1 + t.o1)), m=t.m, k=t.k, n=t.n)
     if options.conv.efficiency != "flat":
@@ -82,7 +85,9 @@ def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
     per pipeline round of decode: count, plus (nmb - 1) x the busiest
     stage's runs for the pipeline's later micro-batches), flops, bytes_a /
     bytes_w / bytes_o (input, weight-or-KV, output bytes), compute_time,
-    memory_time, comm_time (the whole collective), exposed_comm_time (what
+    memory_time (their roofline times), fixed_time (kernel launches and a
+    dataflow chip's fabric crossing, efficiency.fixed_times: one execution
+    costs max(compute, memory) + fixed), comm_time (the whole collective), exposed_comm_time (what
     `Parallel.overlap` leaves), time (one execution: max(compute, memory) +
     exposed communication, times the phase's power-limit stretch
     `Metrics.throttle` when the chips are held at TDP; decode: the mean over

@@ -504,7 +504,7 @@ def candidate_validity(model: Model, base: Hardware, workload: Workload, cand: d
 # ---------------------------------------------------------------- studies
 
 _STUDY_KEYS = ("name", "description", "model", "workload", "technology", "hbm", "base", "objective", "budget_usd",
-               "profile",
+               "profile", "software",
                "params", "candidates", "optimizer", "grid")
 
 
@@ -512,11 +512,14 @@ def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def problem_from_dict(d: dict, src="study", calibration=None) -> tuple[Problem, dict]:
+def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> tuple[Problem, dict]:
     """Validate a codesign study (specs/studies/codesign-*.yaml) and build the
     `Problem`, plus the run settings {starts, steps, seed, grid points, names}.
-    `calibration`: efficiency parameters for the base chip (`--calibration`)."""
-    from jaxplat.model import load_hardware, load_model, load_workload
+    `calibration`: efficiency parameters for the base chip (`--calibration`).
+    `software`: the software stack the designed chips run (`--engine`; else
+    the study's `software:`, else the base chip's default); settings'
+    "software" names it."""
+    from jaxplat.model import chip_software_stack, load_hardware, load_model, load_software, load_workload
     from jaxplat.specs import SpecError, check_keys, integer, number
 
     if "axes" in d and "params" not in d:  # a sweep study (jaxplat.search), not a codesign one
@@ -532,7 +535,10 @@ def problem_from_dict(d: dict, src="study", calibration=None) -> tuple[Problem, 
                     seed=integer(src, "optimizer.seed", opt.get("seed", 0), minimum=0),
                     grid={k: integer(src, f"grid.{k}", v) for k, v in grid.items()})
     tech = load_technology(d.get("technology", "n5"), d.get("hbm"))
-    base = load_hardware(d.get("base", "h100-sxm"), calibration)
+    if software is None and d.get("software") is not None:
+        software = load_software(d["software"])
+    base = load_hardware(d.get("base", "h100-sxm"), calibration, software)
+    settings["software"] = chip_software_stack(d.get("base", "h100-sxm"), software, calibration)
     if float(base.sram_size) <= 0 or float(base.mem_size[0]) <= 0:
         raise SpecError(f"{src}: base chip must list an sram level, then its HBM (e.g. h100-sxm)")
     objective = d.get("objective", "cost_per_mtok")

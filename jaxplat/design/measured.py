@@ -26,7 +26,15 @@ import dataclasses
 import math
 from pathlib import Path
 
-from jaxplat.model import Parallel, default_calibration, engine_parts, load_hardware, load_model, workload_from_dict
+from jaxplat.model import (
+    Parallel,
+    default_calibration,
+    engine_parts,
+    load_hardware,
+    load_model,
+    load_software,
+    workload_from_dict,
+)
 from jaxplat.serving import serving
 from jaxplat.specs import SpecError, dtype_triple
 
@@ -174,7 +182,9 @@ def row_pytrees(row: Row, calibration=None):
     cal = calibration if calibration is not None else default_calibration()
     if cal is not None and any(e in cal.engines for e in engine_parts(row.engine)):
         calibration = cal.for_engine(row.engine)
-    hw = load_hardware(row.hardware, calibration)
+    # A calibration's rows run on the software stack its fixed costs were fitted with.
+    stack = load_software(cal.software) if cal is not None and cal.software else None
+    hw = load_hardware(row.hardware, calibration, software=stack)
     par = Parallel(**row.par)
     wl = workload_from_dict({"batch": 1, "prompt": row.prompt, "output": row.output, "dtype": row.dtype},
                             src=f"row {row.line}")

@@ -69,7 +69,7 @@ PARAMS = {
                           "host CPU time per running sequence per engine iteration on the reference "
                           "3.8 GHz host (scheduler, sampler, response bookkeeping), overlapped with the GPU step"),
 }
-CALIBRATION_KEYS = ("parameters", "chips", "engines", "fit", "description")
+CALIBRATION_KEYS = ("parameters", "chips", "engines", "fit", "description", "software")
 
 
 def check_params(src, where, values: dict) -> dict:
@@ -99,6 +99,9 @@ class Calibration:
     engines: dict = dataclasses.field(default_factory=dict)
     applied: tuple = ()  # engine parts already folded into `parameters` (for_engine)
     reference: dict | None = None  # the global parameters before any part was folded in
+    # The software stack (specs/software) its fixed costs were fitted with: its
+    # own rows, and its engines' values, are predicted with that stack.
+    software: str = ""
 
     def for_chip(self, name: str | None) -> dict:
         """The parameters a chip of this name gets: global, then its own."""
@@ -139,7 +142,7 @@ def calibration_from_dict(d: dict, src="calibration") -> Calibration:
     return Calibration(parameters=check_params(src, "parameters.", d["parameters"] or {}),
                        chips={str(c): check_params(src, f"chips.{c}.", v or {}) for c, v in chips.items()},
                        engines={str(e): check_params(src, f"engines.{e}.", v or {}) for e, v in engines.items()},
-                       source=str(src))
+                       source=str(src), software=str(d.get("software") or ""))
 
 
 def load_calibration(path) -> Calibration:
@@ -167,19 +170,36 @@ def select_calibration(path=None, engine=None) -> Calibration | None:
         unknown = [e for e in engine_parts(engine) or (engine,) if cal is None or e not in cal.engines]
         if unknown:
             known = ", ".join(sorted(cal.engines)) if cal is not None and cal.engines else "none"
-            raise SpecError(f"--engine {unknown[0]}: {cal.source if cal else 'no calibration'} has no values for it; "
-                            f"engines there: {known} (the global values describe the reference engine; "
-                            "parts join with +)")
+            from jaxplat.model.software_spec import builtin_names
+            stacks = ", ".join(builtin_names("software"))
+            raise SpecError(f"--engine {unknown[0]}: not a software stack (specs/software: {stacks}, or a YAML "
+                            f"file) and {cal.source if cal else 'no calibration'} has no values for it; "
+                            f"engines there: {known} (parts join with +)")
         cal = cal.for_engine(engine)
     return cal
 
 
+def select_engine(path=None, engine=None):
+    """(Calibration or None, Software or None) that `--calibration PATH
+    --engine NAME` ask for. An engine that names a software stack
+    (specs/software, or a YAML file) selects that stack over the calibration
+    (default: the shipped one's efficiencies); any other name is one of the
+    calibration's engines (its values, on the stack it was fitted with)."""
+    from jaxplat.model.software_spec import is_software, load_software
+
+    if engine and is_software(engine):
+        return select_calibration(path, None), load_software(engine)
+    return select_calibration(path, engine), None
+
+
 def efficiency_fields(d: dict, src="hardware", defaults: Calibration | None = None,
-                      calibration: Calibration | None = None) -> dict:
+                      calibration: Calibration | None = None, stack: dict | None = None) -> dict:
     """`Hardware` fields of the efficiency parameters (precedence in the
-    module docstring). A spec's `software` (the kernel libraries every engine
-    on the chip runs on, e.g. rocm) folds that engine part's values into both
-    calibrations, once however the engine was named."""
+    module docstring; `stack`, the run's software stack's {field: value},
+    comes after the shipped calibration and before the spec's own block).
+    A spec's `software` (the kernel libraries every engine on the chip runs
+    on, e.g. rocm) folds that engine part's values into both calibrations,
+    once however the engine was named."""
     name = d.get("name")
     software = d.get("software")
     if software is not None:
@@ -190,7 +210,10 @@ def efficiency_fields(d: dict, src="hardware", defaults: Calibration | None = No
     values = {k: p[1] for k, p in PARAMS.items()}
     if defaults is not None:
         values.update(defaults.for_chip(name))
+    values.update({k: v for k, v in (stack or {}).items() if k in PARAMS})
     values.update(check_params(src, "efficiency.", d.get("efficiency", {}) or {}))
     if calibration is not None:
         values.update(calibration.for_chip(name))
-    return {PARAMS[k][0]: v for k, v in values.items()}
+    out = {PARAMS[k][0]: v for k, v in values.items()}
+    out.update({k: v for k, v in (stack or {}).items() if k not in PARAMS})  # kernel counts, host overlap
+    return out

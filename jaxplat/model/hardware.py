@@ -59,8 +59,18 @@ class Hardware:
         weights).
       eff_moe_fp4: FP4 grouped GEMMs' share of eff_moe (compute time, FP4
         activations: W4A4 NVFP4/MXFP4 experts), as eff_fp4 is of eff_narrow.
-      kernel_latency: s each GEMM or attention kernel costs beyond its
-        roofline time (launch, prologue/epilogue, the tail of its last wave).
+      The software stack (an engine's, not the chip's: specs/software,
+      jaxplat.model.software_spec, chosen per run with --engine):
+      kernel_latency: s each kernel costs beyond its roofline time (launch,
+        prologue/epilogue, the tail of its last wave); a row pays it once per
+        kernel it runs as (jaxplat.cost.efficiency.kernel_counts).
+      elementwise_kernels: kernels each element-wise row runs as (0 fused).
+      attention_kernels: kernels one attention operator runs as (1 fused).
+      host_overlap: 1 when the host's per-sequence work overlaps the device
+        step (overlap scheduler), 0 when it runs between steps.
+      fabric_latency: s each operator of a dataflow chip (`execution:
+        dataflow`) takes to cross the chip's fabric and back (the chip's
+        physics, from its fabric hops and clock: software_spec.execution_fields).
       expert_latency: s each routed expert's GEMM in a grouped-GEMM kernel
         costs beyond its roofline time (its tiles' pipeline ramp and drain).
       tile_latency: s each GEMM output tile costs outside its k-loop
@@ -142,6 +152,12 @@ class Hardware:
     sequence_overhead: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     collective_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     host_clock_hz: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    # The software stack's kernel counts and host overlap (specs/software; jaxplat.model.software_spec).
+    elementwise_kernels: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
+    attention_kernels: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    host_overlap: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    # A dataflow chip's fabric (the spec's `execution:`; 0 on chips that run kernels).
+    fabric_latency: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     net_switch_reduce: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((MAX_NET_LEVELS,),
                                                                                         jnp.float32))
     units: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))

@@ -9,6 +9,7 @@ from jaxplat.model.compute_spec import compute_fields
 from jaxplat.model.efficiency_spec import Calibration, default_calibration, efficiency_fields
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.pytree import as_f32
+from jaxplat.model.software_spec import Software, default_software, execution_fields, execution_kind, load_software
 from jaxplat.specs import SpecError, check_keys, dtype_name, number, read_yaml, resolve
 from jaxplat.specs.units import DTYPE_FALLBACK, DTYPES, EMULATION_PASSES, J_PER_KWH, SECONDS_PER_YEAR
 
@@ -123,19 +124,23 @@ def tco_fields(d: dict | None, src="hardware") -> dict:
 
 # energy, tco, pj_per_bit: jaxplat.energy / jaxplat.cost (defaults there)
 _HW_KEYS = ("name", "description", "flops", "memory", "network", "efficiency", "software", "compute", "tdp_w",
-            "price_usd", "energy", "tco", "host_cpu")
+            "price_usd", "energy", "tco", "host_cpu", "execution")
 _MEM_KEYS = ("name", "size", "bandwidth", "pj_per_bit")
 _HOST_KEYS = ("name", "clock_hz")
 _NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "switch_reduction", "pj_per_bit")
 
 
 def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None = None,
-                       defaults: Calibration | None = None) -> Hardware:
+                       defaults: Calibration | None = None, software: Software | None = None) -> Hardware:
     """Validate a hardware spec dict (schema in README) and build `Hardware`.
 
     Efficiency parameters the spec leaves out are neutral, or `defaults`'
     (`load_hardware` passes the shipped calibration); `calibration`
-    overrides the spec's own (efficiency_spec, "precedence").
+    overrides the spec's own (efficiency_spec, "precedence"). The software
+    stack's fixed costs and kernel counts come from `software`, else from the
+    stack a `calibration` names, else from the chip's execution
+    (`software_spec.default_software`) when a calibration or defaults are
+    given; a bare `Hardware` (GenZ's profile, tests) keeps neutral ones.
     """
     # tdp_w is required: static power defaults to a share of it, and the
     # chip is held to it (cost.energy.power_floor).
@@ -211,11 +216,24 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         mem_size=np.array(mem_size), mem_bw=np.array(mem_bw), net_domain=np.array(dom),
         net_bw=np.array(bw), net_latency=np.array(lat), net_topology=np.array(topo),
         net_switch_reduce=np.array(red),
-        **efficiency_fields(d, src, defaults, calibration),
+        **efficiency_fields(d, src, defaults, calibration, run_software(d, src, software, calibration, defaults)),
         tdp=number(src, "tdp_w", d["tdp_w"]),
         price=number(src, "price_usd", d.get("price_usd", 0.0), allow_zero=True),
         **hardware_energy_fields(d, src), **tco_fields(d.get("tco"), src), **compute,
-        host_clock_hz=host_clock(d.get("host_cpu"), src))
+        host_clock_hz=host_clock(d.get("host_cpu"), src), **execution_fields(d, src))
+
+
+def run_software(d: dict, src, software: Software | None, calibration: Calibration | None,
+                 defaults: Calibration | None) -> dict | None:
+    """{Hardware field: value} of the software stack this chip runs (None
+    for a bare `Hardware`: no stack, calibration or defaults asked for)."""
+    kind = execution_kind(d, src)  # validated whether or not a stack applies
+    if software is None and calibration is not None and calibration.software:
+        software = load_software(calibration.software)
+    if software is None and (calibration is not None or defaults is not None):
+        software = default_software(d, src)
+    del kind
+    return None if software is None else software.fields()
 
 
 def switch_reduction(src, i, level: dict, topology: str) -> float:
@@ -278,16 +296,30 @@ def network_level_names(name_or_path) -> list[str]:
     return [str(lv.get("name", f"level {i}")) for i, lv in enumerate(nets)]
 
 
-def load_hardware(name_or_path, calibration: Calibration | None = None) -> Hardware:
+def load_hardware(name_or_path, calibration: Calibration | None = None, software: Software | None = None) -> Hardware:
     """Load a built-in chip by name (e.g. 'h100-sxm') or a YAML/JSON file.
 
     Efficiency parameters the spec leaves out come from the shipped
     calibration (specs/calibration/default.yaml); `calibration` (a file from
-    `jaxplat calibrate`) overrides them all.
+    `jaxplat calibrate`) overrides them all. The fixed costs of the software
+    stack come from `software` (specs/software), else the one `calibration`
+    was fitted with, else the chip's default (`graph-captured`, or
+    `dataflow` for a chip whose spec says `execution: dataflow`).
     """
     path = resolve("hardware", name_or_path)
     d = read_yaml(path)
     d.setdefault("name", path.stem)
-    return hardware_from_dict(d, src=str(path), calibration=calibration, defaults=default_calibration())
+    return hardware_from_dict(d, src=str(path), calibration=calibration, defaults=default_calibration(),
+                              software=software)
+
+
+def chip_software_stack(name_or_path, software: Software | None = None,
+                        calibration: Calibration | None = None) -> str:
+    """Name of the software stack `load_hardware` gives this chip (for reports)."""
+    if software is not None:
+        return software.name
+    if calibration is not None and calibration.software:
+        return calibration.software
+    return default_software(read_yaml(resolve("hardware", name_or_path))).name
 
 

@@ -34,15 +34,18 @@ import numpy as np
 from jaxplat.model import (
     PROFILES,
     Options,
+    chip_software_stack,
     default_calibration,
     hardware_from_dict,
     load_hardware,
     load_model,
+    load_software,
     load_technology,
     load_workload,
     replace,
     workload_from_dict,
 )
+from jaxplat.model.software_spec import default_software
 from jaxplat.specs import SpecError, check_keys, read_yaml, units
 
 # ------------------------------------------------------------------ axes
@@ -182,7 +185,7 @@ METRICS = {
 }
 
 _STUDY_KEYS = ("name", "description", "models", "workloads", "hardware", "options", "axes", "constraints",
-               "objective", "pareto", "top_k", "group_by", "engine", "price", "technology")
+               "objective", "pareto", "top_k", "group_by", "engine", "price", "technology", "software")
 # Hardware axes that change what a chip costs to make: with `price: technology`
 # (the default when a study varies one of them) every point's price, TDP and
 # static power come from the technology model of its own numbers
@@ -251,6 +254,7 @@ class Study:
     technology_name: str = ""
     hardwares: tuple = ()  # every chip of `hardware:` (a list: the outer axis 'hardware'); () = (hardware,)
     hardware_names: tuple = ()
+    software: str = ""     # the software stack its chips run (specs/software)
 
     @property
     def chips(self) -> tuple:
@@ -406,10 +410,12 @@ def _metric(src, key, name):
     return name
 
 
-def study_from_dict(d: dict, src="study", calibration=None) -> Study:
+def study_from_dict(d: dict, src="study", calibration=None, software=None) -> Study:
     """Validate a study dict and build a `Study` (one-line SpecError otherwise).
     `calibration`: efficiency parameters applied to the study's chip
-    (jaxplat.model.Calibration, from `--calibration FILE`)."""
+    (jaxplat.model.Calibration, from `--calibration FILE`). `software`: the
+    software stack its chips run (`--engine`), else the study's `software:`
+    (a name in specs/software or a file), else each chip's default."""
     if "params" in d and "technology" in d:  # a codesign study (jaxplat.codesign), not a sweep
         raise SpecError(f"{src}: this is a co-design study; run it with `jaxplat codesign {src}`")
     check_keys(src, "", d, _STUDY_KEYS, required=("models", "workloads", "hardware", "objective"))
@@ -421,9 +427,12 @@ def study_from_dict(d: dict, src="study", calibration=None) -> Study:
         raise SpecError(f"{src}: hardware must be a built-in chip name, a path, a mapping or a list of them")
     if isinstance(d["hardware"], list) and not all(isinstance(h, (str, dict)) for h in d["hardware"]):
         raise SpecError(f"{src}: hardware must list built-in chip names, paths or mappings")
+    if software is None and d.get("software") is not None:
+        software = load_software(d["software"])
     chips, chip_names = _named_list(
-        src, "hardware", d, lambda name: load_hardware(name, calibration),
-        lambda item, src: hardware_from_dict(item, src=src, calibration=calibration, defaults=default_calibration()))
+        src, "hardware", d, lambda name: load_hardware(name, calibration, software),
+        lambda item, src: hardware_from_dict(item, src=src, calibration=calibration, defaults=default_calibration(),
+                                             software=software))
     if isinstance(d["hardware"], dict):
         chip_names = (str(d["hardware"].get("name", "hardware")),)
     hardware, hw_name = chips[0], chip_names[0]
@@ -527,12 +536,23 @@ def study_from_dict(d: dict, src="study", calibration=None) -> Study:
         blocks_per_step=ints["blocks_per_step"], pareto_points=ints["pareto_points"],
         histogram_bins=ints["histogram_bins"], histogram_range=(hlo, hhi), fingerprint="", group_by=group_by,
         fast_compile=fast_compile, pricing=pricing, technology=tech, technology_name=tech_name,
-        hardwares=chips if len(chips) > 1 else (), hardware_names=chip_names if len(chips) > 1 else ())
+        hardwares=chips if len(chips) > 1 else (), hardware_names=chip_names if len(chips) > 1 else (),
+        software=_software_name(d["hardware"], software, calibration))
     if study.n_outer >= 2**31 or study.n_inner >= 2**31:
         raise SpecError(f"{src}: too many points on one side of the grid (outer {study.n_outer}, "
                         f"hardware {study.n_inner}); at most 2^31 - 1 each")
     cal = {} if calibration is None else {"calibration": [calibration.parameters, calibration.chips]}
+    cal["software"] = study.software
     return dataclasses.replace(study, fingerprint=_fingerprint({**d, **cal}))
+
+
+def _software_name(hardware, software, calibration) -> str:
+    """The software stack's name the study's chips run (the first chip's
+    default when none is named)."""
+    if software is not None or (calibration is not None and calibration.software):
+        return software.name if software is not None else calibration.software
+    first = hardware[0] if isinstance(hardware, list) else hardware
+    return default_software(first).name if isinstance(first, dict) else chip_software_stack(first)
 
 
 def _pricing(src, d, inner):
@@ -563,9 +583,9 @@ def _fingerprint(d: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def load_study(path, calibration=None) -> Study:
-    """Load and validate a study YAML file (`calibration` as in `study_from_dict`)."""
-    return study_from_dict(read_yaml(path), src=str(path), calibration=calibration)
+def load_study(path, calibration=None, software=None) -> Study:
+    """Load and validate a study YAML file (`calibration`, `software` as in `study_from_dict`)."""
+    return study_from_dict(read_yaml(path), src=str(path), calibration=calibration, software=software)
 
 
 __all__ = ["AXIS_KINDS", "METRICS", "PRICED_AXES", "PRICINGS", "Axis", "Study", "study_from_dict", "load_study"]

@@ -14,11 +14,10 @@ import numpy as np
 
 from jaxplat.cost import OpTable, build_table, evaluate, iteration_overhead, row_components, safe_div
 from jaxplat.cost.dtypes import computed_workload
-from jaxplat.cost.dtypes import computed_workload
-from jaxplat.cost.efficiency import host_time
+from jaxplat.cost.efficiency import host_time, with_host
 from jaxplat.cost.inference import pipeline_round
 from jaxplat.cost.operators import NUMERIC, OpKind, kind_mask
-from jaxplat.cost.roofline import combine, smooth_max
+from jaxplat.cost.roofline import combine
 from jaxplat.cost.stages import microbatching
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.serving.footprint import activation_reserve
@@ -184,7 +183,8 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     Returns:
       float scalar seconds (exact or smooth roofline per row, as `evaluate`),
       the chip's per-iteration overhead included (efficiency.iteration_overhead),
-      or the host's per-sequence work (efficiency.host_time) where it is longer.
+      and the host's per-sequence work (efficiency.host_time) as the software
+      stack runs it beside the device (efficiency.with_host).
     With n_dec = 0 and one chunk (P, 0) this is `evaluate`'s TTFT at batch 1;
     with no chunk it is its decode step at context ctx_dec, pipeline included.
 
@@ -193,7 +193,6 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     of the prompt work, and every sequence advances once per round of all
     of them: max(one pass, nmb x the busiest stage), `evaluate`'s decode rule.
     """
-    wl = computed_workload(hw, wl, opts)  # the dtype the chip's GEMMs run in
     wl = computed_workload(hw, wl, opts)  # the dtype the chip's GEMMs run in
     nmb, _ = microbatching(par, replace(wl, batch=jnp.maximum(n_dec, 1.0)), opts)
     copies = jnp.ones_like(chunk) if copies is None else copies
@@ -208,8 +207,7 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     # of the two paces the engine. Each attention-data-parallel rank has its
     # own scheduler process and sequences (Parallel.ep).
     sequences = (n_dec + jnp.sum(copies * (chunk > 0))) / par.ep
-    host = host_time(hw, opts, sequences)
-    return jnp.maximum(gpu, host) if p is None else smooth_max(gpu, host, p)
+    return with_host(gpu, host_time(hw, opts, sequences), hw, p)
 
 
 def decode_time(model, hw, par, wl, opts, n_dec, ctx):
