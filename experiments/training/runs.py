@@ -201,6 +201,8 @@ def inputs(row):
         return f"no spec for chip {row['chip']}"
     if not row["seq_len"]:
         return "sequence length not given"
+    if not row["global_batch_seqs"]:
+        return "global batch not given"
     deg = {k: int(_num(row[k], 1)) for k in ("tp", "pp", "vp", "cp", "dp", "ep")}
     chips = int(_num(row["chips"]))
     if deg["tp"] * deg["pp"] * deg["cp"] * deg["dp"] != chips:
