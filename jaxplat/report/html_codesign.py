@@ -129,7 +129,15 @@ def codesign_page(data) -> str:
         if k in s:
             rows.append([label, fmt(None if s[k] is None else s[k] / scale), unit])
             keys.append(k)
+    base = s.get("base")
+    if base:  # the base chip at the designed chips' price basis (codesign.base_comparison)
+        rows.append([f"{on}, base chip {base.get('name', '')} at its technology-model price "
+                     f"(${base['price_usd']:,.0f}; street price ${base['street_price_usd']:,.0f} not compared)",
+                     fmt(base.get("objective")), ou])
+        keys.append("base_objective")
     parts.append("<h2>Summary</h2>")
+    if s.get("price_basis"):
+        parts.append(f'<p class="note">Prices: {_esc(s["price_basis"])}.</p>')
     parts.append(table_html(["", "value", "unit"], rows, numeric=[False, True, False], keys=keys,
                             table_id="summary"))
 
