@@ -183,7 +183,8 @@ def specs(tmp_path_factory):
     (["--chips", "6", "--tp", "4"], "--chips 6 is not divisible by tp·pp·cp = 4; e.g. --chips 4 or 8"),
     (["--chips", "8", "--ep", "2"], "--ep 2: "),
     (["--chips", "8", "--global-batch", "12"],
-     "--global-batch 12 is not divisible by micro-batch × data-parallel degree = 1 × 8 = 8; e.g. --global-batch 8 or 16"),
+     "--global-batch 12 is not divisible by micro-batch × data-parallel degree = 1 × 8 = 8; "
+     "e.g. --global-batch 8 or 16"),
     (["--chips", "2", "--pp", "2", "--vp", "8", "--global-batch", "4"],
      "--vp 8: more virtual stages than the 4 layers per pipeline stage (8 layers / pp 2); at most --vp 4"),
     (["--chips", "1", "--recompute", "some"], "--recompute 'some' is not one of none, selective, full"),

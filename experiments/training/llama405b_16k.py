@@ -53,7 +53,8 @@ def main():
     print(f"{'tp':>3s} {'pp':>3s} {'vp':>3s} {'cp':>3s} {'dp':>5s} {'mb':>3s} {'recompute':>9s} {'step s':>7s} "
           f"{'tok/s/chip':>10s} {'MFU':>6s} {'mem GB':>7s} {'bubble':>7s} {'days 15.6T':>10s}")
     for i in order:
-        print(f"{tp[i]:3.0f} {pp[i]:3.0f} {vp[i]:3.0f} {cp[i]:3.0f} {dp[i]:5.0f} {mb[i]:3.0f} {RECOMPUTE[int(rec[i])]:>9s} "
+        print(f"{tp[i]:3.0f} {pp[i]:3.0f} {vp[i]:3.0f} {cp[i]:3.0f} {dp[i]:5.0f} {mb[i]:3.0f} "
+              f"{RECOMPUTE[int(rec[i])]:>9s} "
               f"{m.step_time_s[i]:7.2f} {m.tokens_per_s_per_chip[i]:10.1f} {100 * m.mfu[i]:5.1f}% "
               f"{m.memory_bytes[i] / 1e9:7.1f} {100 * m.bubble_fraction[i]:6.1f}% {m.train_time_s[i] / 86400:10.1f}")
     # The degrees of the Llama 3 paper's 8K-sequence pre-training (Table 4: TP 8, CP 1, PP 16, DP 128; an

@@ -6,6 +6,7 @@ one compiled call, `estimate_arrays`, kept on disk by `cli.compiled`: a
 second call of the same shape neither traces nor compiles.
 """
 
+import argparse
 import sys
 
 import jax
@@ -66,8 +67,9 @@ def register(sub):
                            ("output", "output tokens"), ("beams", "beams per sequence")):
         p.add_argument(f"--{flag}", type=int, help=f"override the workload's {helptext}")
     for flag, helptext in (("tp", "tensor"), ("pp", "pipeline"), ("ep", "expert (attention data parallel)"),
-                           ("dp", "data"), ("sp", "sequence (context)")):
+                           ("dp", "data"), ("cp", "context (Megatron's context_parallel_size)")):
         p.add_argument(f"--{flag}", type=int, default=1, help=f"{helptext}-parallel degree (default 1)")
+    add_sp_alias(p)
     p.add_argument("--moe-ep", type=int, default=1,
                    help="experts split this many ways over the --tp chips, MoE TP = tp / moe-ep (TRT-LLM "
                         "moe_expert_parallel_size, vLLM --enable-expert-parallel); must divide --tp (default 1)")
@@ -96,6 +98,22 @@ def register(sub):
     p.set_defaults(func=run)
 
 
+def add_sp_alias(p):
+    """--sp: the former name of --cp (context parallelism), kept for users'
+    scripts and hidden from --help (Megatron's sequence parallelism is another thing)."""
+    p.add_argument("--sp", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def context_degree(args) -> int:
+    """The context-parallel degree of --cp, or of its former name --sp."""
+    sp = getattr(args, "sp", None)
+    if sp is None:
+        return args.cp
+    if args.cp not in (1, sp):
+        raise SpecError(f"--sp is the former name of --cp: give one of them, got --cp {args.cp} and --sp {sp}")
+    return sp
+
+
 def add_dtype_argument(p):
     """The --dtype flag (estimate, requirements)."""
     p.add_argument("--dtype", metavar="DTYPE[/ACT/KV[/EXPERTS]]",
@@ -114,8 +132,8 @@ def _overrides(wl, args):
             if v <= 0:
                 raise SpecError(f"--{flag} must be positive, got {v}")
             changes[flag] = float(v)
-    for flag in ("tp", "pp", "ep", "dp", "sp", "microbatches", "moe_ep"):
-        if getattr(args, flag, 1) <= 0:  # (commands without a flag leave its default, 1)
+    for flag in ("tp", "pp", "ep", "dp", "cp", "sp", "microbatches", "moe_ep"):
+        if (getattr(args, flag, 1) or 1) <= 0:  # (commands without a flag leave its default, 1; --sp None)
             raise SpecError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
     if not 0.0 <= args.overlap <= 1.0:
         raise SpecError(f"--overlap is a fraction in [0, 1], got {args.overlap}")
@@ -249,7 +267,8 @@ def run(args) -> int:
     hw = load_hardware(args.hardware, cal, software)
     args.software = chip_software_stack(args.hardware, software, cal)
     wl = _overrides(load_workload(args.workload), args)
-    par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp, microbatches=args.microbatches,
+    args.cp = context_degree(args)
+    par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, cp=args.cp, microbatches=args.microbatches,
                    overlap=args.overlap, imbalance=args.imbalance, moe_ep=args.moe_ep,
                    moe_gather=float(getattr(args, "moe_gather", False)))
     opts = Options(profile=args.profile)
@@ -305,7 +324,7 @@ def run(args) -> int:
 def _print_text(args, hw, wl, opts, res, slo, reasons, served):
     m = res["metrics"]
     print(f"{args.model} on {args.hardware} x{float(m.chips):g} "
-          f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} sp={args.sp} moe-ep={args.moe_ep}, "
+          f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} cp={args.cp} moe-ep={args.moe_ep}, "
           f"{float(res['batching'][0]):g} micro-batch(es)), workload {args.workload}: "
           f"batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, output {float(wl.output):g}, "
           f"beams {float(wl.beams):g}, profile {args.profile}, software {args.software}\n")

@@ -4,7 +4,7 @@ by GenZ's closed forms and by inverting the full cost model."""
 
 import sys
 
-from jaxplat.cli.estimate import _overrides, add_dtype_argument, checkpoint_warnings
+from jaxplat.cli.estimate import _overrides, add_dtype_argument, add_sp_alias, checkpoint_warnings, context_degree
 from jaxplat.design.requirements import requirements
 from jaxplat.model import PROFILES, Options, Parallel, load_hardware, load_model, load_workload
 from jaxplat.report import json_text, table
@@ -27,8 +27,9 @@ def register(sub):
                            ("output", "output tokens"), ("beams", "beams per sequence")):
         p.add_argument(f"--{flag}", type=int, help=f"override the workload's {helptext}")
     for flag, helptext in (("tp", "tensor"), ("pp", "pipeline"), ("ep", "expert"), ("dp", "data"),
-                           ("sp", "sequence (context)")):
+                           ("cp", "context (Megatron's context_parallel_size)")):
         p.add_argument(f"--{flag}", type=int, default=1, help=f"{helptext}-parallel degree (default 1)")
+    add_sp_alias(p)
     add_dtype_argument(p)
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
@@ -49,7 +50,7 @@ def _fmt(kind: str, v: float) -> str:
 def run(args) -> int:
     model, hw = load_model(args.model), load_hardware(args.hardware)
     wl = _overrides(load_workload(args.workload), args)
-    par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, sp=args.sp)
+    par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, cp=context_degree(args))
     for w in checkpoint_warnings(args, wl):
         print(f"jaxplat: warning: {w}", file=sys.stderr)
     req = requirements(model, hw, par, wl, Options(profile=args.profile))

@@ -151,7 +151,8 @@ def run(args) -> int:
               "numbers anyway)", file=sys.stderr)
     if args.json:
         out = {k: (bool(getattr(m, k)) if k == "fits" else float(getattr(m, k))) for k in JSON_KEYS}
-        out.update(model=args.model, hardware=args.hardware, chips=args.chips, dp=dp, microbatches=float(m.microbatches),
+        out.update(model=args.model, hardware=args.hardware, chips=args.chips, dp=dp,
+                   microbatches=float(m.microbatches),
                    bubble_fraction=float(m.bubble_fraction), capacity_bytes=float(m.capacity_bytes),
                    phases_s={k: float(getattr(m, k)) for k, _ in PHASES},
                    comm_exposed_s={c: float(np.sum(m.comm[i])) for i, c in enumerate(COMM_NAMES)},
