@@ -133,7 +133,8 @@ def _overrides(wl, args):
                 raise SpecError(f"--{flag} must be positive, got {v}")
             changes[flag] = float(v)
     for flag in ("tp", "pp", "ep", "dp", "cp", "sp", "microbatches", "moe_ep"):
-        if (getattr(args, flag, 1) or 1) <= 0:  # (commands without a flag leave its default, 1; --sp None)
+        value = getattr(args, flag, 1)  # (commands without a flag leave its default, 1; --sp None)
+        if value is not None and value <= 0:
             raise SpecError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
     if not 0.0 <= args.overlap <= 1.0:
         raise SpecError(f"--overlap is a fraction in [0, 1], got {args.overlap}")

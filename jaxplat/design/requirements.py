@@ -28,7 +28,6 @@ import numpy as np
 
 from jaxplat.cost import build_table, evaluate, kv_read_mask, peak_flops, state_bytes
 from jaxplat.cost.dtypes import computed_workload
-from jaxplat.cost.dtypes import computed_workload
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 
 SPAN = 1e4        # the search runs over [base / SPAN, base x SPAN]
