@@ -18,6 +18,27 @@ _ALIASES = {  # other spellings of the keys we read (GPT-2 and OPT configs)
 # config takes PretrainedConfig's true.
 _UNTIED_BY_DEFAULT = ("llama4", "llama4_text")
 _LAYER_TYPES = {"full_attention": "global", "sliding_attention": "sliding", "chunked_attention": "chunked"}
+# Hugging Face keys that add, remove or reshape layers and that this loader
+# does not read: a value other than the harmless one is refused by name, so a
+# layer never disappears silently. key -> (value that changes nothing, what it adds).
+_REFUSED = {
+    "word_embed_proj_dim": (lambda v, c: v in (None, c.get("hidden_size")),
+                            "OPT's project_in/project_out layers (embeddings narrower than hidden_size)"),
+    "full_attention_interval": (lambda v, c: v is None, "Qwen3-Next's linear-attention (Gated DeltaNet) layers"),
+    "attn_type_list": (lambda v, c: not v or (isinstance(v, list) and all(x == 1 for x in v)),
+                       "MiniMax's lightning (linear) attention layers"),
+    "parallel_attn_mlp_res": (lambda v, c: not v, "Snowflake Arctic's dense residual MLP beside the experts"),
+    "moe_layer_frequency": (lambda v, c: v in (None, 1), "Arctic's MoE on every n-th layer only"),
+    "cross_attention_layers": (lambda v, c: not v, "Llama 3.2 Vision's cross-attention layers"),
+    "num_kv_shared_layers": (lambda v, c: not v, "Gemma 3n's layers that reuse another layer's KV cache"),
+}
+# Read nowhere and deliberately so: multi-token-prediction modules
+# (num_nextn_predict_layers: DeepSeek-V3, "MTP modules can be discarded at
+# inference", arXiv 2412.19437 Sec. 2.2, and its 671B excludes them;
+# use_mtp / num_mtp_modules / mtp_transformer_layers: MiniMax) are not in the
+# forward pass that serves tokens (at most a draft model: --speculative);
+# pretraining_tp only slices training matmuls; biases, soft-capping and
+# partial rotary dims change no GEMM shape.
 
 
 def local_attention(cfg: dict, mtype: str, layers: int, src) -> dict:
@@ -90,6 +111,11 @@ def model_from_config(cfg: dict, src="model") -> Model:
         if cfg.get(key) is None and cfg.get(alias) is not None:
             cfg[key] = cfg[alias]
     mtype = str(cfg.get("model_type", "")).lower()
+    for key, (harmless, what) in _REFUSED.items():
+        if not harmless(cfg.get(key), cfg):
+            raise SpecError(f"{src}: {key} = {cfg[key]!r:.60} is not modelled ({what}); "
+                            "supported: configs without it")
+    _check_quantization(cfg, src)
     if mtype in _UNSUPPORTED_TYPES or "layers_block_type" in cfg:
         raise SpecError(f"{src}: model_type {mtype!r} is not modelled; supported: decoder-only transformers "
                         "(MHA/GQA/MQA/MLA, dense or MoE), Mamba / Mamba-2 / Falcon-Mamba and Jamba hybrids")
@@ -132,17 +158,22 @@ def model_from_config(cfg: dict, src="model") -> Model:
     expert_width = num("moe_intermediate_size", inter) if experts else 0.0
     dense_layers = L
     if experts:
-        if cfg.get("first_k_dense_replace") is not None:
-            dense_layers = num("first_k_dense_replace", allow_zero=True)
+        if cfg.get("first_k_dense_replace") is not None or cfg.get("moe_layer_freq") is not None:
+            # DeepSeek-V2/V3 (transformers' DeepseekV3DecoderLayer): layer i is MoE when
+            # i >= first_k_dense_replace and i % moe_layer_freq == 0.
+            first = int(num("first_k_dense_replace", 0.0, allow_zero=True))
+            freq = int(num("moe_layer_freq", 1.0))
+            dense_layers = float(sum(1 for i in range(int(L)) if i < first or i % freq))
         elif cfg.get("interleave_moe_layer_step"):  # Llama 4: every step-th layer is MoE
             dense_layers = L - L // num("interleave_moe_layer_step")
-        elif cfg.get("decoder_sparse_step"):  # Qwen MoE
-            step = int(num("decoder_sparse_step"))
+        elif cfg.get("decoder_sparse_step") or cfg.get("mlp_only_layers"):  # Qwen MoE (step default 1)
+            step = int(num("decoder_sparse_step", 1.0))
             skip = set(cfg.get("mlp_only_layers") or [])
             dense_layers = float(sum(1 for i in range(int(L)) if i in skip or (i + 1) % step))
         else:
             dense_layers = 0.0
     shared = num("n_shared_experts", 1.0 if mtype.startswith("llama4") else 0.0, allow_zero=True) if experts else 0.0
+    shared = _shared_width(cfg, src, expert_width, shared) if experts else 0.0
     if "gated_ffn" in cfg:
         if not isinstance(cfg["gated_ffn"], bool):
             raise SpecError(f"{src}: gated_ffn must be true or false, got {cfg['gated_ffn']!r}")
@@ -161,6 +192,33 @@ def model_from_config(cfg: dict, src="model") -> Model:
         gated=float(gated), experts=experts, top_k=top_k, expert_intermediate=expert_width,
         shared_experts=shared, attention="mla" if mla else "gqa", max_context=max_ctx,
         windowed=local["local_layers"] > 0, **local, **mla_dims, **ssm)
+
+
+def _shared_width(cfg, src, expert_width, n_shared):
+    """Shared experts in units of one routed expert's width: Qwen2-MoE /
+    Qwen3-Next (`shared_expert_intermediate_size`) and MiniMax
+    (`shared_intermediate_size`) give the shared expert's FFN width, a gated
+    MLP like a routed expert's (transformers' Qwen2MoeSparseMoeBlock), so it is
+    width / expert width experts (Qwen1.5-MoE-A2.7B: 5632 / 1408 = 4; its
+    1-wide sigmoid gate is not charged). Otherwise `n_shared`."""
+    keys = [k for k in ("shared_expert_intermediate_size", "shared_intermediate_size") if cfg.get(k) is not None]
+    if not keys:
+        return n_shared
+    width = number(src, keys[0], cfg[keys[0]], allow_zero=True)
+    if width and cfg.get("n_shared_experts"):
+        raise SpecError(f"{src}: give either {keys[0]} or n_shared_experts, not both")
+    return width / expert_width if width else n_shared
+
+
+def _check_quantization(cfg, src):
+    """quantization_config.weight_block_size: a list of two positive integers
+    (DeepSeek-V3's [128, 128]) when given."""
+    q = cfg.get("quantization_config")
+    block = q.get("weight_block_size") if isinstance(q, dict) else None
+    if block is not None and not (isinstance(block, list) and len(block) == 2
+                                  and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+        raise SpecError(f"{src}: quantization_config.weight_block_size must be a list of two positive integers "
+                        f"(e.g. [128, 128]), got {block!r:.40}")
 
 
 def _jamba_layers(cfg, num, L, experts, src):
@@ -243,6 +301,7 @@ def checkpoint_dtype(cfg: dict, src="model"):
       `kv_cache_quant_algo` FP8 or a 16-bit KV cache.
     """
     cfg = {**cfg, **cfg["text_config"]} if isinstance(cfg.get("text_config"), dict) else cfg
+    _check_quantization(cfg, src)
     q = cfg.get("quantization_config")
     if not isinstance(q, dict):
         return None
