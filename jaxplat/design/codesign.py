@@ -347,7 +347,8 @@ _exact_jit = jax.jit(exact_table)
 
 def round_starts(z, prob: Problem, inflate=(1.0, 1.005, 1.02, 1.05)):
     """Rounded variants of each start: integer variables (HBM stacks; array
-    rows, cols and cores) floored and ceiled in every combination x slightly
+    rows, cols and cores) floored and ceiled, the array's also at the powers
+    of two around them (`_integer_choices`), in every combination x slightly
     larger FLOP/s and link bandwidth (the smooth optimum sits on a constraint
     boundary, which exact mode may place a hair further). [N, P] in SI units."""
     x = np.exp(np.asarray(z, np.float64))
@@ -355,7 +356,7 @@ def round_starts(z, prob: Problem, inflate=(1.0, 1.005, 1.02, 1.05)):
     grow = [i for i, p in enumerate(prob.params) if p in spaces.INFLATE]
     out = set()
     for xi in x:
-        choices = [sorted({math.floor(xi[i] + 1e-6), math.ceil(xi[i] - 1e-6)}) for i in ints]
+        choices = [_integer_choices(xi[i], prob.params[i]) for i in ints]
         for combo in itertools.product(*choices):
             for f in inflate:
                 v = xi.copy()
@@ -363,6 +364,20 @@ def round_starts(z, prob: Problem, inflate=(1.0, 1.005, 1.02, 1.05)):
                 v[grow] *= f
                 out.add(tuple(np.clip(v, prob.lo, prob.hi).astype(np.float32)))
     return np.asarray(sorted(out), np.float32)
+
+
+def _integer_choices(v: float, name: str) -> list:
+    """Whole values to try for an integer variable at v: its floor and ceil,
+    and for a systolic array's sides and core count also the powers of two
+    around it. The smooth loss treats folds as fractional (ceil -> identity),
+    so its optimum ignores that model dimensions are multiples of powers of
+    two: an 82 x 112 array folds a 4096-wide GEMM into 50 x 37 passes with a
+    ragged last one where a 64 x 128 array fits exactly 64 x 32 (SCALE-Sim's
+    fold count, jaxplat.cost.microarch)."""
+    out = {math.floor(v + 1e-6), math.ceil(v - 1e-6)}
+    if name in ("rows", "cols", "cores"):
+        out |= {2 ** math.floor(math.log2(max(v, 1.0)) + 1e-9), 2 ** math.ceil(math.log2(max(v, 1.0)) - 1e-9)}
+    return sorted(out)
 
 
 @dataclasses.dataclass
