@@ -147,6 +147,26 @@ def test_sequence_parallel_bytes(model, hw):
     assert np.sum(step(model, hw, Parallel(tp=2, overlap=1.0)).comm[0]) == 0.0
 
 
+def test_uneven_pipeline_split(model, hw):
+    """10 layers on 4 stages: the busiest stage holds ceil(10/4) = 3 layers
+    (and the LM head) and sets the pace of every micro-batch."""
+    gemm, head, attn = hand_flops()
+    r = step(replace(model, layers=10.0, dense_layers=10.0), hw, Parallel(pp=4), global_batch=8.0)  # m = 4
+    np.testing.assert_allclose(r.forward, 4 * (3 * (gemm + attn) / L + head) / 1e12, rtol=1e-4)
+
+
+@pytest.mark.parametrize("zero, per_step", [(0, 4.0), (1, 3.0), (3, 2 * 4.0)])
+def test_data_parallel_bytes(model, hw, zero, per_step):
+    """dp = 2 on one switch, P parameters: ZeRO 0 all-reduces 4-byte
+    gradients (ring: B/β for B = 4P); ZeRO 1 reduce-scatters them (B/2β)
+    and all-gathers 2-byte weights (P/β): 3P/β; ZeRO 3 gathers the weights
+    before each micro-batch's forward and backward and reduce-scatters its
+    gradients, 4P/β per micro-batch (m = 2)."""
+    r = step(model, hw, Parallel(dp=2), global_batch=8.0, zero=float(zero), micro_batch=2.0)
+    assert r.microbatches == 2.0
+    np.testing.assert_allclose(r.comm_total[4], per_step * PARAMS / 1e11, rtol=1e-5)
+
+
 def test_gradient_matches_finite_differences(model, hw):
     """d step / d (scale of peak FLOP/s, memory bandwidth, network bandwidth)
     at 1, by jax.grad and by central differences (a vmapped forward)."""
