@@ -206,7 +206,8 @@ def specs(tmp_path_factory):
      "--global-batch 12 is not divisible by micro-batch × data-parallel degree = 1 × 8 = 8; "
      "e.g. --global-batch 8 or 16"),
     (["--chips", "2", "--pp", "2", "--vp", "8", "--global-batch", "4"],
-     "--vp 8: more virtual stages than the 4 layers per pipeline stage (8 layers / pp 2); at most --vp 4"),
+     "--vp 8: more virtual stages than layers per pipeline stage (pp·vp = 16 for the model's 8 layers, 4 per "
+     "stage); at most --vp 4"),
     (["--chips", "1", "--recompute", "some"], "--recompute 'some' is not one of none, selective, full"),
     (["--chips", "1", "--zero", "4"], "--zero '4' is not one of 0, 1, 2, 3"),
     (["--chips", "1", "--dtype", "fp16"], "--dtype 'fp16' is not one of bf16, fp8, fp4, int8"),

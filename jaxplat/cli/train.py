@@ -96,10 +96,10 @@ def validate(args, model) -> int:
                         f"= {args.micro_batch} × {dp} = {per}; e.g. --global-batch {_examples(args.global_batch, per)}")
     if args.pp > layers:
         raise SpecError(f"--pp {args.pp} exceeds the model's {layers} layers")
-    per_stage = -(-layers // args.pp)
     if args.vp > 1 and args.pp * args.vp > layers:
-        raise SpecError(f"--vp {args.vp}: more virtual stages than the {per_stage} layers per pipeline stage "
-                        f"({layers} layers / pp {args.pp}); at most --vp {max(layers // args.pp, 1)}")
+        raise SpecError(f"--vp {args.vp}: more virtual stages than layers per pipeline stage (pp·vp = "
+                        f"{args.pp * args.vp} for the model's {layers} layers, {layers / args.pp:g} per stage); "
+                        f"at most --vp {max(layers // args.pp, 1)}")
     m = args.global_batch // per
     if args.vp > 1 and m % args.pp:
         raise SpecError(f"--vp {args.vp}: the interleaved schedule needs the micro-batches per step "
