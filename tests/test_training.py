@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import compile_events
 
 from jaxplat.cli.app import main
 from jaxplat.cost.training import TrainWorkload, train_step
@@ -145,6 +146,24 @@ def test_sequence_parallel_bytes(model, hw):
     half = step(model, hw, Parallel(tp=2, overlap=0.5))
     np.testing.assert_allclose(np.sum(half.comm[0]), expected / 2, rtol=1e-5)
     assert np.sum(step(model, hw, Parallel(tp=2, overlap=1.0)).comm[0]) == 0.0
+
+
+def test_time_energy_cost_to_train(model, hw):
+    """D tokens take D / (global batch x seq) steps; energy = time x power
+    x chips; cost = time x (chips x price / lifetime + power x chips x PUE x
+    USD/J) (cost.money). Another configuration of the same shapes reuses
+    the compiled step (no trace, no compile)."""
+    priced = replace(hw, price=30000.0, lifetime=4 * 365 * 86400.0, energy_price=0.1 / 3.6e6, pue=1.2)
+    r = step(model, priced, Parallel(dp=4), global_batch=8.0, tokens=1e9)
+    steps = 1e9 / (8 * 128)
+    np.testing.assert_allclose(r.train_time_s, steps * r.step_time_s, rtol=1e-5)
+    np.testing.assert_allclose(r.train_energy_j, r.train_time_s * r.power_w * 4, rtol=1e-5)
+    capex = 4 * 30000.0 / (4 * 365 * 86400.0)
+    np.testing.assert_allclose(r.train_cost_usd, r.train_time_s * (capex + r.power_w * 4 * 1.2 * 0.1 / 3.6e6),
+                               rtol=1e-5)
+    with compile_events() as events:
+        step(model, priced, Parallel(tp=2, pp=2, vp=2, dp=2, overlap=0.3), global_batch=16.0, zero=3.0)
+    assert events == []
 
 
 def test_uneven_pipeline_split(model, hw):
