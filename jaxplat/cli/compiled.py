@@ -56,6 +56,7 @@ def run(name: str, fn, args: tuple, static: tuple, directory=None):
     program = _MEMORY.get(k)  # a process that estimates the same shape again (tests, notebooks)
     path = None if directory is None else _path(directory, name, k)
     if program is None and path is not None:
+        _private(Path(directory))
         program = load(path)
     if program is None:
         program, needs = build(fn, args, static)
@@ -72,6 +73,19 @@ def program_path(directory, name: str, args: tuple, static: tuple) -> Path:
     """The file of the program of `name` for these arguments (see `key`)."""
     leaves, in_tree = jax.tree.flatten(args)
     return _path(directory, name, key(name, static, in_tree, leaves))
+
+
+def _private(directory: Path) -> None:
+    """Create the cache directory and its parent (mode 0700) when missing;
+    SpecError when others can write either (search.check_private_dir)."""
+    from jaxplat.search.runtime import check_private_dir
+
+    for d in (directory.parent, directory):
+        try:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            return  # cannot create it: nothing is read from it, and save() warns
+        check_private_dir(d)
 
 
 def _path(directory, name: str, k: str) -> Path:

@@ -66,9 +66,26 @@ def enable_compilation_cache(path=None) -> str | None:
     path = path or os.environ.get("JAXPLAT_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "jaxplat", "xla")
     try:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError:
         return None
+    check_private_dir(path)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     return path
+
+
+def check_private_dir(path) -> None:
+    """SpecError unless the existing directory `path` is owned by this user
+    and not group- or world-writable (os.stat): compiled programs read back
+    from a cache are deserialized into this process (pickle, XLA
+    executables), so whoever can write there could run code as this user."""
+    st = os.stat(path)
+    uid = os.getuid() if hasattr(os, "getuid") else st.st_uid  # no owners to compare on Windows
+    why = ("owned by another user" if st.st_uid != uid else
+           "group- and world-writable" if st.st_mode & 0o022 == 0o022 else
+           "group-writable" if st.st_mode & 0o020 else "world-writable" if st.st_mode & 0o002 else "")
+    if why:
+        raise SpecError(f"compile cache {path} is {why}, so others could plant programs this command would "
+                        "load; use --no-cache, or a private directory (chmod go-w, or --cache-dir / "
+                        "JAXPLAT_CACHE_DIR naming one of your own)")
