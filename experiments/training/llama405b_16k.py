@@ -11,7 +11,13 @@ holds (training_memory.checks) and it fits in 80 GB. Prints the top 5 by
 tokens/s per chip and how the best one's step time splits.
 
     .venv/bin/python experiments/training/llama405b_16k.py
+    # GPT-3 175B on an Eos-sized cluster (10,752 H100s), 2,048-token sequences, 300B tokens; a global batch
+    # of 2,688 sequences, a multiple of the 21 in 10,752 = 512 x 21 (so that data parallelism divides it):
+    .venv/bin/python experiments/training/llama405b_16k.py --model gpt-3-175b --chips 10752 --seq 2048 \
+        --global-batch 2688 --tokens 300e9
 """
+
+import argparse
 
 import itertools
 import sys
@@ -27,12 +33,20 @@ from jaxplat.cost.training import COMM_NAMES, RECOMPUTE, TrainWorkload, train_st
 from jaxplat.cost.training_memory import checks  # noqa: E402
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names  # noqa: E402
 
-CHIPS, SEQ, GLOBAL_BATCH = 16384, 8192.0, 2048.0
 GRID = {"tp": (2, 4, 8), "pp": (4, 8, 16, 32), "vp": (1, 2, 4, 8), "cp": (1, 2, 4), "mb": (1, 2), "rec": (0, 1, 2)}
 
 
 def main():
-    model, hw = load_model("llama-3.1-405b"), load_hardware("h100-sxm")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="llama-3.1-405b")
+    ap.add_argument("--hardware", default="h100-sxm")
+    ap.add_argument("--chips", type=int, default=16384)
+    ap.add_argument("--seq", type=float, default=8192.0)
+    ap.add_argument("--global-batch", type=float, default=2048.0)
+    ap.add_argument("--tokens", type=float, default=15.6e12, help="tokens to train on (Llama 3: 15.6T)")
+    args = ap.parse_args()
+    CHIPS, SEQ, GLOBAL_BATCH = args.chips, args.seq, args.global_batch
+    model, hw = load_model(args.model), load_hardware(args.hardware)
     cfgs = np.array(list(itertools.product(*GRID.values())), np.float32)
     tp, pp, vp, cp, mb, rec = cfgs.T
     dp = CHIPS / (tp * pp * cp)
@@ -42,32 +56,34 @@ def main():
     par = Parallel(**{k: jnp.asarray(degrees[k]) if k in degrees else jnp.broadcast_to(v, (n,))
                       for k, v in vars(Parallel()).items()})
     fields = dict(global_batch=full(GLOBAL_BATCH), micro_batch=jnp.asarray(mb), seq=full(SEQ),
-                  recompute=jnp.asarray(rec), zero=full(1.0), tokens=full(15.6e12))
+                  recompute=jnp.asarray(rec), zero=full(1.0), tokens=full(args.tokens))
     defaults = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0)
     twl = TrainWorkload(**{k: fields.get(k, jnp.broadcast_to(v, (n,))) for k, v in vars(defaults).items()})
     step = jax.jit(jax.vmap(lambda p, w: (train_step(model, hw, p, w), checks(model, p, w))))
     m, ok = jax.device_get(step(par, twl))
     valid = np.all(np.stack(list(ok.values())), axis=0) & (dp == np.round(dp)) & (dp >= 1) & m.fits
-    print(f"{n} configurations, {int(valid.sum())} feasible (divisible and fit in 80 GB)")
+    print(f"{n} configurations, {int(valid.sum())} feasible (divisible and fit in memory)")
+    if not valid.any():
+        return
     order = np.argsort(np.where(valid, -m.tokens_per_s_per_chip, np.inf))[:5]
     print(f"{'tp':>3s} {'pp':>3s} {'vp':>3s} {'cp':>3s} {'dp':>5s} {'mb':>3s} {'recompute':>9s} {'step s':>7s} "
-          f"{'tok/s/chip':>10s} {'MFU':>6s} {'mem GB':>7s} {'bubble':>7s} {'days 15.6T':>10s}")
+          f"{'tok/s/chip':>10s} {'MFU':>6s} {'mem GB':>7s} {'bubble':>7s} {'days':>7s}")
     for i in order:
         print(f"{tp[i]:3.0f} {pp[i]:3.0f} {vp[i]:3.0f} {cp[i]:3.0f} {dp[i]:5.0f} {mb[i]:3.0f} "
               f"{RECOMPUTE[int(rec[i])]:>9s} "
               f"{m.step_time_s[i]:7.2f} {m.tokens_per_s_per_chip[i]:10.1f} {100 * m.mfu[i]:5.1f}% "
-              f"{m.memory_bytes[i] / 1e9:7.1f} {100 * m.bubble_fraction[i]:6.1f}% {m.train_time_s[i] / 86400:10.1f}")
+              f"{m.memory_bytes[i] / 1e9:7.1f} {100 * m.bubble_fraction[i]:6.1f}% {m.train_time_s[i] / 86400:7.1f}")
     # The degrees of the Llama 3 paper's 8K-sequence pre-training (Table 4: TP 8, CP 1, PP 16, DP 128; an
     # interleaved schedule, Sec. 3.3.2): the best of our grid with them.
     meta = np.flatnonzero(valid & (tp == 8) & (pp == 16) & (cp == 1))
-    if meta.size:
+    if meta.size and args.model == "llama-3.1-405b" and CHIPS == 16384:
         i = meta[np.argmax(m.tokens_per_s_per_chip[meta])]
         rank = int(np.sum(valid & (m.tokens_per_s_per_chip > m.tokens_per_s_per_chip[i]))) + 1
         print(f"Llama 3 paper's degrees (tp 8, pp 16, cp 1, dp 128), best vp {vp[i]:.0f} mb {mb[i]:.0f} recompute "
               f"{RECOMPUTE[int(rec[i])]}: {m.tokens_per_s_per_chip[i]:.1f} tok/s/chip, MFU {100 * m.mfu[i]:.1f}%, "
               f"rank {rank} of {int(valid.sum())}")
     b = order[0]
-    levels = network_level_names("h100-sxm")
+    levels = network_level_names(args.hardware)
     print(f"\nStep time of the best ({m.step_time_s[b]:.2f} s), by phase:")
     for k in ("forward", "backward", "recompute", "optimizer", "bubble"):
         print(f"  {k:28s} {getattr(m, k)[b]:8.3f} s {100 * getattr(m, k)[b] / m.step_time_s[b]:5.1f}%")
