@@ -15,6 +15,10 @@ tokens/s per chip and how the best one's step time splits.
     # of 2,688 sequences, a multiple of the 21 in 10,752 = 512 x 21 (so that data parallelism divides it):
     .venv/bin/python experiments/training/llama405b_16k.py --model gpt-3-175b --chips 10752 --seq 2048 \
         --global-batch 2688 --tokens 300e9
+    # a DeepSeek-V3-style MoE with expert parallelism (2,048 GPUs, 4K sequences, 15,360-sequence batches,
+    # 14.8T tokens, FP8: DeepSeek-V3 report Sec. 3-4), here on H100s:
+    .venv/bin/python experiments/training/llama405b_16k.py --model deepseek-v3 --chips 2048 --seq 4096 \
+        --global-batch 15360 --tokens 14.8e12 --ep 8,16,32,64 --fp8
 """
 
 import argparse
@@ -32,8 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from jaxplat.cost.training import COMM_NAMES, RECOMPUTE, TrainWorkload, train_step  # noqa: E402
 from jaxplat.cost.training_memory import checks  # noqa: E402
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names  # noqa: E402
+from jaxplat.specs.units import DTYPES  # noqa: E402
 
-GRID = {"tp": (2, 4, 8), "pp": (4, 8, 16, 32), "vp": (1, 2, 4, 8), "cp": (1, 2, 4), "mb": (1, 2), "rec": (0, 1, 2)}
+GRID = {"tp": (2, 4, 8), "pp": (4, 8, 16, 32), "vp": (1, 2, 4, 8), "cp": (1, 2, 4), "mb": (1, 2), "rec": (0, 1, 2),
+        "ep": (1,)}
 
 
 def main():
@@ -44,19 +50,25 @@ def main():
     ap.add_argument("--seq", type=float, default=8192.0)
     ap.add_argument("--global-batch", type=float, default=2048.0)
     ap.add_argument("--tokens", type=float, default=15.6e12, help="tokens to train on (Llama 3: 15.6T)")
+    ap.add_argument("--ep", default="1", help="expert-parallel degrees to try, comma-separated (MoE models)")
+    ap.add_argument("--fp8", action="store_true", help="FP8 GEMMs with 128-element block scales (DeepSeek-V3's "
+                                                       "recipe, Sec. 3.3) instead of BF16")
     args = ap.parse_args()
+    GRID["ep"] = tuple(int(e) for e in args.ep.split(","))
     CHIPS, SEQ, GLOBAL_BATCH = args.chips, args.seq, args.global_batch
     model, hw = load_model(args.model), load_hardware(args.hardware)
     cfgs = np.array(list(itertools.product(*GRID.values())), np.float32)
-    tp, pp, vp, cp, mb, rec = cfgs.T
+    tp, pp, vp, cp, mb, rec, ep = cfgs.T
     dp = CHIPS / (tp * pp * cp)
     n = len(cfgs)
     full = lambda v: jnp.full((n,), v, jnp.float32)  # noqa: E731
-    degrees = dict(tp=tp, pp=pp, vp=vp, cp=cp, dp=dp, overlap=np.ones(n, np.float32))
+    degrees = dict(tp=tp, pp=pp, vp=vp, cp=cp, dp=dp, ep=ep, overlap=np.ones(n, np.float32))
     par = Parallel(**{k: jnp.asarray(degrees[k]) if k in degrees else jnp.broadcast_to(v, (n,))
                       for k, v in vars(Parallel()).items()})
     fields = dict(global_batch=full(GLOBAL_BATCH), micro_batch=jnp.asarray(mb), seq=full(SEQ),
                   recompute=jnp.asarray(rec), zero=full(1.0), tokens=full(args.tokens))
+    if args.fp8:
+        fields.update(bytes_act=full(1.0), compute_dtype=full(float(DTYPES.index("fp8"))), scale_block=full(128.0))
     defaults = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0)
     twl = TrainWorkload(**{k: fields.get(k, jnp.broadcast_to(v, (n,))) for k, v in vars(defaults).items()})
     step = jax.jit(jax.vmap(lambda p, w: (train_step(model, hw, p, w), checks(model, p, w))))
@@ -66,10 +78,11 @@ def main():
     if not valid.any():
         return
     order = np.argsort(np.where(valid, -m.tokens_per_s_per_chip, np.inf))[:5]
-    print(f"{'tp':>3s} {'pp':>3s} {'vp':>3s} {'cp':>3s} {'dp':>5s} {'mb':>3s} {'recompute':>9s} {'step s':>7s} "
+    print(f"{'tp':>3s} {'pp':>3s} {'vp':>3s} {'cp':>3s} {'ep':>3s} {'dp':>5s} {'mb':>3s} {'recompute':>9s} "
+          f"{'step s':>7s} "
           f"{'tok/s/chip':>10s} {'MFU':>6s} {'mem GB':>7s} {'bubble':>7s} {'days':>7s}")
     for i in order:
-        print(f"{tp[i]:3.0f} {pp[i]:3.0f} {vp[i]:3.0f} {cp[i]:3.0f} {dp[i]:5.0f} {mb[i]:3.0f} "
+        print(f"{tp[i]:3.0f} {pp[i]:3.0f} {vp[i]:3.0f} {cp[i]:3.0f} {ep[i]:3.0f} {dp[i]:5.0f} {mb[i]:3.0f} "
               f"{RECOMPUTE[int(rec[i])]:>9s} "
               f"{m.step_time_s[i]:7.2f} {m.tokens_per_s_per_chip[i]:10.1f} {100 * m.mfu[i]:5.1f}% "
               f"{m.memory_bytes[i] / 1e9:7.1f} {100 * m.bubble_fraction[i]:6.1f}% {m.train_time_s[i] / 86400:7.1f}")
