@@ -1,0 +1,112 @@
+"""The manual: README's two commands, the MkDocs site (built with --strict,
+its reference sections generated from the code) and the examples its pages
+mark as tests.
+
+- Every fenced ```python block in docs/**/*.md runs (short, fast examples).
+- Every ```bash block right after a `<!-- doctest -->` line runs its
+  `jaxplat ...` lines through `jaxplat.cli.main(argv)`, each to exit 0.
+- The README's first fenced block is the setup + main-job one-liner and its
+  second the test command, which CI (.ci/run) and a newcomer run.
+"""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+SETUP_LINE = ("python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && "
+              "jaxplat estimate --model llama-3.1-70b --hardware h100-sxm --workload chatbot --tp 8")
+TEST_LINE = ".venv/bin/python -m pytest -q tests"
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
+
+
+def fenced(text: str):
+    """[(language, body, offset)] of the fenced blocks of a markdown text."""
+    return [(m.group(1), m.group(2), m.start()) for m in _FENCE.finditer(text)]
+
+
+def _blocks(lang: str, marked: bool = False):
+    out = []
+    for path in sorted(DOCS.rglob("*.md")):
+        text = path.read_text()
+        for kind, body, at in fenced(text):
+            before = text[:at].rstrip("\n").rsplit("\n", 1)[-1].strip()
+            if kind == lang and (not marked or before == "<!-- doctest -->"):
+                out.append(pytest.param(body, id=f"{path.relative_to(DOCS)}:{text.count(chr(10), 0, at) + 1}"))
+    return out
+
+
+def test_readme_two_commands():
+    blocks = fenced((ROOT / "README.md").read_text())
+    assert [b[1].strip() for b in blocks[:2]] == [SETUP_LINE, TEST_LINE]
+    assert blocks[0][0] == blocks[1][0] == "bash"
+
+
+def test_readme_links_exist():
+    text = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(((?:docs|experiments)/[^)#]+)", text)
+    assert links, "the README links into the docs"
+    assert [p for p in links if not (ROOT / p).is_file()] == []
+
+
+def test_site_builds_strict(tmp_path):
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]'; the test extra has it)")
+    pytest.importorskip("material", reason="mkdocs-material is not installed (pip install -e '.[docs]')")
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
+                          "-d", str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
+                         env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
+    for flag in ("--engine", "--global-batch", "--moe-ep", "--max-num-tokens", "--calibration"):
+        assert flag in cli, f"generated CLI reference lacks {flag}"
+    specs = (tmp_path / "site" / "reference" / "specs" / "index.html").read_text()
+    assert "host_overlap" in specs and "fully_connected" in specs and "switch_reduction" in specs
+
+
+def test_reference_covers_schema():
+    """Every key the spec loaders accept and every flag of every command is in
+    the generated reference (the generator raises on an undocumented key)."""
+    sys.path.insert(0, str(DOCS))
+    import gen_reference
+
+    from jaxplat.cli.app import COMMANDS, build_parser
+    from jaxplat.model import hardware_spec, software_spec
+    from jaxplat.model.efficiency_spec import PARAMS
+    from jaxplat.model.hardware import TOPOLOGIES
+    from jaxplat.search import study
+
+    specs = gen_reference.render("specs")
+    keys = [*PARAMS, *software_spec.SOFTWARE_KEYS, *hardware_spec._HW_KEYS, *hardware_spec._MEM_KEYS,
+            *hardware_spec._NET_KEYS, *TOPOLOGIES, *study._STUDY_KEYS, *study.AXIS_KINDS, *study.METRICS]
+    assert [k for k in keys if f"`{k}`" not in specs] == []
+    cli = gen_reference.render("cli")
+    sub = build_parser()._subparsers._group_actions[0]
+    flags = [o for name in COMMANDS if name in sub.choices for a in sub.choices[name]._actions
+             for o in a.option_strings if o not in ("-h", "--help") and a.help != "==SUPPRESS=="]
+    assert [f for f in flags if f"`{f}`" not in cli] == []
+    calibration = gen_reference.render("calibration")
+    assert "leave one chip out" in calibration and "`compute`" in calibration
+
+
+@pytest.mark.parametrize("code", _blocks("python"))
+def test_python_examples(code):
+    exec(compile(code, "<docs>", "exec"), {"__name__": "__docs__"})
+
+
+def test_some_examples_are_marked():
+    assert len(_blocks("python")) >= 2 and len(_blocks("bash", marked=True)) >= 3
+
+
+@pytest.mark.parametrize("block", _blocks("bash", marked=True))
+def test_quick_cli_examples(block, capsys):
+    from jaxplat.cli import main
+
+    lines = [shlex.split(ln, comments=True) for ln in block.splitlines() if ln.strip().startswith("jaxplat ")]
+    assert lines, "a marked block runs jaxplat commands"
+    for argv in lines:
+        assert main(argv[1:]) == 0, f"{shlex.join(argv)}: {capsys.readouterr().err[-2000:]}"
