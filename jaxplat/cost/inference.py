@@ -21,6 +21,7 @@ from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
 from jaxplat.cost.stages import microbatching, stage_counts
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, chips, pytree_dataclass, replace
+from jaxplat.specs import SpecError
 from jaxplat.specs.units import DTYPES
 
 DEFAULT_SHARPNESS = 20.0  # p of the smooth max: at most 2^(1/20) - 1 = 3.5% above max
@@ -427,7 +428,7 @@ def _evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
               options: Options, sharpness) -> Metrics:
     conv = options.conv
     if model.attention == "mla" and not conv.mla:
-        raise ValueError(f"the {options.profile} profile has no MLA (GenZ does not model it); use profile 'default'")
+        raise SpecError(f"the {options.profile} profile has no MLA (GenZ does not model it); use profile 'default'")
     p = sharpness if options.smooth else None
     wl, par = computed_workload(hardware, workload, options), parallel
     ph = phases(model, hardware, par, wl, options, p)

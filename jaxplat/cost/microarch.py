@@ -20,6 +20,8 @@ cycles in float32.
 
 import jax.numpy as jnp
 
+from jaxplat.specs import SpecError
+
 DATAFLOWS = ("ws", "os", "is")
 
 
@@ -67,7 +69,7 @@ def _spatial_temporal(m, n, k, dataflow):
         return m, n, k
     if dataflow == "is":
         return k, m, n
-    raise ValueError(f"dataflow must be one of {DATAFLOWS}, got {dataflow!r}")
+    raise SpecError(f"dataflow must be one of {DATAFLOWS}, got {dataflow!r}")
 
 
 def fold_cycles(rows, cols, t, dataflow="ws"):

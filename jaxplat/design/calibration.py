@@ -40,6 +40,7 @@ from jaxplat.model import (
 )
 from jaxplat.search import compile_lowered
 from jaxplat.serving import capacity, closed_loop, queueing
+from jaxplat.specs import SpecError
 
 # Upper values no real kernel exceeds on these chips (clock throttling at TDP,
 # DRAM refresh and page switches, protocol overheads).
@@ -192,7 +193,7 @@ class Predictor:
     def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None, engine_fit=(), engines=()):
         unknown = [n for n in names if n not in BOUNDS] + [n for n in engine_fit if n not in names]
         if unknown:
-            raise ValueError(f"cannot fit {unknown[0]!r}; parameters: {', '.join(BOUNDS)} "
+            raise SpecError(f"--fit / --engine-fit: cannot fit {unknown[0]!r}; parameters: {', '.join(BOUNDS)} "
                              "(per-engine ones among those fitted)")
         self.globals, self.engine_fit, self.engines = tuple(names), tuple(engine_fit), tuple(engines)
         self.rows = rows

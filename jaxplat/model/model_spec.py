@@ -124,7 +124,8 @@ def model_from_config(cfg: dict, src="model") -> Model:
     for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
         if cfg.get(k) is None:
             raise SpecError(f"{src}: missing key {k!r}")
-    num = lambda k, default=None, **kw: number(src, k, cfg.get(k) if cfg.get(k) is not None else default, **kw)  # noqa: E731
+    num = lambda k, default=None, **kw: _finite(src, k, number(src, k, cfg.get(k) if cfg.get(k) is not None  # noqa: E731
+                                                             else default, **kw))
     L, D, H = num("num_hidden_layers"), num("hidden_size"), num("num_attention_heads")
     Hkv = num("num_key_value_heads", H)
     if H % Hkv:
@@ -194,6 +195,13 @@ def model_from_config(cfg: dict, src="model") -> Model:
         windowed=local["local_layers"] > 0, **local, **mla_dims, **ssm)
 
 
+def _finite(src, key, x: float) -> float:
+    """x, or a SpecError: no model dimension is infinite."""
+    if not math.isfinite(x):
+        raise SpecError(f"{src}: {key} must be a finite number, got {x}")
+    return x
+
+
 def _shared_width(cfg, src, expert_width, n_shared):
     """Shared experts in units of one routed expert's width: Qwen2-MoE /
     Qwen3-Next (`shared_expert_intermediate_size`) and MiniMax
@@ -253,7 +261,8 @@ def _mamba_from_config(cfg, mtype, src) -> Model:
     for k in ("num_hidden_layers", "hidden_size", "vocab_size", "state_size"):
         if cfg.get(k) is None:
             raise SpecError(f"{src}: missing key {k!r}")
-    num = lambda k, default=None, **kw: number(src, k, cfg.get(k) if cfg.get(k) is not None else default, **kw)  # noqa: E731
+    num = lambda k, default=None, **kw: _finite(src, k, number(src, k, cfg.get(k) if cfg.get(k) is not None  # noqa: E731
+                                                             else default, **kw))
     L, D = num("num_hidden_layers"), num("hidden_size")
     two = mtype == "mamba2"
     if two:

@@ -9,6 +9,8 @@ cost model field by field, never an `if profile == ...` inside it.
 
 import dataclasses
 
+from jaxplat.specs import SpecError
+
 
 @dataclasses.dataclass(frozen=True)
 class Conventions:
@@ -150,7 +152,7 @@ class Options:
 
     def __post_init__(self):
         if self.profile not in CONVENTIONS:
-            raise ValueError(f"unknown profile {self.profile!r}; allowed: {', '.join(PROFILES)}")
+            raise SpecError(f"unknown profile {self.profile!r}; allowed: {', '.join(PROFILES)}")
 
     @property
     def conv(self) -> Conventions:

@@ -46,7 +46,7 @@ from jaxplat.model import (
     workload_from_dict,
 )
 from jaxplat.model.software_spec import default_software
-from jaxplat.specs import SpecError, check_keys, read_yaml, units
+from jaxplat.specs import SpecError, check_keys, number, read_yaml, units
 
 # ------------------------------------------------------------------ axes
 #
@@ -339,7 +339,7 @@ def _values(src, name, spec) -> tuple[np.ndarray, tuple]:
         if mode == "pow2":
             if "count" in spec:
                 raise SpecError(f"{where}: pow2 takes no count (it lists every power of 2 in [lo, hi])")
-            if lo <= 0 or hi < lo:
+            if lo <= 0 or hi < lo or not math.isfinite(hi):
                 raise SpecError(f"{where}.pow2 needs 0 < lo <= hi, got [{lo:g}, {hi:g}]")
             vals = 2.0 ** np.arange(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)
         else:
@@ -405,7 +405,7 @@ def _slo(src, key, v):
 
 
 def _metric(src, key, name):
-    if name not in METRICS:
+    if not isinstance(name, str) or name not in METRICS:
         raise SpecError(f"{src}: {key} has unknown metric {name!r}; allowed: {', '.join(METRICS)}")
     return name
 
@@ -472,10 +472,10 @@ def study_from_dict(d: dict, src="study", calibration=None, software=None) -> St
 
     c = d.get("constraints", {}) or {}
     check_keys(src, "constraints.", c, _CONSTRAINT_KEYS)
-    max_chips = float(c["max_chips"]) if c.get("max_chips") is not None else math.inf
+    max_chips = number(src, "constraints.max_chips", c["max_chips"]) if c.get("max_chips") is not None else math.inf
     if max_chips <= 0:
         raise SpecError(f"{src}: constraints.max_chips must be positive")
-    frac = float(c.get("max_memory_fraction", 1.0))
+    frac = number(src, "constraints.max_memory_fraction", c.get("max_memory_fraction", 1.0))
     if not 0 < frac <= 1:
         raise SpecError(f"{src}: constraints.max_memory_fraction must be in (0, 1], got {frac}")
 

@@ -122,6 +122,9 @@ def integer(src, key, value, *, minimum=1) -> int:
 
 
 def check_keys(src, where, data: dict, allowed, required=()):
+    if not isinstance(data, dict):
+        raise SpecError(f"{src}: {where.rstrip('.') or 'the spec'} must be a mapping with keys {', '.join(allowed)}, "
+                        f"got {data!r:.40}")
     for k in data:
         if k not in allowed:
             close = difflib.get_close_matches(k, allowed, n=1)
