@@ -86,3 +86,35 @@ def test_unreachable_slo_is_inf_with_a_reason(capsys):
     wl = replace(workload(batch=1, prompt=100, output=4), ttft_slo=1e-9, tpot_slo=1.0)
     req = platform_requirements(m, jp.load_hardware("h100-sxm"), jp.Parallel(), wl, jp.Options())
     assert req["prefill_flops_s_model"] == float("inf") and "TTFT" in req["reasons"]["prefill_flops_s_model"]
+
+
+def test_each_requirement_holds_on_one_chip_that_meets_every_slo():
+    """Llama-3.1-70B chat on 8 H200s: the FLOP/s found for TTFT is found on
+    a chip whose bandwidth is max(base, its own requirement); at those
+    numbers both SLOs hold, and 0.99 x the FLOP/s misses TTFT (the root is
+    tight)."""
+    m, wl, hw = jp.load_model("llama-3.1-70b"), jp.load_workload("chatbot"), jp.load_hardware("h200-sxm")
+    par = jp.Parallel(tp=8)
+    req = platform_requirements(m, hw, par, wl, jp.Options())
+    fl, bw = req["prefill_flops_s_model"], req["decode_mem_bw_bytes_s_model"]
+    assert 0 < fl < float("inf") and 0 < bw < float("inf")
+
+    def chip(flops, mem_bw):
+        return replace(hw, flops=hw.flops * flops / req["base_prefill_flops_s"],
+                       mem_bw=hw.mem_bw.at[0].set(max(mem_bw, float(hw.mem_bw[0]))))
+    ok = jp.evaluate(m, chip(fl * (1 + 1e-4), bw * (1 + 1e-4)), par, wl)
+    assert float(ok.ttft) <= float(wl.ttft_slo) and float(ok.tpot) <= float(wl.tpot_slo)
+    assert float(jp.evaluate(m, chip(fl * 0.99, bw), par, wl).ttft) > float(wl.ttft_slo)
+
+
+def test_a_power_bound_ttft_says_so():
+    """Llama-3.1-70B chat on one H100-class chip: whatever its FLOP/s, the
+    3000-token prefill's energy at 700 W takes longer than 200 ms (the
+    chip is held to its TDP), and the reason names the power limit."""
+    m, wl, hw = jp.load_model("llama-3.1-70b"), jp.load_workload("chatbot"), jp.load_hardware("h100-sxm")
+    req = platform_requirements(m, hw, jp.Parallel(), wl, jp.Options())
+    assert req["prefill_flops_s_model"] == float("inf")
+    assert "power limit (tdp_w 700 W" in req["reasons"]["prefill_flops_s_model"]
+    # with ten times the power the same chip meets it at some FLOP/s
+    req = platform_requirements(m, replace(hw, tdp=hw.tdp * 10), jp.Parallel(), wl, jp.Options())
+    assert req["prefill_flops_s_model"] < float("inf")

@@ -13,7 +13,10 @@ Requirements for Diverse LLM Inference Use Cases", arXiv 2406.01698, Sec. 7):
 * The same three found by inverting the full cost model (`*_model` keys):
   the smallest value of that chip number (peak FLOP/s in the compute dtype,
   main-memory bandwidth, main-memory size) at which `evaluate` meets the SLO
-  (TTFT, TPOT, fit) with every other number from the base chip. The root is
+  (TTFT, TPOT, fit) on one chip that meets all three: every other number at
+  the base chip's value or at its own requirement, whichever is larger (a
+  memory-bound prefill needs the bandwidth that decode asks for before more
+  FLOP/s can help; two passes settle it). The root is
   bracketed by a vectorized bisection in log space: each round evaluates a
   log-spaced grid (one vmapped `evaluate`) and keeps the cell where the SLO
   starts to hold. Where no value meets it (the other numbers alone exceed
@@ -73,33 +76,37 @@ def knob_values(hw: Hardware, wl: Workload, options: Options) -> np.ndarray:
 
 
 @functools.partial(jax.jit, static_argnames=("options",))
-def _grid(model, hw, par, wl, log_k, options):
-    """log_k [3, GRID]: row i scales knob i alone. Returns [3, GRID] whether
-    that knob's SLO holds (TTFT, TPOT, fit) and the three metrics."""
+def _grid(model, hw, par, wl, log_k, options, log_floor):
+    """log_k [3, GRID]: row i scales knob i, the others by log_floor [3].
+    Returns [3, GRID] whether that knob's SLO holds (TTFT, TPOT, fit) and
+    the three metrics."""
     def one(i, lk):
-        k = jnp.exp(jnp.where(jnp.arange(3) == i, lk, 0.0))
+        k = jnp.exp(jnp.where(jnp.arange(3) == i, lk, log_floor))
         m = evaluate(model, scale_chip(hw, k), par, wl, options)
         ok = jnp.stack([m.ttft <= wl.ttft_slo, m.tpot <= wl.tpot_slo, m.fits])[i]
-        return ok, jnp.stack([m.ttft, m.tpot, m.memory_bytes])
+        return ok, jnp.stack([m.ttft, m.tpot, m.memory_bytes, m.throttle])
     rows = jnp.broadcast_to(jnp.arange(3)[:, None], log_k.shape)
     return jax.vmap(jax.vmap(one))(rows, log_k)
 
 
-def invert(model, hw, par, wl, options: Options = Options()):
+def invert(model, hw, par, wl, options: Options = Options(), floor=None):
     """[3] smallest scales k in [1/SPAN, SPAN] of (FLOP/s, memory bandwidth,
-    memory size) at which (TTFT, TPOT, fit) hold, each knob alone, by a
+    memory size) at which (TTFT, TPOT, fit) hold, each knob with the others
+    scaled by `floor` [3] (default 1: the base chip's), by a
     vectorized bisection in log space: each round evaluates GRID log-spaced
     points per knob (one vmapped `evaluate`, one compile) and keeps the cell
     where the SLO starts to hold.
 
-    Returns (k [3], top [3, 3]): k = inf where even SPAN x the base misses,
-    top[i] = (ttft, tpot, memory_bytes) at SPAN x knob i (for the reason).
+    Returns (k [3], top [3, 4]): k = inf where even SPAN x the base misses,
+    top[i] = (ttft, tpot, memory_bytes, power throttle) at SPAN x knob i
+    (for the reason).
     """
     lo, hi = np.full(3, -np.log(SPAN)), np.full(3, np.log(SPAN))
+    log_floor = jnp.asarray(np.log(np.ones(3) if floor is None else floor), jnp.float32)
     top = None
     for r in range(ROUNDS + 1):
         xs = np.linspace(lo, hi, GRID, axis=1)
-        ok, met = jax.device_get(_grid(model, hw, par, wl, jnp.asarray(xs, jnp.float32), options))
+        ok, met = jax.device_get(_grid(model, hw, par, wl, jnp.asarray(xs, jnp.float32), options, log_floor))
         if r == 0:
             top = met[:, -1, :]
             never, always = ~ok[:, -1], ok[:, 0]
@@ -124,14 +131,24 @@ def requirements(model: Model, hw: Hardware, par: Parallel, wl: Workload, option
            "weights, KV and activations fit")
     base = knob_values(hw, wl, options)
     k, top = invert(model, hw, par, wl, options)
+    for _ in range(2):  # the others at their own requirement where it is above the base chip's
+        floor = np.where(np.isfinite(k), np.maximum(k, 1.0), 1.0)
+        if np.all(floor == 1.0):
+            break
+        k, top = invert(model, hw, par, wl, options, floor)
     reasons = {}
     for i, key in enumerate(keys):
         out[key + "_model"] = float(base[i] * k[i])
         out["base_" + key] = float(base[i])
         if np.isinf(k[i]):
-            ttft, tpot, mem = top[i]
+            ttft, tpot, mem, throttle = top[i]
             what = (f"TTFT is still {ttft:.4g} s", f"TPOT is still {tpot:.4g} s", f"{mem:.4g} B still do not fit")[i]
-            reasons[key + "_model"] = f"{slo[i]} not met at {SPAN:g} x the base chip's value: {what}"
+            if i < 2 and throttle > 1.01:  # the energy of the work over the chips' TDP sets the time
+                what += (f", held by the chips' power limit (tdp_w {float(hw.tdp):g} W: the work's energy at this "
+                         "chip's J per FLOP and per byte takes longer than the SLO at that power; a higher tdp_w, "
+                         "less energy per FLOP or byte, or more chips would move it)")
+            reasons[key + "_model"] = (f"{slo[i]} not met at {SPAN:g} x the base chip's value (the other numbers "
+                                       f"at their own requirements): {what}")
     out["binding"] = keys[int(np.argmax(k))]
     out["slo"] = {key + "_model": s for key, s in zip(keys, slo)}
     out["reasons"] = reasons
