@@ -218,6 +218,7 @@ def render_specs() -> str:
                    ss.SOFTWARE_KEYS.items()]),
            "\n### Shipped stacks\n", _software_values(ss.SOFTWARE_KEYS),
            "\n## Workloads (`specs/workloads/*.yaml`)\n", _keys(ws._WL_KEYS, WORKLOAD_KEYS, "workload"),
+           "\n### Shipped use cases\n", _workload_values(),
            "\n`dtype:` as a mapping\n\n", _keys(ws._DTYPE_KEYS, DTYPE_KEYS, "workload dtype"),
            "\n`slo:`\n\n", _keys(ws._SLO_KEYS, SLO_KEYS, "slo"),
            "\n## Studies (`specs/studies/*.yaml`, `jaxplat/search/study.py`)\n",
@@ -233,13 +234,27 @@ def render_specs() -> str:
            "\n### Metrics (objective, Pareto)\n",
            _table(["metric", "better", "unit"], [[f"`{k}`", b, u] for k, (_, b, u) in st.METRICS.items()]),
            "\n### `engine:` (sweep engine)\n", _keys(st._ENGINE_KEYS, ENGINE_KEYS, "study engine"),
-           "\n## Co-design studies (`specs/studies/codesign-*.yaml`, `jaxplat/design/codesign.py`)\n",
-           _keys(cd._STUDY_KEYS, CODESIGN_KEYS, "codesign study"),
+           "\n## Co-design studies (`specs/studies/codesign-*.yaml`, `jaxplat/design/`)\n",
+           _keys(_codesign_keys(), CODESIGN_KEYS, "codesign study"),
            "\nObjectives: " + ", ".join(f"`{o}`" for o in cd.OBJECTIVES) + ".\n\n",
            _table(["parameter", "unit"], [[f"`{k}`", u] for k, u in sp.UNITS.items()]),
            "\n## Calibration files (`specs/calibration/*.yaml`)\n",
            _keys(_calibration_keys(), CALIBRATION_KEYS, "calibration")]
     return "".join(out)
+
+
+def _codesign_keys():
+    """The co-design study loader's keys, wherever the loader lives."""
+    import importlib
+
+    for name in ("jaxplat.design.codesign_study", "jaxplat.design.codesign"):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        if hasattr(module, "_STUDY_KEYS"):
+            return module._STUDY_KEYS
+    raise KeyError("docs/gen_reference.py: no _STUDY_KEYS in jaxplat.design.codesign(_study)")
 
 
 def _calibration_keys():
@@ -252,6 +267,23 @@ def _software_values(keys) -> str:
     specs = {f.stem: yaml.safe_load(f.read_text()) for f in files}
     rows = [[f"`{k}`"] + [_num(float(specs[n][k]["value"])) for n in specs] for k in keys]
     return _table(["key", *[f"`{n}`" for n in specs]], rows)
+
+
+def _dtype_text(dt) -> str:
+    if isinstance(dt, dict):
+        return "/".join(str(dt[k]) for k in ("weights", "activations", "kv", "experts") if k in dt)
+    return str(dt)
+
+
+def _workload_values() -> str:
+    rows = []
+    for f in sorted((ROOT / "specs" / "workloads").glob("*.yaml")):
+        d = yaml.safe_load(f.read_text())
+        slo = d.get("slo") or {}
+        rows.append([f"`{f.stem}`", d.get("batch", ""), d.get("prompt", ""), d.get("output", ""), d.get("beams", 1),
+                     _num(float(slo["ttft"])) if "ttft" in slo else "", _num(float(slo["tpot"])) if "tpot" in slo else "",
+                     _dtype_text(d.get("dtype", ""))])
+    return _table(["workload", "batch", "prompt", "output", "beams", "TTFT SLO (s)", "TPOT SLO (s)", "dtype"], rows)
 
 
 def _argparse_rows(parser) -> list:
