@@ -56,16 +56,19 @@ def test_tile_latency_weighs_most_on_short_and_narrow_k_loops(h100):
     np.testing.assert_allclose(quantization(128.0, 16896.0, 16384.0, 1.0, slow, peak=4e15), 256 / 272, rtol=1e-5)
 
 
-def test_skinny_prefill_pays_a_whole_tile(h100, llama7b):
-    # With 128-row tiles a prompt of 8 tokens costs the GEMMs' compute of 128.
-    hw = replace(h100, **H100_STRUCTURE)
+def test_skinny_prefill_pays_its_own_row_tile(h100, llama7b):
+    # A prompt of 8 tokens runs its GEMMs with 8-row tiles (small-M kernels:
+    # efficiency.dense_tile_m), 1/16 of the paid work of a 128-token prompt
+    # over the same tile columns and k-steps. (It was costed as a whole 128-row
+    # tile, the same compute time as 128 tokens.)
+    hw = replace(h100, **H100_STRUCTURE, kernel_latency=0.0)
     c = {}
     for p in (8.0, 128.0):
         wl = workload_from_dict({"batch": 1, "prompt": p, "output": 2})
         t = build_table(llama7b, jp.Parallel(), wl, "prefill", jp.Options())
         c0 = np.asarray(row_components(t, hw, wl, jp.Options())[0])
         c[p] = c0[list(t.names).index("qkv")]
-    np.testing.assert_allclose(c[8.0], c[128.0], rtol=1e-5)
+    np.testing.assert_allclose(c[8.0], c[128.0] / 16, rtol=1e-5)
 
 
 def test_dtype_peaks_and_attention_precision():

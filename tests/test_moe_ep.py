@@ -129,7 +129,7 @@ def test_grouped_gemm_pays_a_row_tile_per_expert():
     # 512 x 1536 x 2048 / (367 x 132 x 16 x 128 x 64) = 0.254; one GEMM over
     # all 512 rows in 128-row tiles would have paid 4 x 12 x 32 = 1,536
     # iterations in 12 waves, 0.97.
-    from jaxplat.cost.efficiency import grouped_tile_m, quantization, row_rates
+    from jaxplat.cost.efficiency import dense_tile_m, grouped_tile_m, quantization, row_rates
     # (tile_latency 0: the quantization alone, by hand)
     model, hw = jp.load_model("qwen3-30b-a3b"), replace(jp.load_hardware("h100-sxm"), tile_latency=0.0)
     wl = workload(batch=64, prompt=512, output=8)
@@ -156,7 +156,8 @@ def test_grouped_gemm_pays_a_row_tile_per_expert():
         t = build_table(model, jp.Parallel(), w, "decode", jp.Options())
         peak, _, _ = row_rates(t, replace(hw, **kw), w, jp.Options(), None)  # flat_peak: read by "flat" only
         i, dense = t.names.index("experts_up_gate"), t.names.index("qkv")
-        q_dense = float(quantization(t.m[dense], t.n[dense], t.k[dense], 1.0, hw))
+        q_dense = float(quantization(t.m[dense], t.n[dense], t.k[dense], 1.0, hw,  # its own row tile (64 rows)
+                                     tile_m=dense_tile_m(t.m[dense], hw)))
         return float(peak[i]) / float(peak[dense]) * q_dense
     moe = float(hw.eff_moe)
     assert moe < 0.5

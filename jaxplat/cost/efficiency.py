@@ -12,8 +12,10 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     elements);
   * the shape, through the chip's structure (`Hardware.units` SMs or CUs and
     a kernel's tile_m x tile_n output tile with tile_k k-steps): tile
-    quantization (a partial tile is paid in full, so a skinny decode GEMM
-    with m = 8 rows pays for a whole tile_m) and wave quantization (the last
+    quantization (a partial tile is paid in full; the row tile is the
+    shortest power of two holding the GEMM's rows from 8 up to tile_m, as
+    engines' small-M kernels run skinny GEMMs: dense_tile_m, grouped_tile_m;
+    so a 100-row GEMM pays for 128 rows) and wave quantization (the last
     wave leaves SMs idle), NVIDIA, "Matrix Multiplication Background User's
     Guide"), for the weight GEMMs (attention's rows in an engine iteration
     merge sequences of different lengths, so they carry no one GEMM shape;
@@ -103,13 +105,34 @@ def dtype_index(bytes_per_element):
 GROUPED_MIN_TILE_M = 16.0
 
 
+# Shortest row tile of a dense GEMM. Engines run skinny GEMMs (decode, short
+# prompts) with small-M kernels: TensorRT-LLM's and CUTLASS's swap-AB
+# kernels compute W^T A^T so that the tokens are the MMA's N dimension, whose
+# shortest shape is 8 (PTX ISA, mma.sync m16n8k16; Hopper wgmma m64nNk16, N
+# a multiple of 8 from 8), and GEMV kernels serve m = 1 no slower. So an
+# m-row GEMM pays the shortest power of two >= m, from 8 rows up to the
+# chip's tile_m, not a whole tile_m.
+DENSE_MIN_TILE_M = 8.0
+
+
+def _pow2_rows(m):
+    """The shortest power of two >= m (>= 1), no gradient (a discrete choice)."""
+    m = jax.lax.stop_gradient(jnp.maximum(m, 1.0))
+    return 2.0 ** jnp.ceil(jnp.log2(m) - 1e-4)  # 1e-4: a float rounding above a power of two stays in it
+
+
 def grouped_tile_m(m, hw: Hardware):
     """Row tile of a grouped GEMM whose groups hold m rows each: the shortest
     power of two that holds them, between GROUPED_MIN_TILE_M and the chip's
     tile_m (a discrete choice: no gradient flows through it)."""
-    m = jax.lax.stop_gradient(jnp.maximum(m, 1.0))
-    pow2 = 2.0 ** jnp.ceil(jnp.log2(m) - 1e-4)  # 1e-4: a float rounding above a power of two stays in it
-    return jnp.clip(pow2, GROUPED_MIN_TILE_M, jnp.maximum(hw.tile_m, GROUPED_MIN_TILE_M))
+    return jnp.clip(_pow2_rows(m), GROUPED_MIN_TILE_M, jnp.maximum(hw.tile_m, GROUPED_MIN_TILE_M))
+
+
+def dense_tile_m(m, hw: Hardware):
+    """Row tile of a dense GEMM of m rows: the shortest power of two that
+    holds them, between DENSE_MIN_TILE_M (or the chip's tile_m if smaller)
+    and the chip's tile_m (no gradient flows through it)."""
+    return jnp.clip(_pow2_rows(m), jnp.minimum(DENSE_MIN_TILE_M, hw.tile_m), hw.tile_m)
 
 
 def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=None, peak=None):
@@ -227,9 +250,9 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     # shape: their length dependence is the FLOPs and bytes, their kernels'
     # efficiency eff_attention.
     # The routed experts' grouped GEMMs size their row tile to each expert's
-    # tokens (grouped_tile_m); the others run the chip's tile.
+    # tokens (grouped_tile_m), the dense GEMMs to their rows (dense_tile_m).
     moe = jnp.asarray(moe_mask(table)) > 0
-    tile_m = jnp.where(moe, grouped_tile_m(table.m, hw), hw.tile_m)
+    tile_m = jnp.where(moe, grouped_tile_m(table.m, hw), dense_tile_m(table.m, hw))
     q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m,
                                               hw.flops[dtype.astype(jnp.int32)]))
     peak = gemm_peak(hw, dtype, width) * q * kernel_kind(table, hw, wl, opts)
@@ -343,7 +366,7 @@ def host_time(hw: Hardware, opts: Options, sequences):
     return hw.sequence_overhead * (REFERENCE_HOST_CLOCK_HZ / clock) * sequences
 
 
-__all__ = ["GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "collective_latency", "dtype_index",
-           "fixed_times", "gemm_peak", "grouped_tile_m", "halvings", "host_time", "iteration_overhead", "kernel_counts",
+__all__ = ["DENSE_MIN_TILE_M", "GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "collective_latency", "dtype_index",
+           "dense_tile_m", "fixed_times", "gemm_peak", "grouped_tile_m", "halvings", "host_time", "iteration_overhead", "kernel_counts",
            "kernel_kind", "moe_mask", "narrow_steps", "operator_counts", "quantization", "quantized_experts", "row_dtypes", "row_rates",
            "wide_mask", "with_host"]
