@@ -110,3 +110,39 @@ def test_quick_cli_examples(block, capsys):
     assert lines, "a marked block runs jaxplat commands"
     for argv in lines:
         assert main(argv[1:]) == 0, f"{shlex.join(argv)}: {capsys.readouterr().err[-2000:]}"
+
+
+def _documented_commands():
+    """Every `jaxplat ...` line of the README's and the docs' bash blocks
+    (continuation lines joined), and the README's inline `jaxplat ...` commands
+    (its tour)."""
+    readme = (ROOT / "README.md").read_text()
+    out = [pytest.param(c, id=f"README.md:{c[8:60]}") for c in re.findall(r"`(jaxplat [^`]+)`", readme)
+           if len(c.split()) > 2]  # a command with arguments, not the name of one
+    for path in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for kind, body, _ in fenced(path.read_text()):
+            if kind != "bash":
+                continue
+            for line in body.replace("\\\n", " ").splitlines():
+                line = line.strip()
+                cmd = line[line.index("jaxplat "):] if "jaxplat " in line else ""
+                if cmd.startswith("jaxplat "):
+                    out.append(pytest.param(cmd, id=f"{path.name}:{cmd[8:60]}"))
+    return out
+
+
+def test_documented_commands_parse():
+    """Every documented command line is accepted by today's parser (a renamed
+    or removed flag fails here, without running the command)."""
+    from jaxplat.cli.app import build_parser
+
+    commands = _documented_commands()
+    assert len(commands) >= 30
+    bad = []
+    for param in commands:
+        argv = shlex.split(param.values[0], comments=True)[1:]
+        try:
+            build_parser(argv[0]).parse_args(argv)
+        except SystemExit:
+            bad.append(param.values[0])
+    assert bad == []
