@@ -22,11 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.design import codesign as cd
+from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.specs import read_yaml
 
 
 def main():
-    prob, run = cd.problem_from_dict(read_yaml("specs/studies/codesign-llama70b-chatbot.yaml"))
+    prob, run = problem_from_dict(read_yaml("specs/studies/codesign-llama70b-chatbot.yaml"))
     axes = cd.grid_axes(prob, run["grid"])
     shape = tuple(len(a) for a in axes)
     target = [9.2986747e+14, 5.7966316e+07, 3.0, 1.0e+12]

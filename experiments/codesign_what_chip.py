@@ -20,6 +20,7 @@ import numpy as np
 
 import jaxplat as jp
 from jaxplat.design import codesign as cd
+from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.report import table
 
 MODELS = ("llama-3.1-70b", "llama-3.1-405b", "deepseek-v3")
@@ -72,7 +73,7 @@ def main():
     rows = []
     for model in a.models:
         for workload in a.workloads:
-            prob, _ = cd.problem_from_dict(study(model, workload, a.budget, a.technology, a.hbm))
+            prob, _ = problem_from_dict(study(model, workload, a.budget, a.technology, a.hbm))
             try:
                 res = cd.codesign(prob, starts=starts, steps=steps)
                 c = {k: float(v[res.candidate]) for k, v in prob.cand.items()}

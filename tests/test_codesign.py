@@ -15,6 +15,7 @@ import pytest
 import jaxplat as jp
 from jaxplat.cli.codesign import chip_spec
 from jaxplat.design import codesign as cd
+from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.model import hardware_from_dict
 from jaxplat.specs import SpecError
 
@@ -31,7 +32,7 @@ STEPS = 80  # one scan length and 4 starts everywhere: the optimizer compiles on
 
 @pytest.fixture(scope="module")
 def prob():
-    return cd.problem_from_dict(STUDY)[0]
+    return problem_from_dict(STUDY)[0]
 
 
 def _fd_grad(f, z, h=1e-2):
@@ -50,7 +51,7 @@ def test_loss_gradient_matches_finite_differences():
     tp 2 only, so that the link is on the path of every candidate (with tp 1
     among them the loss may pick a split that sends nothing).
     (The derivatives of `evaluate` itself, both profiles: test_sensitivities.)"""
-    prob = cd.problem_from_dict({**STUDY, "profile": "default", "candidates": {"tp": [2], "batch": [1, 4]}})[0]
+    prob = problem_from_dict({**STUDY, "profile": "default", "candidates": {"tp": [2], "batch": [1, 4]}})[0]
     z = jnp.log(jnp.array([4e14, 3e7, 3.3, 3e11], jnp.float32))
     vg = jax.jit(jax.value_and_grad(lambda z: cd.loss_fn(z, prob, 0.3, 20.0, 8.0, 10.0)))
     g = np.asarray(vg(z)[1])
@@ -155,7 +156,7 @@ def test_study_errors_are_one_line():
     for bad, word in (({"objective": "speed"}, "objective"), ({"params": {"flop": [1, 2]}}, "flop"),
                       ({"params": {"hbm_stacks": [1, 20]}}, "hbm_stacks"), ({"technology": "n1"}, "n1")):
         with pytest.raises(SpecError) as e:
-            cd.problem_from_dict({**STUDY, **bad})
+            problem_from_dict({**STUDY, **bad})
         assert word in str(e.value) and "\n" not in str(e.value)
 
 

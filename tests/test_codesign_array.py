@@ -12,6 +12,7 @@ import pytest
 
 import jaxplat as jp
 from jaxplat.design import codesign as cd
+from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.design import spaces
 from jaxplat.specs import SpecError, read_yaml, resolve
 from jaxplat.specs.units import DTYPES
@@ -27,7 +28,7 @@ STUDY = {
 
 @pytest.fixture(scope="module")
 def prob():
-    p, _ = cd.problem_from_dict(STUDY)
+    p, _ = problem_from_dict(STUDY)
     # SLOs out of the way: the objective alone decides (cost per token of an 8-sequence batch)
     wl = jp.replace(p.workload, ttft_slo=100.0, tpot_slo=100.0)
     return cd.Problem(model=p.model, workload=wl, base=p.base, tech=p.tech, lo=p.lo, hi=p.hi, cand=p.cand,
@@ -92,14 +93,14 @@ def test_array_study_errors_are_one_line():
                       ({"params": {"rows": [16, 256]}, "base": "h100-sxm"}, "systolic"),
                       ({"grid": {"flops": 4}}, "flops")):
         with pytest.raises(SpecError) as e:
-            cd.problem_from_dict({**STUDY, **bad})
+            problem_from_dict({**STUDY, **bad})
         assert word in str(e.value) and "\n" not in str(e.value)
 
 
 def test_shipped_array_study_loads():
     d = read_yaml(resolve("studies", "codesign-npu-array"))
     # the fixture's profile and candidates: the candidate check reuses its compiled program
-    p, run = cd.problem_from_dict({**d, "profile": "genz", "candidates": STUDY["candidates"]})
+    p, run = problem_from_dict({**d, "profile": "genz", "candidates": STUDY["candidates"]})
     assert p.space == "array" and run["grid"]["rows"] == 9 and p.params[:3] == ("rows", "cols", "cores")
     assert float(p.lo[2]) == 1.0 and float(p.hi[2]) == 64.0
 

@@ -17,6 +17,7 @@ import yaml
 
 import jaxplat as jp
 from jaxplat.design import codesign as cd
+from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.cost import money
 from jaxplat.specs import read_yaml, resolve
 from jaxplat.specs.units import DTYPES
@@ -38,7 +39,7 @@ def _tech_price(t: dict, hbm: dict, flops, sram, mem_bytes, mem_bw, link) -> flo
 
 def test_base_chip_is_priced_by_the_technology_model_of_its_own_numbers():
     d = read_yaml(resolve("studies", STUDY))
-    prob, cfg = cd.problem_from_dict(d, src=STUDY)
+    prob, cfg = problem_from_dict(d, src=STUDY)
     with open(resolve("technology", d["technology"])) as f:
         t = yaml.safe_load(f)
     h100 = jp.load_hardware(d["base"])

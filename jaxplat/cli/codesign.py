@@ -11,10 +11,11 @@ import yaml
 
 from jaxplat.cli.calibration_args import add_calibration_arguments
 from jaxplat.design import codesign as cd
+from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.design import spaces
 from jaxplat.model import EFFICIENCY_PARAMS, select_engine
 from jaxplat.report import json_text, table
-from jaxplat.specs import SpecError, read_yaml, resolve, units
+from jaxplat.specs import SpecError, read_yaml, resolve, spec_label, units
 from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
 
 METRIC_ROWS = (  # Metrics field, label, formatter
@@ -41,6 +42,7 @@ def register(sub):
     p.add_argument("--starts", type=int, help="random starts (overrides the study)")
     p.add_argument("--steps", type=int, help="optimizer steps (overrides the study)")
     p.add_argument("--no-grid", action="store_true", help="skip the grid oracle")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (the grid oracle's)")
     add_calibration_arguments(p)
     p.set_defaults(func=run)
 
@@ -152,7 +154,7 @@ def run(args) -> int:
             raise SpecError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     study = resolve("studies", args.study)
     calibration, software = select_engine(args.calibration, args.engine)
-    prob, cfg = cd.problem_from_dict(read_yaml(study), src=str(study), calibration=calibration, software=software)
+    prob, cfg = problem_from_dict(read_yaml(study), src=str(study), calibration=calibration, software=software)
     starts, steps = args.starts or cfg["starts"], args.steps or cfg["steps"]
     t0 = time.time()
     res = cd.codesign(prob, starts=starts, steps=steps, seed=cfg["seed"])
@@ -179,7 +181,7 @@ def run(args) -> int:
     grid = None
     if not args.no_grid:
         t0 = time.time()
-        grid = cd.grid_search(prob, cfg["grid"], progress=not args.json)
+        grid = cd.grid_search(prob, cfg["grid"], progress=not (args.json or args.no_progress))
         t_grid = time.time() - t0
     cand = {k: float(v[res.candidate]) for k, v in prob.cand.items()}
     gap = (res.objective - grid[2]) / grid[2] if grid and math.isfinite(grid[2]) else None
@@ -216,7 +218,7 @@ def run(args) -> int:
         print(json_text(result))
         return 0
 
-    print(f"{name}: {cfg['model']} / {cfg['workload']} on {cfg['technology']} "
+    print(f"{name}: {cfg['model']} / {spec_label(cfg['workload'])} on {cfg['technology']} "
           f"({prob.objective}, {len(prob.valid[prob.valid])} of {cfg['candidates']} candidates valid)\n")
     shape = f"{float(hw.cores):g} cores x {float(hw.array_rows):g} x {float(hw.array_cols):g} PEs"
     array = ([["systolic arrays", f"{shape} ({hw.dataflow}, {float(hw.clock_hz) / 1e9:.3g} GHz)"],

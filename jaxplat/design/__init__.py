@@ -16,8 +16,8 @@ from jaxplat.design.codesign import (
                                      grid_search,
                                      hardware_numbers,
                                      optimize,
-                                     problem_from_dict,
 )
+from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.design.requirements import closed_forms, invert, scale_chip
 from jaxplat.design.requirements import requirements as platform_requirements
 

@@ -67,9 +67,8 @@ BOUNDS = {
     "collective_latency": (1e-7, 1e-4),  # s per collective call (nccl-tests small messages: ~10-20 us)
     "sequence_overhead": (1e-7, 2e-4),  # host s per sequence per iteration (C++ ~1 us, Python ~10-100 us)
 }
-# Share of a bound's log range within which a fitted value counts as at the
-# bound: the sigmoid's slope there is under 1% of its peak, so the fit can
-# press no further and the loss is flat in that parameter.
+# Share of a bound's log range within which a fitted value counts as at the bound: the
+# sigmoid's slope there is under 1% of its peak, so the fit can press no further.
 AT_BOUND = 0.01
 # Where a fit starts: inside every bound (a sigmoid at its bound has no
 # gradient), at typical values (dense GEMMs ~70% of peak, HBM ~80%, launch
@@ -193,8 +192,8 @@ class Predictor:
     def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None, engine_fit=(), engines=()):
         unknown = [n for n in names if n not in BOUNDS] + [n for n in engine_fit if n not in names]
         if unknown:
-            raise SpecError(f"--fit / --engine-fit: cannot fit {unknown[0]!r}; parameters: {', '.join(BOUNDS)} "
-                             "(per-engine ones among those fitted)")
+            raise SpecError(f"--fit / --engine-fit: cannot fit {unknown[0]!r}; "
+                            f"parameters: {', '.join(BOUNDS)} (per-engine ones among those fitted)")
         self.globals, self.engine_fit, self.engines = tuple(names), tuple(engine_fit), tuple(engines)
         self.rows = rows
         self.names = self.globals + tuple(f"{p}@{e}" for e in self.engines for p in self.engine_fit)
