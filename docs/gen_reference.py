@@ -286,6 +286,11 @@ def _workload_values() -> str:
     return _table(["workload", "batch", "prompt", "output", "beams", "TTFT SLO (s)", "TPOT SLO (s)", "dtype"], rows)
 
 
+def _plain(text: str) -> str:
+    """Help text as literal markdown: no emphasis from `*`, no HTML from `<`."""
+    return text.replace("\\", "\\\\").replace("*", "\\*").replace("<", "&lt;")
+
+
 def _argparse_rows(parser) -> list:
     rows = []
     for a in parser._actions:
@@ -298,7 +303,7 @@ def _argparse_rows(parser) -> list:
             flag += f" {a.metavar if isinstance(a.metavar, str) else ' '.join(a.metavar)}"
         default = "" if a.default in (None, argparse.SUPPRESS, False) else f"`{a.default}`"
         text = (a.help or "") % {"default": a.default, "prog": parser.prog} if a.help else ""
-        rows.append([flag, default, text])
+        rows.append([flag, default, _plain(text)])
     return rows
 
 
@@ -313,7 +318,7 @@ def render_cli() -> str:
             continue
         p = sub.choices[name]
         p.prog = f"jaxplat {name}"
-        out += [f"## `jaxplat {name}`\n\n", (p.description or "").strip() + "\n\n",
+        out += [f"## `jaxplat {name}`\n\n", _plain((p.description or "").strip()) + "\n\n",
                 _table(["flag", "default", "meaning"], _argparse_rows(p)), "\n"]
     return "".join(out)
 
