@@ -168,7 +168,7 @@ def run(args) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    name = cfg["name"]
+    name = spec_label(cfg["name"])  # a study without name: its file's stem, not its path (files go in --out)
     chip_path = out / f"{name}.chip.yaml"
     spec = chip_spec(hw, x, prob, cfg["base"], f"{name}-chip")
     chip_path.write_text(f"# written by jaxplat codesign {study}\n" + yaml.safe_dump(spec, sort_keys=False))

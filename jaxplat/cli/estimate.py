@@ -40,7 +40,7 @@ from jaxplat.model import (
     select_engine,
 )
 from jaxplat.report import format_comm_breakdown, json_text, operator_table, table
-from jaxplat.specs import UNBOUNDED_SLO, SpecError, dtype_triple, units
+from jaxplat.specs import UNBOUNDED_SLO, SpecError, dtype_triple, spec_label, units
 
 EXIT_INFEASIBLE = 3  # exit status of an infeasible configuration (without --allow-infeasible)
 
@@ -326,7 +326,7 @@ def _print_text(args, hw, wl, opts, res, slo, reasons, served):
     m = res["metrics"]
     print(f"{args.model} on {args.hardware} x{float(m.chips):g} "
           f"(tp={args.tp} pp={args.pp} ep={args.ep} dp={args.dp} cp={args.cp} moe-ep={args.moe_ep}, "
-          f"{float(res['batching'][0]):g} micro-batch(es)), workload {args.workload}: "
+          f"{float(res['batching'][0]):g} micro-batch(es)), workload {spec_label(args.workload)}: "
           f"batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, output {float(wl.output):g}, "
           f"beams {float(wl.beams):g}, profile {args.profile}, software {args.software}\n")
     offchip, sram = float(np.sum(np.asarray(hw.mem_size))), float(hw.sram_size)  # host sum: no compiled unstack
@@ -354,7 +354,7 @@ def _print_text(args, hw, wl, opts, res, slo, reasons, served):
         ["average power (deployment)", f"{float(m.power_w):.4g} W", ""],
         ["cost per million output tokens", f"${float(m.cost_per_mtok_usd):.4g}", ""],
     ]
-    head = ["metric", "value", f"SLO of {args.workload}" if slo else ""]
+    head = ["metric", "value", f"SLO of {spec_label(args.workload)}" if slo else ""]
     print(table(head, rows, "lrl"))
     if slo:
         missed = [f"{k.upper()} {units.fmt_time(v)} > {units.fmt_time(t)}" for k, (v, t, met) in slo.items() if not met]

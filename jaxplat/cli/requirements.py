@@ -5,10 +5,11 @@ by GenZ's closed forms and by inverting the full cost model."""
 import sys
 
 from jaxplat.cli.estimate import _overrides, add_dtype_argument, add_sp_alias, checkpoint_warnings, context_degree
+from jaxplat.cli.slo_args import add_slo_arguments, slo_flags
 from jaxplat.design.requirements import requirements
-from jaxplat.model import PROFILES, Options, Parallel, load_hardware, load_model, load_workload
+from jaxplat.model import PROFILES, Options, Parallel, load_hardware, load_model, load_workload, replace
 from jaxplat.report import json_text, table
-from jaxplat.specs import units
+from jaxplat.specs import UNBOUNDED_SLO, spec_label, units
 
 ROWS = (("mem_bytes", "memory capacity", "bytes"), ("decode_mem_bw_bytes_s", "memory bandwidth (TPOT)", "bw"),
         ("prefill_flops_s", "compute (TTFT)", "flops"))
@@ -26,6 +27,7 @@ def register(sub):
     for flag, helptext in (("batch", "sequences per replica"), ("prompt", "prompt tokens"),
                            ("output", "output tokens"), ("beams", "beams per sequence")):
         p.add_argument(f"--{flag}", type=int, help=f"override the workload's {helptext}")
+    add_slo_arguments(p, "the workload's slo")
     for flag, helptext in (("tp", "tensor"), ("pp", "pipeline"), ("ep", "expert"), ("dp", "data"),
                            ("cp", "context (Megatron's context_parallel_size)")):
         p.add_argument(f"--{flag}", type=int, default=1, help=f"{helptext}-parallel degree (default 1)")
@@ -50,6 +52,9 @@ def _fmt(kind: str, v: float) -> str:
 def run(args) -> int:
     model, hw = load_model(args.model), load_hardware(args.hardware)
     wl = _overrides(load_workload(args.workload), args)
+    slos = slo_flags(args)
+    if slos:
+        wl = replace(wl, **{f"{k}_slo": UNBOUNDED_SLO if v is None else v for k, v in slos.items()})
     par = Parallel(tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp, cp=context_degree(args))
     for w in checkpoint_warnings(args, wl):
         print(f"jaxplat: warning: {w}", file=sys.stderr)
@@ -59,9 +64,12 @@ def run(args) -> int:
         out.update({k: (v if v != float("inf") else None) if isinstance(v, float) else v for k, v in req.items()})
         print(json_text(out))
         return 0
-    print(f"{args.model}, workload {args.workload} (batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, "
-          f"output {float(wl.output):g}, beams {float(wl.beams):g}; TTFT <= {float(wl.ttft_slo):g} s, "
-          f"TPOT <= {float(wl.tpot_slo):g} s), tp={args.tp} pp={args.pp} ep={args.ep}, profile {args.profile}; "
+    slo = "; ".join(f"{k.upper()} " + ("no limit" if float(getattr(wl, f"{k}_slo")) >= UNBOUNDED_SLO else
+                                     f"<= {float(getattr(wl, f'{k}_slo')):g} s")
+                    + (f" (--{k})" if k in slos else "") for k in ("ttft", "tpot"))
+    print(f"{args.model}, workload {spec_label(args.workload)} (batch {float(wl.batch):g}, prompt "
+          f"{float(wl.prompt):g}, output {float(wl.output):g}, beams {float(wl.beams):g}; {slo}), "
+          f"tp={args.tp} pp={args.pp} ep={args.ep}, profile {args.profile}; "
           f"*_model: other numbers from {args.hardware}\n")
     rows = [[label, _fmt(kind, req[key]), _fmt(kind, req[key + "_model"]), _fmt(kind, req["base_" + key]),
              req["slo"][key + "_model"]] for key, label, kind in ROWS]

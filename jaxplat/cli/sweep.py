@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from jaxplat.cli.calibration_args import add_calibration_arguments
-from jaxplat.specs import SpecError, resolve
+from jaxplat.cli.slo_args import add_slo_arguments, slo_flags
+from jaxplat.specs import SpecError, read_yaml, resolve
 
 
 def register(sub):
@@ -31,6 +32,7 @@ def register(sub):
                    help="CPU: compile about 25%% faster, run about 20%% slower (for short studies; "
                         "engine.fast_compile in the study)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_slo_arguments(p, "the study's constraints (default there: each workload's slo)")
     add_calibration_arguments(p)
     p.add_argument("--devices", type=int, help="on CPU, split the sweep over this many host devices "
                                               "(default: one per core; on one process only)")
@@ -85,12 +87,18 @@ def run(args) -> int:
     init_distributed(args.coordinator, args.num_processes, args.process_id, args.distributed)
     import jax
 
-    from jaxplat.search import load_study
+    from jaxplat.search import study_from_dict
 
+    slos = slo_flags(args)
     if not args.no_cache:
         search.enable_compilation_cache(args.cache_dir)
     from jaxplat.model import select_engine
-    study = load_study(resolve("studies", args.study), *select_engine(args.calibration, args.engine))
+    path = resolve("studies", args.study)
+    d = read_yaml(path)
+    if slos and isinstance(d.get("constraints", {}) or {}, dict):  # the flags replace the study's constraints
+        d["constraints"] = {**(d.get("constraints") or {}), **{k: v if v is not None else "none"
+                                                              for k, v in slos.items()}}
+    study = study_from_dict(d, str(path), *select_engine(args.calibration, args.engine))
     for flag in ("block", "blocks_per_step"):
         v = getattr(args, flag)
         if v is not None and v < 1:
@@ -109,6 +117,7 @@ def run(args) -> int:
         print(f"study {study.name}: {study.size:,} configurations ({g.n_outer:,} outer x {g.n_inner:,} {side}), "
               f"{g.n_blocks:,} blocks of {g.co} x {g.ci} on {engine.n_dev} device(s) in "
               f"{jax.process_count()} process(es)", file=sys.stderr)
+        print(constraints_text(study, slos), file=sys.stderr)
     compile_s = engine.compile()
     # Seconds to pause after each step: only to let tests interrupt a sweep midway.
     pause = float(os.environ.get("JAXPLAT_SWEEP_STEP_PAUSE", "0") or 0)
@@ -263,9 +272,59 @@ def study_info(st) -> dict:
                                  if math.isfinite(st.max_memory_fraction) else None))
 
 
+def constraints_text(st, flags=()) -> str:
+    """The constraints a sweep applies, one short block: each SLO with its
+    source (each workload's file, the study, or --ttft/--tpot: `flags`),
+    max_chips and the memory fraction."""
+    from jaxplat.specs import UNBOUNDED_SLO, units
+
+    def limit(v):
+        return "no limit" if v is None or v >= UNBOUNDED_SLO else f"<= {units.fmt_time(v)}"
+
+    lines = ["constraints:"]
+    for key in ("ttft", "tpot"):
+        v = getattr(st, key)
+        if v == "workload":
+            per = ", ".join(f"{n} {limit(float(getattr(w, key + '_slo')))}"
+                            for n, w in zip(st.workload_names, st.workloads))
+            lines.append(f"  {key.upper()}: each workload's slo ({per}; --{key} or constraints.{key} overrides)")
+        else:
+            lines.append(f"  {key.upper()} {limit(v)} ({f'--{key}' if key in flags else f'study constraints.{key}'})")
+    chips = f"at most {st.max_chips:g}" if math.isfinite(st.max_chips) else "no limit"
+    lines.append(f"  chips: {chips} (constraints.max_chips); memory per chip <= {st.max_memory_fraction:.0%} "
+                 "of capacity (constraints.max_memory_fraction)")
+    return "\n".join(lines)
+
+
 _COUNTER_TEXT = {"over_chips": "more chips than max_chips", "wrong_chips": "not the study's chip count",
                  "over_memory": "over the memory limit", "over_ttft": "over the TTFT SLO",
                  "over_tpot": "over the TPOT SLO"}
+
+
+def _shown_rows(st, top, axes, most=10):
+    """The top-k rows a summary prints: the `most` best, or with a study's
+    `group_by` the best few of each group (most // groups, at least 1).
+    Returns (rows, title or None, lines for groups with no row kept)."""
+    import numpy as np
+    import pandas as pd
+
+    if st.group_by < 0:
+        return top.head(most), None, []
+    g = st.outer[st.group_by]
+    per = max(1, most // len(g))
+    parts, missing = [], []
+    for j in range(len(g)):
+        lab = str(g.label(j))
+        rows = top[top[g.name].astype(str).isin([lab, "any"])].head(per)
+        parts.append(rows)
+        if not len(rows):
+            mine = axes[(axes["group"] == lab) & (axes["axis"] == g.name)]
+            best = mine[f"best_{st.objective}"].to_numpy(np.float64)
+            why = (f"best {st.objective} {np.nanmax(best) if st.maximize else np.nanmin(best):.4g} "
+                   "(axes.csv; raise top_k to list it)" if np.isfinite(best).any() and int(mine["n_ok"].sum())
+                   else "no configuration meets every constraint")
+            missing.append(f"  {g.name} {lab}: none among the best kept; {why}")
+    return pd.concat(parts), f"Best {per} per {g.name} (group_by)", missing
 
 
 def summary_text(engine, result, frames, compile_s) -> str:
@@ -299,7 +358,8 @@ def summary_text(engine, result, frames, compile_s) -> str:
     head = ["#"] + axis_names + [f"{m} [{METRICS[m][2]}]" if METRICS[m][2] not in ("", "s", "B") else m
                                  for m in show]
     rows = []
-    for _, r in top.head(10).iterrows():
+    shown, title, missing = _shown_rows(st, top, frames["axes"])
+    for _, r in shown.iterrows():
         row = [str(int(r["rank"]))] + [str(r[a]) for a in axis_names]
         for m in show:
             v = r[cols[m]]
@@ -311,10 +371,11 @@ def summary_text(engine, result, frames, compile_s) -> str:
         rows.append(row)
     lines.append("")
     more = " (raise the study's top_k for more)" if len(top) < 10 and len(full) >= st.top_k else ""
-    lines.append(f"Top {len(rows)} by {'max' if st.maximize else 'min'} {st.objective} "
+    lines.append(f"{title or f'Top {len(rows)}'} by {'max' if st.maximize else 'min'} {st.objective} "
                  f"({len(top)} distinct among the {len(full)} best kept{more}; an axis shown as 'any' or a range "
                  "changes no metric there):")
     lines.append(table(head, rows, "r" * len(head)))
+    lines += missing
     lines.append(f"\nPareto front ({st.pareto[0]} vs {st.pareto[1]}): {len(frames['pareto'])} points "
                  "(pareto_collapsed.csv: the axes that change no metric shown as 'any')")
     req = frames.get("requirements") or []

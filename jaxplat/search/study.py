@@ -46,7 +46,7 @@ from jaxplat.model import (
     workload_from_dict,
 )
 from jaxplat.model.software_spec import default_software
-from jaxplat.specs import SpecError, check_keys, number, read_yaml, units
+from jaxplat.specs import SpecError, check_keys, number, read_yaml, spec_label, units
 
 # ------------------------------------------------------------------ axes
 #
@@ -375,7 +375,7 @@ def _named_list(src, key, d, loader, from_dict):
             names.append(str(item.get("name", f"{key}[{i}]")))
         else:
             trees.append(loader(item))
-            names.append(str(item))
+            names.append(spec_label(item) if key == "workloads" else str(item))  # a file: its name, not its path
     return tuple(trees), tuple(names)
 
 
@@ -436,8 +436,8 @@ def study_from_dict(d: dict, src="study", calibration=None, software=None) -> St
     if isinstance(d["hardware"], dict):
         chip_names = (str(d["hardware"].get("name", "hardware")),)
     hardware, hw_name = chips[0], chip_names[0]
-    if len(set(chip_names)) < len(chip_names) or len(set(model_names)) < len(model_names):
-        raise SpecError(f"{src}: models and hardware must name each entry once")
+    if any(len(set(n)) < len(n) for n in (chip_names, model_names, workload_names)):
+        raise SpecError(f"{src}: models, workloads and hardware must name each entry once")
     _same_chip_structure(src, chips, chip_names)
 
     opts = d.get("options", {}) or {}

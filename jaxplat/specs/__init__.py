@@ -17,7 +17,9 @@ from jaxplat.specs.core import (
                                 read_text,
                                 read_yaml,
                                 resolve,
+                                spec_label,
 )
 
 __all__ = ["SPEC_ROOT", "UNBOUNDED_SLO", "SpecError", "builtin_names", "check_keys", "dtype_name", "dtype_triple",
-           "integer", "number", "read_text", "read_yaml", "resolve", "units"]
+           "integer", "number", "read_text", "read_yaml", "resolve", "spec_label",
+           "units"]

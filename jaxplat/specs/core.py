@@ -93,6 +93,20 @@ def resolve(kind: str, name_or_path) -> Path:
     raise SpecError(f"unknown {singular} {name_or_path!r}{hint}")
 
 
+def spec_label(name_or_path) -> str:
+    """How a spec named on the command line or in a study is shown: a
+    built-in name as given; a file by its `name:` key, else its file name
+    without the suffix (`/long/path/rag-long.yaml` -> rag-long)."""
+    p = Path(str(name_or_path))
+    if p.suffix not in (".yaml", ".yml", ".json") and not p.exists():
+        return str(name_or_path)
+    try:
+        name = read_yaml(p).get("name")
+    except SpecError:
+        name = None
+    return name if isinstance(name, str) and name else p.stem
+
+
 def number(src, key, value, *, positive=True, allow_zero=False) -> float:
     if isinstance(value, str):
         try:
