@@ -141,7 +141,7 @@ def metric_columns(names) -> list[str]:
     """Column names with their SI unit, e.g. tpot -> tpot_s."""
     from jaxplat.search import METRICS
 
-    return [n + _UNIT_SUFFIX.get(METRICS[n][2], "") for n in names]
+    return [n if n.endswith(s := _UNIT_SUFFIX.get(METRICS[n][2], "")) else n + s for n in names]  # step_time_s
 
 
 def result_frames(engine, result) -> dict:
@@ -158,6 +158,9 @@ def result_frames(engine, result) -> dict:
             df[name] = v
         for c, v in zip(cols, np.asarray(vals, np.float64).reshape(len(df), len(cols)).T):
             df[c] = v
+        if getattr(st, "task", "infer") == "train":  # named by `jaxplat train`'s flags
+            from jaxplat.search.train_study import flag_frame
+            df = flag_frame(st, df)
         return df
 
     top = configs(result.top["index"], result.top["vals"])
@@ -350,7 +353,8 @@ def summary_text(engine, result, frames, compile_s) -> str:
     if not len(top):
         lines.append("  no configuration meets every constraint")
         return "\n".join(lines)
-    show = [st.objective] + [m for m in ("ttft", "tpot", "throughput", "chips", "memory_bytes",
+    show = [st.objective] + [m for m in ("ttft", "tpot", "throughput", "step_time_s", "tokens_per_s_per_chip", "mfu",
+                                         "train_time_s", "train_cost_usd", "chips", "memory_bytes",
                                          "cost_per_mtok_usd") if m in engine.metrics and m != st.objective]
     cols = dict(zip(engine.metrics, metric_columns(engine.metrics)))
     axis_names = [a.name for a in st.axes]

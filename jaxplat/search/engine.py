@@ -54,6 +54,7 @@ from jaxplat.search.reduce import identity, pick, variadic_reduce
 from jaxplat.search.runtime import compile_lowered
 from jaxplat.search.staging import split_shared
 from jaxplat.search.study import METRICS, Study
+from jaxplat.search.train_study import TRAIN_METRIC_NAMES, measure as train_measure
 from jaxplat.serving import engine_memory
 from jaxplat.specs import SpecError
 
@@ -73,8 +74,10 @@ FAST_COMPILE_UP_TO = 1_000_000
 # --------------------------------------------------------------- metrics
 
 
-def available_metrics() -> tuple:
-    """Metric names this build of the cost model can report (see METRICS)."""
+def available_metrics(study=None) -> tuple:
+    """Metric names this build of the cost model can report for `study` (see METRICS)."""
+    if getattr(study, "task", "infer") == "train":
+        return TRAIN_METRIC_NAMES
     fields = {f.name for f in dataclasses.fields(Metrics)}
     return tuple(k for k, (src, _, _) in METRICS.items() if src == "derived" or src in fields)
 
@@ -104,6 +107,18 @@ def served_metrics(model, hw, par, wl, options) -> Metrics:
     if options.profile != "default":
         return m
     return engine_memory(model, hw, par, wl, m, options)[0]
+
+
+def served_point(model, hw, par, wl, chips_eq, st):
+    """(Metrics, feasible, named constraint failures) of an inference configuration (training: train_study.measure)."""
+    m = served_metrics(model, hw, par, wl, st.options)
+    fails = dict(
+        over_chips=m.chips > st.max_chips,
+        wrong_chips=(m.chips != chips_eq) if chips_eq is not None else jnp.bool_(False),
+        over_ttft=m.ttft > _slo_value(st.ttft, wl.ttft_slo),
+        over_tpot=m.tpot > _slo_value(st.tpot, wl.tpot_slo),
+        over_memory=m.memory_bytes > st.max_memory_fraction * m.capacity_bytes)
+    return m, m.feasible, fails
 
 
 # ----------------------------------------------------------- the engine
@@ -165,7 +180,9 @@ class Engine(Merging):
         # step's padding blocks are evaluated too).
         bps = blocks_per_step or study.blocks_per_step or self.device.blocks_per_step
         self.blocks_per_step = max(1, min(bps, -(-self.grid.n_blocks // self.n_dev)))
-        self.metrics = available_metrics()
+        self.metrics = available_metrics(study)
+        # The per-configuration function, a static choice: inference or a training step.
+        self.measure = train_measure if getattr(study, "task", "infer") == "train" else served_point
         for name in (study.objective, *study.pareto):
             if name not in self.metrics:
                 raise SpecError(f"study {study.name}: metric {name!r} is not reported by this cost model")
@@ -229,19 +246,10 @@ class Engine(Merging):
         the front needs it): the reported values of the top-k and front
         points come from `values` at the end."""
         st = self.st
-        model, hw, par, wl, chips_eq = self._configure(ov, iv, kind)
-        m = served_metrics(model, hw, par, wl, st.options)
+        m, feasible, fails = self.measure(*self._configure(ov, iv, kind), st)
         keys = _metric_values(names or self.key_names, m)
         obj = keys[0]
-        feasible = m.feasible & jnp.all(jnp.isfinite(keys))
-        ttft_slo = _slo_value(st.ttft, wl.ttft_slo)
-        tpot_slo = _slo_value(st.tpot, wl.tpot_slo)
-        fails = dict(
-            over_chips=m.chips > st.max_chips,
-            wrong_chips=(m.chips != chips_eq) if chips_eq is not None else jnp.bool_(False),
-            over_ttft=m.ttft > ttft_slo,
-            over_tpot=m.tpot > tpot_slo,
-            over_memory=m.memory_bytes > st.max_memory_fraction * m.capacity_bytes)
+        feasible = feasible & jnp.all(jnp.isfinite(keys))
         ok = feasible
         for f in fails.values():
             ok = ok & ~f
@@ -265,8 +273,7 @@ class Engine(Merging):
               for a, d in zip(self.st.inner, digits(i, [len(a) for a in self.st.inner]))]
 
         def kind_values(kind):
-            model, hw, par, wl, _ = self._configure(ov, iv, kind)
-            return _metric_values(self.metrics, served_metrics(model, hw, par, wl, self.st.options))
+            return _metric_values(self.metrics, self.measure(*self._configure(ov, iv, kind), self.st)[0])
         if len(self.kinds) == 1:
             return kind_values(0)
         return lax.switch(self._kind_of(o), [functools.partial(kind_values, j) for j in range(len(self.kinds))])

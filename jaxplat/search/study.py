@@ -46,6 +46,7 @@ from jaxplat.model import (
     workload_from_dict,
 )
 from jaxplat.model.software_spec import default_software
+from jaxplat.search.train_metrics import TRAIN_METRICS
 from jaxplat.specs import SpecError, check_keys, number, read_yaml, spec_label, units
 
 # ------------------------------------------------------------------ axes
@@ -182,6 +183,7 @@ METRICS = {
     "memory_fraction": ("derived", "min", ""),
     "cost_per_mtok_usd": ("cost_per_mtok_usd", "min", "USD/Mtok"),
     "energy_per_token_j": ("energy_per_token_j", "min", "J/tok"),
+    **TRAIN_METRICS,  # a training study's (search.train_study)
 }
 
 _STUDY_KEYS = ("name", "description", "models", "workloads", "hardware", "options", "axes", "constraints",
@@ -416,6 +418,9 @@ def study_from_dict(d: dict, src="study", calibration=None, software=None) -> St
     (jaxplat.model.Calibration, from `--calibration FILE`). `software`: the
     software stack its chips run (`--engine`), else the study's `software:`
     (a name in specs/software or a file), else each chip's default."""
+    if isinstance(d, dict) and "task" in d:  # task: train (search.train_study)
+        from jaxplat.search.train_study import train_study_from_dict
+        return train_study_from_dict(d, src, calibration, software)
     if "params" in d and "technology" in d:  # a codesign study (jaxplat.codesign), not a sweep
         raise SpecError(f"{src}: this is a co-design study; run it with `jaxplat codesign {src}`")
     check_keys(src, "", d, _STUDY_KEYS, required=("models", "workloads", "hardware", "objective"))

@@ -1,0 +1,107 @@
+"""Training studies in `jaxplat sweep` (issue 38, item 5): a tiny study swept
+end to end; its top-1 against a slow Python loop over `train_step` on the
+same grid; its top_k.csv rows through `jaxplat train --json`; bad keys."""
+
+import contextlib
+import io
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from jaxplat.cli import main
+from jaxplat.cost.training import RECOMPUTE, TrainWorkload, train_step
+from jaxplat.cost.training_memory import checks
+from jaxplat.model import Parallel, load_hardware, load_model
+from jaxplat.search import study_from_dict
+from jaxplat.specs import SpecError, units
+
+MODEL, HW = "llama-3.1-8b", "dgx-h100-pod"
+GRID = dict(chips=[16, 32], tp=[1, 2, 4], pp=[1, 2], vp=[1, 2], micro_batch=[1, 2], global_batch=[64, 128],
+            seq=[2048], dtype=["bf16", "fp8"], recompute=["none", "full"], zero=[0, 1])
+STUDY = dict(name="tiny-train", task="train", models=[MODEL], hardware=HW, tokens=1.0e11,
+             axes=GRID, constraints=dict(max_chips=24), objective={"maximize": "tokens_per_s_per_chip"},
+             top_k=5)
+FLAGS = ("chips", "tp", "pp", "vp", "cp", "ep", "micro_batch", "global_batch", "seq", "dtype", "recompute", "zero")
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("train-sweep")
+    path = tmp / "tiny.yaml"
+    path.write_text(yaml.safe_dump(STUDY))
+    out = tmp / "out"
+    argv = ["sweep", str(path), "--out", str(out), "--no-cache", "--devices", "1", "--no-progress"]
+    with contextlib.redirect_stdout(io.StringIO()) as text:
+        assert main(argv) == 0
+    return pd.read_csv(out / "top_k.csv"), json.loads((out / "summary.json").read_text()), text.getvalue()
+
+
+def _loop_oracle():
+    """tokens/s per chip of every configuration of GRID that fits, divides and
+    uses at most 24 chips: one jitted train_step call per configuration."""
+    model, hw = load_model(MODEL), load_hardware(HW)
+    best = {}
+    for cfg in itertools.product(*GRID.values()):
+        c = dict(zip(GRID, cfg))
+        dp = c["chips"] / (c["tp"] * c["pp"])
+        par = Parallel(tp=c["tp"], pp=c["pp"], vp=c["vp"], dp=dp)
+        fp8 = c["dtype"] == "fp8"  # H100: per-tensor scaling (scale_block 0), as `jaxplat train --dtype fp8`
+        twl = TrainWorkload(global_batch=c["global_batch"], micro_batch=c["micro_batch"], seq=c["seq"],
+                            recompute=float(RECOMPUTE.index(c["recompute"])), zero=c["zero"],
+                            bytes_act=1.0 if fp8 else 2.0,
+                            compute_dtype=float(units.DTYPES.index("fp8" if fp8 else "bf16")), tokens=1.0e11)
+        m = train_step(model, hw, par, twl)
+        ok = bool(m.feasible) and all(bool(v) for v in checks(model, par, twl).values()) and c["chips"] <= 24
+        if ok:
+            best[cfg] = float(m.tokens_per_s_per_chip)
+    return best
+
+
+def test_top1_is_the_loops_best(swept):
+    top, summary, text = swept
+    best = _loop_oracle()
+    assert summary["configurations"] == 768 and summary["ok"] == len(best) > 0
+    want = max(best.values())
+    r = top.iloc[0]
+    np.testing.assert_allclose(r["tokens_per_s_per_chip"], want, rtol=1e-5)
+    key = tuple(r[k] if isinstance(r[k], str) else type(GRID[k][0])(r[k]) for k in GRID)
+    np.testing.assert_allclose(best[key], want, rtol=1e-5)  # the named configuration is one of the best
+    assert list(top.columns[2:15]) == ["chips", "tp", "pp", "vp", "cp", "ep", "dp", "micro_batch", "global_batch",
+                                       "seq", "dtype", "recompute", "zero"]
+    assert "tokens_per_s_per_chip" in text
+
+
+def test_top_k_rows_through_jaxplat_train(swept):
+    top, _, _ = swept
+    for _, r in top.head(3).iterrows():
+        argv = ["train", "--model", MODEL, "--hardware", HW, "--json"]
+        for k in FLAGS:
+            argv += [f"--{k.replace('_', '-')}", str(r[k])]
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            assert main(argv) == 0
+        got = json.loads(out.getvalue())
+        assert got["dp"] == r["dp"]
+        for k in ("step_time_s", "tokens_per_s_per_chip", "mfu", "memory_bytes"):
+            np.testing.assert_allclose(got[k], r[k], rtol=1e-5, err_msg=k)
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(axes={**GRID, "tpp": [1]}), "unknown key axes.'tpp'"),
+    (dict(axes={k: v for k, v in GRID.items() if k != "chips"}), "missing key axes.'chips'"),
+    (dict(axes={**GRID, "recompute": ["some"]}), "axes.recompute must be a list"),
+    (dict(axes={**GRID, "zero": [4]}), "ZeRO stages among 0, 1, 2, 3"),
+    (dict(axes={**GRID, "tp": [1.5]}), "whole numbers"),
+    (dict(objective={"minimize": "tpot"}), "unknown training metric 'tpot'"),
+    (dict(tokens=0, objective={"minimize": "train_time_s"}), "needs the tokens"),
+    (dict(task="serve"), "task must be train or infer"),
+    (dict(workloads=["chatbot"]), "unknown key 'workloads'"),
+])
+def test_bad_training_study_keys(change, words):
+    with pytest.raises(SpecError) as e:
+        study_from_dict({**STUDY, **change}, src="t.yaml")
+    msg = str(e.value)
+    assert words in msg and "\n" not in msg and msg.startswith("t.yaml")
