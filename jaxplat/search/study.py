@@ -418,9 +418,6 @@ def study_from_dict(d: dict, src="study", calibration=None, software=None) -> St
     (jaxplat.model.Calibration, from `--calibration FILE`). `software`: the
     software stack its chips run (`--engine`), else the study's `software:`
     (a name in specs/software or a file), else each chip's default."""
-    if isinstance(d, dict) and "task" in d:  # task: train (search.train_study)
-        from jaxplat.search.train_study import train_study_from_dict
-        return train_study_from_dict(d, src, calibration, software)
     if "params" in d and "technology" in d:  # a codesign study (jaxplat.codesign), not a sweep
         raise SpecError(f"{src}: this is a co-design study; run it with `jaxplat codesign {src}`")
     check_keys(src, "", d, _STUDY_KEYS, required=("models", "workloads", "hardware", "objective"))

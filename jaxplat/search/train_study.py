@@ -41,9 +41,10 @@ import numpy as np
 from jaxplat.cost.training import RECOMPUTE, TrainOptions, TrainWorkload, train_step
 from jaxplat.cost.training_memory import checks
 from jaxplat.model import replace
-from jaxplat.search.study import AXIS_KINDS, METRICS, Axis, AxisKind, Study, _fingerprint, study_from_dict
+from jaxplat.search import study as infer
+from jaxplat.search.study import AXIS_KINDS, METRICS, Axis, AxisKind, Study, _fingerprint
 from jaxplat.search.train_metrics import TRAIN_METRIC_NAMES, TRAIN_METRICS
-from jaxplat.specs import SpecError, check_keys, number, units
+from jaxplat.specs import SpecError, check_keys, number, read_yaml, units
 
 TRAIN_DTYPES = ("bf16", "fp8", "fp4", "int8")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -188,7 +189,7 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     if task not in ("train", "infer"):
         raise SpecError(f"{src}: task must be train or infer, got {task!r}")
     if task == "infer":
-        return study_from_dict({k: v for k, v in d.items() if k != "task"}, src, calibration, software)
+        return infer.study_from_dict({k: v for k, v in d.items() if k != "task"}, src, calibration, software)
     check_keys(src, "", d, _KEYS, required=("models", "hardware", "objective", "axes"))
     tokens = number(src, "tokens", d.get("tokens", 0.0), allow_zero=True)
     if not 0 <= tokens < math.inf:
@@ -221,7 +222,7 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     base.update(workloads=["chatbot"], objective={"maximize": "throughput"}, pareto=["tpot", "throughput"],
                 axes={k: v for k, v in axes_raw.items() if k in _HARDWARE_AXES},
                 constraints={"ttft": "none", "tpot": "none", **c})
-    st = study_from_dict(base, src, calibration, software)
+    st = infer.study_from_dict(base, src, calibration, software)
     given = {**DEFAULTS, **{k: v for k, v in axes_raw.items() if k in TRAIN_AXES}}
     train_axes = tuple(_axis(src, k, given[k]) for k in TRAIN_AXES if k in given)
     outer = st.outer + train_axes
@@ -243,6 +244,19 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     return dataclasses.replace(study, fingerprint=_fingerprint({**d, "software": study.software}))
 
 
+def study_from_dict(d: dict, src="study", calibration=None, software=None) -> Study:
+    """Any study: a training study (`task: train`, `train_study_from_dict`)
+    or an inference one (search.study.study_from_dict); same arguments."""
+    if isinstance(d, dict) and "task" in d:
+        return train_study_from_dict(d, src, calibration, software)
+    return infer.study_from_dict(d, src, calibration, software)
+
+
+def load_study(path, calibration=None, software=None) -> Study:
+    """Load and validate a study YAML file, inference or training."""
+    return study_from_dict(read_yaml(path), src=str(path), calibration=calibration, software=software)
+
+
 def flag_frame(study, df):
     """A training study's top-k / Pareto DataFrame with its configurations
     named by `jaxplat train`'s flags (FLAG_COLUMNS: dp = chips / (tp·pp·cp),
@@ -258,4 +272,5 @@ def flag_frame(study, df):
 
 
 __all__ = ["DEFAULTS", "FLAG_COLUMNS", "METRICS", "RECIPES", "REQUIRED_AXES", "TRAIN_AXIS_KINDS", "TRAIN_DTYPES",
-           "TRAIN_METRICS", "TrainAxis", "TrainStudy", "flag_frame", "measure", "train_study_from_dict"]
+           "TRAIN_METRICS", "TrainAxis", "TrainStudy", "flag_frame", "load_study", "measure", "study_from_dict",
+           "train_study_from_dict"]
