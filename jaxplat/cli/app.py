@@ -41,6 +41,9 @@ def _save_traceback() -> str:
 
 
 def main(argv=None) -> int:
+    """Run the `jaxplat` command with `argv` (default: sys.argv[1:]); its
+    exit status: 0 done, 2 bad input (one line on stderr), 70 an internal
+    error (its traceback saved to a file), 130 interrupted."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:

@@ -26,8 +26,6 @@ from jaxplat.cost.per_operator import breakdown, breakdown_rows, comm_arrays, co
 from jaxplat.cost.roofline import safe_div
 from jaxplat.cost.stages import microbatching
 
-__all__ = ["DEFAULT_SHARPNESS", "Metrics", "OpKind", "OpTable", "Phases", "attention_split", "breakdown", "breakdown_rows",
-           "build_table", "comm_arrays", "comm_breakdown", "comm_rows", "context_ok", "divisibility", "efficiency",
-           "evaluate", "gemm_peak", "iteration_overhead", "microbatching", "operator_arrays", "peak_flops", "phases",
-           "quantization", "row_components", "row_rates", "safe_div", "state_bytes", "kv_read_mask", "chip_numbers",
-           "priced_chip"]
+# The public names (documented, kept stable). The other names imported above serve
+# this project's own modules and older scripts; new code imports them from their module.
+__all__ = ["Metrics", "OpKind", "OpTable", "breakdown", "build_table", "evaluate"]

@@ -15,7 +15,8 @@ Background User's Guide"; CUTLASS `media/docs/efficient_gemm.md`).
 Every argument but `dataflow` and `smooth` may be a traced float array, so the
 functions jit, vmap and (with smooth=True) differentiate in the hardware
 numbers. Exact mode counts in integers held as floats: exact up to 2**24
-cycles in float32.
+cycles in float32. `DATAFLOWS`: the systolic dataflows, "ws" (weight
+stationary), "os" (output stationary), "is" (input stationary).
 """
 
 import jax.numpy as jnp
@@ -156,3 +157,6 @@ def tile_cycles(m, n, k, tile_m, tile_n, tile_k, units, macs_per_cycle, overhead
     ksteps = fold_count(k / tile_k, smooth)
     step = tile_m * tile_n * tile_k / macs_per_cycle
     return wave_count(tiles, units, smooth) * (ksteps * step + overhead)
+
+
+__all__ = ["DATAFLOWS", "fold_count", "fold_cycles", "gemm_cycles", "tile_cycles", "wave_count"]

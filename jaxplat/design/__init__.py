@@ -21,6 +21,7 @@ from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.design.requirements import closed_forms, invert, scale_chip
 from jaxplat.design.requirements import requirements as platform_requirements
 
-__all__ = ["OBJECTIVES", "PARAMS", "Problem", "Result", "Schedule", "candidate_validity", "codesign", "elasticities",
-           "grid_search", "hardware_numbers", "optimize", "problem_from_dict", "closed_forms", "invert", "scale_chip",
-           "platform_requirements", "requirements"]
+# The public names (documented, kept stable). The other names imported above serve
+# this project's own modules and older scripts; new code imports them from their module.
+__all__ = ["Problem", "Result", "Schedule", "closed_forms", "codesign", "elasticities", "grid_search", "invert",
+           "optimize", "platform_requirements", "problem_from_dict", "requirements"]

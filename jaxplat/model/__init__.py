@@ -1,6 +1,9 @@
 """The pytrees of one configuration: `Model`, `Hardware`, `Parallel`,
 `Workload`, the static `Options`, the `Technology` of a chip, and their
 loaders from spec files. Imports only `jaxplat.specs`.
+
+`PROFILES`: the accounting conventions `Options(profile=...)` takes
+("default", "genz").
 """
 
 from jaxplat.model.architecture import (
@@ -50,15 +53,10 @@ from jaxplat.model.technology import Technology, load_technology, technology_fro
 from jaxplat.model.workload import Workload
 from jaxplat.model.workload_spec import dtype_fields, load_workload, workload_from_dict
 
-__all__ = ["ATTENTION_KINDS", "SSM_KINDS", "attention_layers", "ffn_layers", "ssm_conv_channels", "ssm_in_width",
-           "checkpoint_dtype", "load_checkpoint_dtype", "ssm_params", "ssm_state_elements", "CONVENTIONS",
-           "EFFICIENCY_PARAMS", "Calibration", "Conventions", "GENZ_GB", "MAX_MEM_LEVELS", "MAX_NET_LEVELS",
-           "OFFLOAD_GROUPS", "OFFLOAD_NAMES", "PROFILES", "TOPOLOGIES", "Hardware", "Model", "Options", "Parallel",
-           "Technology", "Workload", "as_f32", "calibration_from_dict", "chip_software", "chips",
-           "default_calibration", "ffn_factor", "genz_h100", "genz_system", "hardware_from_dict",
-           "kv_elements_per_token", "load_calibration", "load_hardware", "load_model", "select_calibration", "select_engine",
-           "engine_parts", "load_technology", "load_workload", "local_keys", "local_pairs", "local_tokens",
-           "model_from_config", "moe_layers", "network_level_names", "param_count", "pytree_dataclass", "replace",
-           "stage_chips", "static", "technology_from_dict", "workload_from_dict", "dtype_fields",
-           "SOFTWARE_KEYS", "Software", "chip_software_stack", "is_software", "load_software",
-           "software_from_dict"]
+# The public names (documented, kept stable). The other names imported above serve
+# this project's own modules and older scripts; new code imports them from their module.
+__all__ = ["PROFILES", "Calibration", "Hardware", "Model", "Options", "Parallel", "Software", "Technology", "Workload",
+           "calibration_from_dict", "checkpoint_dtype", "default_calibration", "hardware_from_dict",
+           "load_calibration", "load_hardware", "load_model", "load_software", "load_technology", "load_workload",
+           "model_from_config", "param_count", "replace", "software_from_dict", "technology_from_dict",
+           "workload_from_dict"]

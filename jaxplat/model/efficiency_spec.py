@@ -134,6 +134,10 @@ def engine_parts(name: str | None) -> tuple:
 
 
 def calibration_from_dict(d: dict, src="calibration") -> Calibration:
+    """A calibration file's mapping (`jaxplat calibrate --out`): fitted
+    `parameters` for every chip, optional per-chip and per-engine ones
+    (`chips:`, `engines:`) -> `Calibration`; a one-line SpecError naming
+    the key otherwise."""
     check_keys(src, "", d, CALIBRATION_KEYS, required=("parameters",))
     chips, engines = d.get("chips") or {}, d.get("engines") or {}
     for key, what in ((chips, "chips"), (engines, "engines")):

@@ -40,9 +40,8 @@ iteration_time_jit = jax.jit(iteration_time, static_argnames=("opts",))
 speculative_tpot_jit = jax.jit(speculative_tpot, static_argnames=("opts",))
 disaggregated_jit = jax.jit(disaggregated, static_argnames=("opts", "level"))
 
-__all__ = ["ClosedLoop", "closed_loop", "closed_loop_jit", "DEFAULT_MEM_FRACTION", "replica_budget", "DEFAULT_TOKEN_BUDGET", "SATURATED", "Requests", "Serving", "ServingMetrics",
-           "capacity", "capacity_jit", "decode_time", "disaggregated", "disaggregated_jit", "expected_tokens", "goodput", "goodput_jit", "iteration_table",
-           "iteration_time", "iteration_time_jit", "kv_transfer_time", "lognormal_params", "lognormal_quantile", "max_load", "max_load_jit",
-           "merge_tables", "normal_score", "OperatingPoint", "operating_point",
-           "activation_reserve", "engine_memory", "queueing", "queueing_jit", "sample_requests", "serving", "simulate", "simulate_sampled",
-           "slo_met", "speculative_tpot", "speculative_tpot_jit", "summarize"]
+# The public names (documented, kept stable). The other names imported above serve
+# this project's own modules and older scripts; new code imports them from their module.
+__all__ = ["ClosedLoop", "OperatingPoint", "Requests", "Serving", "ServingMetrics", "capacity", "closed_loop",
+           "disaggregated", "expected_tokens", "goodput", "iteration_time", "max_load", "operating_point", "queueing",
+           "sample_requests", "serving", "simulate", "speculative_tpot"]
