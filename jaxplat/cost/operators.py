@@ -180,7 +180,8 @@ class _Ctx:
     moe_gather: jax.Array  # 1: MoE tokens move by all-gather / reduce-scatter (Parallel.moe_gather)
     h: jax.Array    # query heads per chip
     hk: jax.Array   # KV heads per chip (replicated when tp > kv heads)
-    b: jax.Array    # sequences per chip in one micro-batch
+    b: jax.Array    # sequences per chip in one micro-batch (the busiest attention-data-parallel rank's)
+    b_mean: jax.Array  # sequences per attention-data-parallel rank on average (ub / ep; b when ep = 1)
     beams: jax.Array
     prompt: jax.Array
     output: jax.Array
@@ -217,13 +218,15 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
     # Default: the ep ranks run attention data parallel, each on a share of
     # the micro-batch (the busiest one on ceil(ub / ep) sequences; ub itself when ep = 1).
     b = ub if over_ep else jnp.where(par.ep > 1.0, _ceil(ub / par.ep, opts.smooth), ub)
+    # Their mean: ranks holding no sequence (batch < ep) route nothing to the experts.
+    b_mean = ub if over_ep else jnp.where(par.ep > 1.0, ub / par.ep, ub)
     # FP8/FP4 GEMMs write 16-bit outputs, and the hidden states they all-reduce, send or combine
     # cross the network in BF16 (NVIDIA Transformer Engine FP8 recipe; TensorRT-LLM/vLLM all-reduce BF16).
     bs = jnp.maximum(wl.bytes_act, 2.0) if opts.conv.wide_collectives else wl.bytes_act
     ctx = _Ctx(model=model, opts=opts, smooth=opts.smooth, ba=wl.bytes_act, bs=bs, bw=wl.bytes_weight,
                bk=wl.bytes_kv, tp=par.tp, tp_attn=tp_attn, ep=par.ep, moe_ep=par.moe_ep, sp=par.sp,
-               imbalance=par.imbalance, moe_gather=par.moe_gather, h=None, hk=None, b=b, beams=wl.beams,
-               prompt=wl.prompt, output=wl.output)
+               imbalance=par.imbalance, moe_gather=par.moe_gather, h=None, hk=None, b=b, b_mean=b_mean,
+               beams=wl.beams, prompt=wl.prompt, output=wl.output)
     ctx.h = ctx.ceil(model.heads / tp_attn)
     ctx.hk = jnp.maximum(ctx.ceil(model.kv_heads / tp_attn), 1.0)
     ctx.ep_stride = par.tp * par.sp
@@ -414,9 +417,12 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     """Router, routed experts and shared experts of the MoE layers.
 
     Default profile: the ep ranks hold E/ep experts each and run attention
-    data parallel, so the tokens of all ep ranks (ep·tok) are routed over all
-    experts and the busiest rank receives imbalance·tok·k token copies
-    (the hottest experts set the time). Dispatch and combine are all-to-alls
+    data parallel, so the tokens of all ep ranks are routed over all experts:
+    ep·tok_mean, the micro-batch's own tokens (tok_mean = tok·b_mean/b: the
+    busiest rank holds ceil(ub/ep) sequences, the mean ub/ep, and with fewer
+    sequences than ranks the empty ones route nothing). Each rank's experts
+    receive imbalance·tok_mean·k token copies (the hottest experts set the
+    time); the busiest rank sends its own tok·k. Dispatch and combine are all-to-alls
     over ep of those token copies' hidden states (GShard, Lepikhin et al.
     2020; DeepSeek-V3 report, Sec. 3.2). Each expert's width is split over tp.
 
@@ -452,7 +458,8 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     # the other ranks' tokens and sends back partial outputs of them all; on
     # a switch each moves (ep - 1)/ep of ep x tok rows, as an all-to-all of
     # that payload does (collectives.py costs both per rank the same way).
-    copies = jnp.where(ctx.moe_gather > 0, ctx.ep * tok, imb * tok * k / moe_ep)
+    tok_mean = tok * safe_div(ctx.b_mean, ctx.b)  # tokens per rank on average (tok when ep divides the batch)
+    copies = jnp.where(ctx.moe_gather > 0, ctx.ep * tok_mean, jnp.maximum(tok, imb * tok_mean) * k / moe_ep)
     a2a = copies * D * ctx.ba
     r.collective("dispatch", "moe", "moe", "alltoall", ctx.ep, a2a, stride=ctx.ep_stride)
     ex = dataclasses.replace(ctx, bw=ctx.bw_experts)  # the routed experts' weights may be stored apart
@@ -471,9 +478,9 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     else:
         # Token copies routed to this chip's experts, and the experts they
         # touch: E(1 - (1 - k/E)^tokens) distinct experts in expectation
-        # under uniform routing of the ep·tok tokens, of which 1/split are local.
-        routed = imb * tok * k / moe_ep
-        touched = E * (1.0 - (1.0 - k / E) ** (ctx.ep * tok)) / split
+        # under uniform routing of the ep·tok_mean tokens, of which 1/split are local.
+        routed = imb * tok_mean * k / moe_ep
+        touched = E * (1.0 - (1.0 - k / E) ** (ctx.ep * tok_mean)) / split
         per_expert = D * width * ex.bw
         # A grouped GEMM is one GEMM per touched expert, each over its own
         # tokens (CUTLASS grouped GEMM, TensorRT-LLM/vLLM fused MoE): its

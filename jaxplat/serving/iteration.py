@@ -145,7 +145,8 @@ def iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies=No
     # Attention data parallel over par.ep ranks (Parallel.ep): each rank
     # prefills its own prompts, so up to ep ranks share the iteration's
     # prompt tokens (mean field: `spread` ranks, tokens / spread each; the
-    # experts then see all of them, ep x tok / ep per rank). One prompt
+    # experts then see all of them, tokens / ep per rank: operators._moe's
+    # tok_mean, ranks without a prompt routing nothing). One prompt
     # stays on one rank, as `evaluate`'s TTFT at batch 1; ep = 1: spread 1.
     spread = jnp.clip(prompts, 1.0, par.ep)
     seqs = prompts * logits / spread
