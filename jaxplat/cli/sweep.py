@@ -285,7 +285,7 @@ def constraints_text(st, flags=()) -> str:
         return "no limit" if v is None or v >= UNBOUNDED_SLO else f"<= {units.fmt_time(v)}"
 
     lines = ["constraints:"]
-    for key in ("ttft", "tpot"):
+    for key in () if getattr(st, "task", "infer") == "train" else ("ttft", "tpot"):  # training: no SLOs
         v = getattr(st, key)
         if v == "workload":
             per = ", ".join(f"{n} {limit(float(getattr(w, key + '_slo')))}"
@@ -343,7 +343,9 @@ def summary_text(engine, result, frames, compile_s) -> str:
               f"({rate:.3g} configs/s on {engine.n_dev} device(s); "
               f"compile {compile_s:.3g} s{', fast' if engine.fast_compile else ''})"),
              f"  feasible (divides, fits memory): {c['feasible']:,}; meet every constraint: {c['ok']:,}",
-             f"  {st.pricing_text}"]
+             f"  {st.pricing_text}",
+             f"  software stack of its chips: {st.software or 'each chip default'} (specs/software; --engine "
+             "or the study's software: to change)"]
     for scope, names in (("of all configurations", [k for k in COUNTERS[3:] if k in AMONG_ALL]),
                          ("of the feasible ones", [k for k in COUNTERS[3:] if k not in AMONG_ALL])):
         parts = [f"{_COUNTER_TEXT[k]} {c[k]:,}" for k in names if c[k]]
