@@ -202,6 +202,7 @@ def run(args) -> int:
         "grid_chip": (_grid_chip(grid[0], prob) if grid else None),
         "parallel": cand,
         "price_basis": cd.price_basis(cfg["technology"]),
+        "software": cfg["software"],
         "base": {"name": cfg["base"], **base,  # (json_text writes a non-finite objective as null)
                  "parallel": (None if base["candidate"] is None else
                               {k: float(v[base["candidate"]]) for k, v in prob.cand.items()})},
@@ -234,6 +235,7 @@ def run(args) -> int:
         ["price", f"${price:,.0f}"],
     ], "lr"))
     print(f"prices: {cd.price_basis(cfg['technology'])}")
+    print(f"software stack: {cfg['software']} (specs/software; --engine or the study's software: to change)")
     print(f"\nparallelism: tp={cand['tp']:g} pp={cand['pp']:g} ep={cand['ep']:g} dp={cand['dp']:g}, "
           f"batch {cand['batch']:g}\n")
     print(table(["metric (exact mode)", "value"], [[lab, fmt(float(getattr(m, k)))] for k, lab, fmt in METRIC_ROWS],
