@@ -63,7 +63,11 @@ def test_attention_data_parallel_iteration_prefills_one_prompt_per_rank():
     rank, the experts seeing all 8 x 512 tokens: `evaluate`'s TTFT of a
     static batch of 8 (one sequence per rank). One rank prefilling all 4096
     tokens (what the iteration cost before: its prompts as one sequence on
-    one rank) is the TTFT of one 4096-token prompt, several times longer.
+    one rank) is the TTFT of one 4096-token prompt, several times longer:
+    its attention side runs 8x the tokens on one rank, while the experts see
+    the same 4096 tokens either way (2.8x here; the 3x this test once asked
+    for counted that prompt's experts 8x over, every idle rank routing the
+    busy one's tokens: tests/test_attention_dp.py).
     A single prompt stays on its rank: evaluate's TTFT at batch 1."""
     model, hw, par = jp.load_model("mixtral-8x7b"), jp.load_hardware("h100-sxm"), jp.Parallel(ep=8)
     z, chunk = jnp.zeros((1,), jnp.float32), jnp.array([512.0])
@@ -73,7 +77,7 @@ def test_attention_data_parallel_iteration_prefills_one_prompt_per_rank():
                                                    OPTS).ttft)
     assert it(8.0) == pytest.approx(ttft(8.0, 512.0), rel=1e-4)
     assert it(1.0) == pytest.approx(ttft(1.0, 512.0), rel=1e-4)
-    assert ttft(1.0, 4096.0) > 3.0 * it(8.0)
+    assert ttft(1.0, 4096.0) > 2.5 * it(8.0)
 
 
 def test_fp8_hidden_states_cross_the_network_in_bf16(llama):
