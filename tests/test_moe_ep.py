@@ -47,8 +47,23 @@ def test_mixtral_tp8_moe_ep8_by_hand():
     hot = _rows(model, jp.Parallel(tp=8, moe_ep=8, imbalance=1.25))["experts_up_gate"]
     assert hot["m"] == 640.0
     assert _rows(model, jp.Parallel(tp=8, imbalance=1.25))["experts_up_gate"]["m"] == 512.0
-    # no all-to-all inside the tp group: dispatch spans ep = 1 chip
-    assert _rows(model, jp.Parallel(tp=8, moe_ep=8))["dispatch"]["f0"] == 0.0
+    # No all-to-all inside the tp group: dispatch spans ep = 1 chip and costs
+    # no time on an H100 node, while ep 8 (attention DP) over 16 sequences
+    # sends each chip's 2 x 512 = 1024 tokens x 2 copies x 4096 x 2 B =
+    # 16,777,216 B to 8 ranks.
+    # (The old test asserted the dispatch row's FLOPs were 0, which holds
+    # for every collective row whatever the grouping.)
+    from jaxplat.cost.collectives import collective_time
+    h100 = jp.load_hardware("h100-sxm")
+    for par, n, payload in ((jp.Parallel(tp=8, moe_ep=8), 1.0, None), (jp.Parallel(ep=8), 8.0, 16_777_216)):
+        t = jax.device_get(build_table(model, par, workload(batch=16, prompt=512, output=8), "prefill",
+                                       jp.Options()))
+        i = t.names.index("dispatch")
+        assert float(t.comm_n[i]) == n
+        seconds = float(collective_time("alltoall", h100, t.comm_n[i], t.comm_b[i]))
+        assert (seconds == 0.0) == (n == 1.0)
+        if payload:
+            assert float(t.comm_b[i]) == pytest.approx(payload, rel=1e-6)
 
 
 def test_moe_permute_and_finalize_by_hand():
