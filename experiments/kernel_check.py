@@ -1,0 +1,236 @@
+"""Kernel checks that pin efficiencies apart from any engine (issue 37).
+
+Predicts the kernel rows of data/measured/inference_2026-12.csv with
+jaxplat's own cost functions, one operator at a time, on the shipped
+efficiencies (specs/calibration/default.yaml through load_hardware) and the
+default graph-captured software stack:
+  DeepGEMM   FP8 GEMMs and grouped GEMMs by (M, N, K) on an H800 (= the
+             h100-sxm spec: H100's compute and HBM), one row of an OpTable
+             through jaxplat.cost.inference.row_components (efficiency.row_rates:
+             gemm_peak x tile/wave quantization x kernel kind; the roofline's
+             memory time; the stack's kernel_latency). Plain roofline (no L2
+             placement): DeepGEMM's bench_kineto flushes the L2 between runs.
+  FA3        FlashAttention-3 forward TFLOP/s on H100 by head dim, sequence
+             length, causal mask and dtype (one attention row, FA3's FLOP
+             count: 4 B S^2 H D, halved when causal).
+  NCCL       all-reduce (and all-gather) bus bandwidth from
+             jaxplat.cost.collectives.collective_time on h100-sxm's levels
+             (H800: NVLink 400 GB/s both ways = 200 GB/s per direction).
+  DeepEP     dispatch / combine as collective_time("alltoall") (+ the stack's
+             collective_latency): bandwidth of the bytes a rank sends to other
+             ranks (NVLink, intranode) or across nodes (RDMA), and the
+             low-latency kernels' latency (pure RDMA: no NVLink level).
+The split (data/measured/inference_split.yaml) marks each row fit,
+validation or test; summaries are per role, test rows only with --test.
+
+Run: .venv/bin/python experiments/kernel_check.py [--test]
+"""
+
+import re
+import statistics
+import sys
+
+import jax.numpy as jnp
+
+from jaxplat import Options, load_hardware, replace
+from jaxplat.cost.collectives import collective_time
+from jaxplat.cost.dtypes import computed_workload
+from jaxplat.cost.inference import row_components
+from jaxplat.cost.opkind import OpKind
+from jaxplat.cost.operators import _Rows
+from jaxplat.cost.roofline import combine
+from jaxplat.design.splits import load_inference_split
+from jaxplat.model import workload_from_dict
+from jaxplat.specs.units import BYTES_PER_ELEMENT
+
+KERNEL_OPTS = Options(memory_hierarchy=False)
+HIDDEN_V3, TOPK_V3 = 7168, 8  # DeepSeek-V3 hidden size and routed experts per token (DeepEP's test shapes)
+MESSAGE = 4 * 2**30  # bytes per chip of a "large message" all-reduce (nccl-tests sweeps to GiBs)
+
+
+def h800():
+    """H800 SXM5: H100's compute and HBM, NVLink 400 GB/s both ways (200 per direction)."""
+    hw = load_hardware("h100-sxm")
+    return replace(hw, net_bw=hw.net_bw.at[0].set(200e9))
+
+
+def _one_row(hw, dtype, kind, flops, a, w, o, mkn):
+    """Seconds of one operator row (the model's own row_components + combine)."""
+    r = _Rows(counts={"once": (1.0, 1.0)})
+    r.add("op", "op", "once", kind, f=(flops, 0.0), a=(a, 0.0), w=(w, 0.0), o=(o, 0.0), stored=w, mkn=mkn)
+    wl = computed_workload(hw, workload_from_dict({"batch": 1, "prompt": 1, "output": 1, "dtype": dtype}),
+                           KERNEL_OPTS)
+    c0, _, m0, _, comm = row_components(r.table(jnp.float32), hw, wl, KERNEL_OPTS)
+    return float(combine(c0, m0, comm)[0])
+
+
+def gemm_prediction(hw, m, n, k, groups=1, grouped=False, dtype="fp8"):
+    """(TFLOP/s, GB/s) of `groups` m x n x k GEMMs in `dtype` with BF16 output
+    (DeepGEMM's convention for the bytes: A and B in dtype, D in BF16)."""
+    b = BYTES_PER_ELEMENT[dtype]
+    a, w, o = groups * m * k * b, groups * k * n * b, groups * m * n * 2.0
+    t = _one_row(hw, dtype, OpKind.EXPERT_GEMM if grouped else OpKind.GEMM, 2.0 * m * n * k * groups, a, w, o,
+                 (m, k, n))
+    return 2.0 * m * n * k * groups / t / 1e12, (a + w + o) / t / 1e9
+
+
+def attention_prediction(hw, batch, seq, head_dim, heads, causal, dtype="bf16"):
+    """FA3-convention TFLOP/s of one forward attention (self-attention, seq x seq)."""
+    b = BYTES_PER_ELEMENT[dtype]
+    pairs = seq * (seq + 1.0) / 2.0 if causal else seq * seq  # as operators.attention charges them
+    flops_model = 4.0 * batch * heads * head_dim * pairs
+    qkvo = batch * seq * heads * head_dim * b
+    t = _one_row(hw, dtype, OpKind.SCORES, flops_model, qkvo, 2.0 * qkvo, qkvo, (seq, head_dim, seq))
+    flops_fa3 = 4.0 * batch * heads * head_dim * seq * seq / (2.0 if causal else 1.0)
+    return flops_fa3 / t / 1e12
+
+
+def busbw(hw, kind, n, nbytes=MESSAGE):
+    """nccl-tests bus bandwidth, GB/s: algbw x 2(n-1)/n (all-reduce), x (n-1)/n (all-gather)."""
+    t = float(collective_time(kind, hw, jnp.float32(n), jnp.float32(nbytes)))
+    return nbytes / t * (2.0 if kind == "allreduce" else 1.0) * (n - 1) / n / 1e9
+
+
+def alltoall(hw, n, nbytes):
+    """Seconds of one all-to-all of `nbytes` sent per rank (+ the stack's fixed cost per call)."""
+    return float(collective_time("alltoall", hw, jnp.float32(n), jnp.float32(nbytes))) + float(hw.collective_latency)
+
+
+def _mnk(notes):
+    g = dict(re.findall(r"(groups|M_per_group|M|N|K)=(\d+)", notes))
+    return int(g.get("M", g.get("M_per_group", 0))), int(g["N"]), int(g["K"]), int(g.get("groups", 1))
+
+
+def deepgemm(rows):
+    hw, out = load_hardware("h100-sxm"), []
+    for r, role in rows:
+        if r["engine"] != "DeepGEMM":
+            continue
+        m, n, k, g = _mnk(r["notes"])
+        tf, gb = gemm_prediction(hw, m, n, k, g, grouped=g > 1 or "Grouped" in r["notes"])
+        pred = tf if r["metric"] == "tflops" else gb
+        out.append((role, f"{r['metric']:<12} M={m:<5} N={n:<5} K={k:<5} g={g} {'grp' if 'Grouped' in r['notes'] else ''}",
+                    pred, float(r["value"])))
+    return out
+
+
+def flash_attention(rows):
+    hw, out = load_hardware("h100-sxm"), []
+    for r, role in rows:
+        if not ("FlashAttention-3" in r["engine"] or r["engine"].startswith("flash_v3")) or r["metric"] != "tflops":
+            continue
+        hd = int(re.search(r"head_dim=(\d+)", r["model"] + " " + r["notes"]).group(1)) if "head_dim" in r["model"] \
+            else int(re.search(r"--d-head (\d+)", r["notes"]).group(1))
+        seq, batch = int(r["isl"]), int(r["concurrency_or_batch"].split("=")[1])
+        heads = 16 if "heads=16" in r["model"] else 2048 // hd
+        causal = re.search(r"(?<!non-)causal \(inferred", r["notes"]) is not None  # "causal unknown": full
+        dtype = "fp8" if r["dtype_weights"].startswith("fp8") else "bf16"
+        pred = attention_prediction(hw, batch, seq, hd, heads, causal, dtype)
+        out.append((role, f"{r['source'][:18]} hd={hd:<3} S={seq:<5} {'causal' if causal else 'full  '} {dtype}",
+                    pred, float(r["value"])))
+    return out
+
+
+def nccl(rows):
+    out = []
+    for r, role in rows:
+        if not r["source"].startswith(("NVIDIA/nccl", "NVIDIA/nccl-tests")) or r["metric"] == "algbw_gb_s":
+            continue
+        hw = h800() if "H800" in r["chip"] else load_hardware("h100-sxm")
+        n = int(r["chips"].split()[0])
+        kind = "allgather" if "non-allreduce" in r["notes"] else "allreduce"  # the model picks the algorithm
+        out.append((role, f"{r['source'][14:32]} {r['chip'][:16]} n={n} {kind}", busbw(hw, kind, n), float(r["value"])))
+    return out
+
+
+def _deepep_bytes(r, tokens):
+    per_token = HIDDEN_V3 * (1.0 if "dispatch" in r["metric"] else 2.0)  # dispatch FP8, combine BF16
+    return tokens * TOPK_V3 * per_token
+
+
+def deepep(rows):
+    out = []
+    for r, role in rows:
+        if r["engine"] != "DeepEP":
+            continue
+        n, tokens = int(r["chips"]), int(r["concurrency_or_batch"].split()[0])
+        hw = load_hardware("b200") if "SM100" in r["chip"] else h800()
+        low_latency = "low-latency" in r["notes"]
+        if low_latency:  # pure RDMA: every peer across the NIC
+            hw = replace(hw, net_domain=hw.net_domain.at[0].set(1.0))
+        nbytes = _deepep_bytes(r, tokens)
+        t = alltoall(hw, n, nbytes)
+        if r["metric"].endswith("latency_us"):
+            pred = t * 1e6
+        elif "logical" in r["notes"]:
+            pred = nbytes / t / 1e9
+        else:  # bytes this rank sends over the bottleneck (NVLink in a node, the NIC across nodes)
+            local = 1 if low_latency else min(n, 8)
+            pred = nbytes * ((n - 1) / n if n <= 8 and not low_latency else (n - local) / n) / t / 1e9
+        out.append((role, f"{r['metric']:<27} n={n:<3} tok={tokens:<5} {r['chip'][:6]}", pred, float(r["value"])))
+    return out
+
+
+def summary(items, label):
+    errs = [p / m - 1.0 for _, _, p, m in items]
+    if not errs:
+        return f"  {label:<11} n=0"
+    return (f"  {label:<11} n={len(errs):<3} median |error| {100 * statistics.median(abs(e) for e in errs):6.1f}%  "
+            f"median signed {100 * statistics.median(errs):+6.1f}%")
+
+
+def report(name, items, show_test):
+    print(f"\n== {name}: predicted vs measured ==")
+    for role, what, p, m in items:
+        if role == "test" and not show_test:
+            continue
+        print(f"  {role:<10} {what:<58} pred {p:8.1f}  meas {m:8.1f}  {100 * (p / m - 1):+6.1f}%")
+    for role in ("validation", "fit") + (("test",) if show_test else ()):
+        print(summary([x for x in items if x[0] == role], role))
+
+
+def implied(dg, fa, nets):
+    """Efficiencies the fit rows imply, next to the shipped ones."""
+    hw = load_hardware("h100-sxm")
+    shipped = float(hw.eff_compute * hw.eff_narrow)
+    print("\n== implied efficiencies (fit rows), shipped values unchanged ==")
+    big = [x for x in dg if x[0] == "fit" and "tflops" in x[1] and "M=4096" in x[1] and "grp" not in x[1]]
+    ratio = statistics.median(m / p for _, _, p, m in big)
+    print(f"  DeepGEMM dense FP8, M=4096: measured/predicted median {ratio:.3f} -> eff_compute x eff_narrow "
+          f"{shipped * ratio:.3f} (shipped {float(hw.eff_compute):.3f} x {float(hw.eff_narrow):.3f} = {shipped:.3f})")
+    grp = [x for x in dg if x[0] == "fit" and "tflops" in x[1] and "grp" in x[1]]
+    if grp:
+        r = statistics.median(m / p for _, _, p, m in grp)
+        print(f"  DeepGEMM grouped FP8 (contiguous): measured/predicted {r:.3f} -> eff_moe {float(hw.eff_moe) * r:.3f} "
+              f"(shipped {float(hw.eff_moe):.3f}; at most 1: grouped run as dense)")
+    long_seq = [x for x in fa if x[0] == "fit" and "bf16" in x[1] and "S=16384" in x[1]]
+    if long_seq:
+        r = statistics.median(m / p for _, _, p, m in long_seq)
+        print(f"  FA3 BF16 at S=16k: measured/predicted {r:.3f} -> eff_compute x eff_attention "
+              f"{float(hw.eff_compute * hw.eff_attention) * r:.3f} (shipped {float(hw.eff_compute * hw.eff_attention):.3f})")
+    for what, items in nets:
+        if items:
+            r = statistics.median(m / p for _, _, p, m in items)
+            print(f"  {what}: measured/predicted {r:.3f} -> eff_network {float(hw.eff_network) * r:.3f} "
+                  f"(shipped {float(hw.eff_network):.3f})")
+
+
+def main(argv=None):
+    show_test = "--test" in (argv if argv is not None else sys.argv[1:])
+    rows, roles = load_inference_split()
+    kernel = [(r, ro) for r, ro in zip(rows, roles) if r["load_kind"] == "kernel"]
+    dg, fa, nc, ep = deepgemm(kernel), flash_attention(kernel), nccl(kernel), deepep(kernel)
+    for name, items in (("DeepGEMM FP8 GEMM (H800 = h100-sxm)", dg), ("FlashAttention-3 forward (H100)", fa),
+                        ("NCCL bus bandwidth", nc), ("DeepEP dispatch/combine", ep)):
+        report(name, items, show_test)
+    fit = lambda items, *words: [x for x in items if x[0] == "fit" and all(w in x[1] for w in words)]  # noqa: E731
+    implied(dg, fa, (("NCCL all-reduce, 8 H100 NVLink (NVLS)", fit(nc, "n=8 ", "allreduce")),
+                     ("DeepEP normal dispatch/combine, 8 H800 NVLink", fit(ep, "bottleneck", "n=8 ")),
+                     ("DeepEP normal dispatch/combine, 16-64 H800 over RDMA",
+                      [x for x in fit(ep, "bottleneck") if "n=8 " not in x[1]])))
+    if show_test:
+        print("\n(TEST rows shown above: tritonbench flash_v3, reported once.)")
+
+
+if __name__ == "__main__":
+    main()
