@@ -1,0 +1,56 @@
+"""experiments/kernel_check.py predicts DeepGEMM's FP8 GEMMs with the model's
+own row costs: two shapes worked by hand (issue 37's kernel checks).
+
+Compute-bound M=4096, N=2112, K=7168 on h100-sxm (132 SMs, 128x128x64 tiles):
+  row tiles ceil(4096/128) = 32, column tiles ceil(2112/128) = 17 (16.5: the
+  last tile is half empty), k-steps 7168/64 = 112 -> 32*17*112 = 60,928 k-loop
+  iterations in ceil(60,928/132) = 462 waves, so the useful share is
+  4096*2112*7168 / (462*132*128*128*64) = 62,008,590,336 / 63,946,850,304.
+  TFLOP/s = 2MNK / (2MNK / (fp8 peak * eff_compute * eff_narrow * share)
+            + kernel_latency).
+Memory-bound M=64, N=7168, K=16384: FP8 A and B plus the BF16 output,
+  64*16384 + 16384*7168 + 2*64*7168 = 119,406,592 bytes at 3.35 TB/s *
+  eff_memory, plus kernel_latency.
+Both fail if the tile share, the FP8 derate or the BF16 output were dropped.
+"""
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from jaxplat import load_hardware
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@pytest.fixture(scope="module")
+def kc():
+    sys.path.insert(0, str(EXPERIMENTS))
+    try:
+        yield importlib.import_module("kernel_check")
+    finally:
+        sys.path.remove(str(EXPERIMENTS))
+
+
+def test_large_fp8_gemm_tile_share_by_hand(kc):
+    hw = load_hardware("h100-sxm")
+    m, n, k = 4096, 2112, 7168
+    share = 62_008_590_336 / 63_946_850_304
+    rate = 1978.9e12 * float(hw.eff_compute) * float(hw.eff_narrow) * share
+    flops = 2.0 * m * n * k
+    want = flops / (flops / rate + float(hw.kernel_latency)) / 1e12
+    tflops, gbs = kc.gemm_prediction(hw, m, n, k)
+    assert tflops == pytest.approx(want, rel=2e-4)
+    assert float(hw.kernel_latency) == pytest.approx(2e-6)  # the graph-captured stack (specs/software)
+    assert gbs == pytest.approx((m * k + k * n + 2 * m * n) / (flops / (tflops * 1e12)) / 1e9, rel=1e-5)
+
+
+def test_skinny_fp8_gemm_is_memory_bound_by_hand(kc):
+    hw = load_hardware("h100-sxm")
+    nbytes = 64 * 16384 + 16384 * 7168 + 2 * 64 * 7168
+    assert nbytes == 119_406_592
+    t = nbytes / (3.35e12 * float(hw.eff_memory)) + float(hw.kernel_latency)
+    _, gbs = kc.gemm_prediction(hw, 64, 7168, 16384)
+    assert gbs == pytest.approx(nbytes / t / 1e9, rel=2e-4)
