@@ -73,6 +73,8 @@ def test_top1_is_the_loops_best(swept):
     assert list(top.columns[2:15]) == ["chips", "tp", "pp", "vp", "cp", "ep", "dp", "micro_batch", "global_batch",
                                        "seq", "dtype", "recompute", "zero"]
     assert "tokens_per_s_per_chip" in text
+    flags = " ".join(f"--{k.replace('_', '-')} {r[k]}" for k in FLAGS)
+    assert f"jaxplat train --model {MODEL} --hardware {HW} {flags}" in text  # the best, named as a command
 
 
 def test_top_k_rows_through_jaxplat_train(swept):

@@ -382,6 +382,9 @@ def summary_text(engine, result, frames, compile_s) -> str:
                  "changes no metric there):")
     lines.append(table(head, rows, "r" * len(head)))
     lines += missing
+    if getattr(st, "task", "infer") == "train":  # the best, as the command that costs it alone
+        from jaxplat.search.train_study import train_command
+        lines.append(f"\nThe best, step time split by phase and collective: {train_command(st, full.iloc[0])}")
     lines.append(f"\nPareto front ({st.pareto[0]} vs {st.pareto[1]}): {len(frames['pareto'])} points "
                  "(pareto_collapsed.csv: the axes that change no metric shown as 'any')")
     req = frames.get("requirements") or []

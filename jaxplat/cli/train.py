@@ -15,10 +15,10 @@ from jaxplat.cost.training import COMM_NAMES, RECOMPUTE, TrainOptions, TrainWork
 from jaxplat.cost.training_memory import checks
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names
 from jaxplat.report import json_text, table
+from jaxplat.search.train_study import RECIPES, TRAIN_DTYPES
 from jaxplat.specs import SpecError, units
 
 EXIT_INFEASIBLE = 3
-TRAIN_DTYPES = ("bf16", "fp8", "fp4", "int8")
 ZERO = ("0", "1", "2", "3")
 JSON_KEYS = ("step_time_s", "tokens_per_s_per_chip", "mfu", "hfu", "memory_bytes", "fits")
 PHASES = (("forward", "forward"), ("backward", "backward (data + weight gradients)"), ("recompute", "recompute"),
@@ -115,13 +115,12 @@ def train_workload(args, hw) -> TrainWorkload:
     """The `TrainWorkload` of the flags: dtype recipe, recompute, ZeRO."""
     dtypes = units.DTYPES
     has_fp4 = float(hw.flops[dtypes.index("fp4")]) > float(hw.flops[dtypes.index("fp8")])
-    recipe = {"bf16": (2.0, "bf16", 0.0), "int8": (1.0, "int8", 0.0),
-              "fp8": (1.0, "fp8", 32.0 if has_fp4 else 0.0),  # MXFP8 on Blackwell, per-tensor on Hopper
-              "fp4": (0.5 + 1.0 / 16.0, "fp4", 16.0)}[args.dtype]  # NVFP4: an FP8 scale per 16 elements
+    recipe = RECIPES[args.dtype]  # the recipes of a training study's dtype axis (search.train_study)
+    block = (32.0 if has_fp4 else 0.0) if recipe[2] < 0 else recipe[2]  # fp8: MXFP8 on Blackwell, per-tensor on Hopper
     return TrainWorkload(global_batch=float(args.global_batch), micro_batch=float(args.micro_batch),
                          seq=float(args.seq), tokens=float(args.tokens),
                          recompute=float(RECOMPUTE.index(args.recompute)), zero=float(args.zero),
-                         bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=recipe[2])
+                         bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=block)
 
 
 def train_arrays(model, hw, par, twl, topts):

@@ -257,6 +257,16 @@ def load_study(path, calibration=None, software=None) -> Study:
     return study_from_dict(read_yaml(path), src=str(path), calibration=calibration, software=software)
 
 
+def train_command(study, row) -> str:
+    """The `jaxplat train` command of a top_k.csv row (`flag_frame`) of a
+    one-model, one-chip training study."""
+    flags = " ".join(f"--{k.replace('_', '-')} {row[k]}" for k in FLAG_COLUMNS if k != "dp")
+    model = row["model"] if "model" in row else study.model_names[0]
+    chip = row["hardware"] if "hardware" in row else study.hardware_name
+    note = " (on the base chip: hardware axes are not flags of jaxplat train)" if study.inner else ""
+    return f"jaxplat train --model {model} --hardware {chip} {flags}{note}"
+
+
 def flag_frame(study, df):
     """A training study's top-k / Pareto DataFrame with its configurations
     named by `jaxplat train`'s flags (FLAG_COLUMNS: dp = chips / (tp·pp·cp),
@@ -273,4 +283,4 @@ def flag_frame(study, df):
 
 __all__ = ["DEFAULTS", "FLAG_COLUMNS", "METRICS", "RECIPES", "REQUIRED_AXES", "TRAIN_AXIS_KINDS", "TRAIN_DTYPES",
            "TRAIN_METRICS", "TrainAxis", "TrainStudy", "flag_frame", "load_study", "measure", "study_from_dict",
-           "train_study_from_dict"]
+           "train_command", "train_study_from_dict"]
