@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 
-import bench_sweep  # noqa: E402
+import bench_sweep
 
 STUDY = ROOT / "specs" / "studies" / "training-llama405b-16k.yaml"
 

@@ -46,6 +46,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxplat.cost import Metrics, evaluate, priced_chip, safe_div
 from jaxplat.model import Parallel
+from jaxplat.search import train_study
 from jaxplat.search.devices import device_profile
 from jaxplat.search.grid import Grid
 from jaxplat.search.gridmap import block_grid, digits, grid_map, vary_over, varying_axes, vmap_last
@@ -54,7 +55,6 @@ from jaxplat.search.reduce import identity, pick, variadic_reduce
 from jaxplat.search.runtime import compile_lowered
 from jaxplat.search.staging import split_shared
 from jaxplat.search.study import METRICS, Study
-from jaxplat.search.train_study import TRAIN_METRIC_NAMES, measure as train_measure
 from jaxplat.serving import engine_memory
 from jaxplat.specs import SpecError
 
@@ -77,7 +77,7 @@ FAST_COMPILE_UP_TO = 1_000_000
 def available_metrics(study=None) -> tuple:
     """Metric names this build of the cost model can report for `study` (see METRICS)."""
     if getattr(study, "task", "infer") == "train":
-        return TRAIN_METRIC_NAMES
+        return train_study.TRAIN_METRIC_NAMES
     fields = {f.name for f in dataclasses.fields(Metrics)}
     return tuple(k for k, (src, _, _) in METRICS.items() if src == "derived" or src in fields)
 
@@ -182,7 +182,7 @@ class Engine(Merging):
         self.blocks_per_step = max(1, min(bps, -(-self.grid.n_blocks // self.n_dev)))
         self.metrics = available_metrics(study)
         # The per-configuration function, a static choice: inference or a training step.
-        self.measure = train_measure if getattr(study, "task", "infer") == "train" else served_point
+        self.measure = train_study.measure if getattr(study, "task", "infer") == "train" else served_point
         for name in (study.objective, *study.pareto):
             if name not in self.metrics:
                 raise SpecError(f"study {study.name}: metric {name!r} is not reported by this cost model")

@@ -261,8 +261,7 @@ def train_command(study, row) -> str:
     """The `jaxplat train` command of a top_k.csv row (`flag_frame`) of a
     one-model, one-chip training study."""
     flags = " ".join(f"--{k.replace('_', '-')} {row[k]}" for k in FLAG_COLUMNS if k != "dp")
-    model = row["model"] if "model" in row else study.model_names[0]
-    chip = row["hardware"] if "hardware" in row else study.hardware_name
+    model, chip = row.get("model", study.model_names[0]), row.get("hardware", study.hardware_name)
     note = " (on the base chip: hardware axes are not flags of jaxplat train)" if study.inner else ""
     return f"jaxplat train --model {model} --hardware {chip} {flags}{note}"
 
