@@ -36,8 +36,8 @@ from jaxplat import Options, load_hardware, replace
 from jaxplat.cost.collectives import collective_time
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import row_components
-from jaxplat.cost.opkind import OpKind
 from jaxplat.cost.operators import _Rows
+from jaxplat.cost.opkind import OpKind
 from jaxplat.cost.roofline import combine
 from jaxplat.design.splits import load_inference_split
 from jaxplat.model import workload_from_dict
@@ -223,7 +223,7 @@ def main(argv=None):
     for name, items in (("DeepGEMM FP8 GEMM (H800 = h100-sxm)", dg), ("FlashAttention-3 forward (H100)", fa),
                         ("NCCL bus bandwidth", nc), ("DeepEP dispatch/combine", ep)):
         report(name, items, show_test)
-    fit = lambda items, *words: [x for x in items if x[0] == "fit" and all(w in x[1] for w in words)]  # noqa: E731
+    fit = lambda items, *words: [x for x in items if x[0] == "fit" and all(w in x[1] for w in words)]
     implied(dg, fa, (("NCCL all-reduce, 8 H100 NVLink (NVLS)", fit(nc, "n=8 ", "allreduce")),
                      ("DeepEP normal dispatch/combine, 8 H800 NVLink", fit(ep, "bottleneck", "n=8 ")),
                      ("DeepEP normal dispatch/combine, 16-64 H800 over RDMA",
