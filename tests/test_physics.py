@@ -14,7 +14,7 @@ from helpers import workload
 
 import jaxplat as jp
 from jaxplat.cli import main
-from jaxplat.cost import build_table, row_components
+from jaxplat.cost import build_table, efficiency, row_components
 from jaxplat.cost.inference import row_step_times
 from jaxplat.cost.roofline import sum_smooth_max_affine
 from jaxplat.model import hardware_from_dict, model_from_config, replace
@@ -78,8 +78,9 @@ def test_prefill_attention_memory_is_linear_in_batch():
         t, m0, _ = _rows(model, h100, workload(batch=batch, prompt=8192, output=2), "prefill", DEFAULT,
                          jp.Parallel(tp=8))
         rows = [t.names.index("logit"), t.names.index("attend")]
-        # less each kernel's fixed latency (calibrated), paid once whatever the batch
-        per_seq.append((np.asarray(m0)[rows] - float(h100.kernel_latency)) / batch)
+        # less each row's fixed cost (the software stack's launches), paid once whatever the batch
+        fixed = np.asarray(efficiency.fixed_times(t, h100, DEFAULT))[rows]
+        per_seq.append((np.asarray(m0)[rows] - fixed) / batch)
     np.testing.assert_allclose(per_seq, [per_seq[0]] * 4, rtol=1e-5)
 
 

@@ -24,6 +24,10 @@ COLUMNS = {
     "tpot_s": ("TPOT", "ms", 1e-3),
     "e2e_s": ("end-to-end", "s", 1.0),
     "throughput_tok_s": ("throughput", "tok/s", 1.0),
+    # training studies (jaxplat.search.train_metrics)
+    "step_time_s": ("step time", "s", 1.0), "tokens_per_s_per_chip": ("tokens per chip", "tok/s/chip", 1.0),
+    "mfu": ("MFU", "", 1.0), "hfu": ("HFU", "", 1.0), "train_time_s": ("time to train", "days", 86400.0),
+    "train_cost_usd": ("cost to train", "USD", 1.0), "train_energy_j": ("energy to train", "MWh", 3.6e9),
     "throughput_per_chip_tok_s": ("throughput per chip", "tok/s/chip", 1.0),
     "chips": ("chips used", "", 1.0),
     "memory_bytes": ("memory per chip", "GB", 1e9),
