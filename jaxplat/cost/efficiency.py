@@ -231,6 +231,14 @@ def row_dtypes(table: OpTable, wl: Workload, opts: Options):
     return dtype, width
 
 
+def gemm_problems(table: OpTable):
+    """[rows] independent m x k x n GEMMs each row's FLOPs hold (attention's
+    sequences x heads, a grouped GEMM's experts; 1 for a plain GEMM or a row
+    without GEMM dims): its FLOPs over 2 m k n."""
+    mkn = table.m * table.k * table.n
+    return jnp.where(mkn > 0, jnp.maximum(table.f0 / jnp.where(mkn > 0, 2.0 * mkn, 1.0), 1.0), 1.0)
+
+
 def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_peak):
     """Per-row achieved FLOP/s, memory-time factor and fixed latency.
 
@@ -243,8 +251,7 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
         return flat_peak, 1.0, 0.0
     attn = jnp.asarray(attention_mask(table))
     dtype, width = row_dtypes(table, wl, opts)
-    mkn = table.m * table.k * table.n
-    groups = jnp.where(mkn > 0, jnp.maximum(table.f0 / jnp.where(mkn > 0, 2.0 * mkn, 1.0), 1.0), 1.0)
+    groups = gemm_problems(table)
     # Attention rows of an engine iteration merge sequences of different
     # lengths (serving.iteration_table), so their m, k, n are no one GEMM's
     # shape: their length dependence is the FLOPs and bytes, their kernels'
@@ -269,7 +276,7 @@ def fixed_times(table: OpTable, hw: Hardware, opts: Options):
     if opts.conv.efficiency == "flat":
         return jnp.zeros(len(table.kinds), jnp.float32)
     mkn = table.m * table.k * table.n
-    groups = jnp.where(mkn > 0, jnp.maximum(table.f0 / jnp.where(mkn > 0, 2.0 * mkn, 1.0), 1.0), 1.0)
+    groups = gemm_problems(table)
     experts = jnp.where((jnp.asarray(moe_mask(table)) > 0) & (mkn > 0), groups, 0.0)
     return (hw.kernel_latency * kernel_counts(table, hw, opts) + hw.expert_latency * experts
             + hw.fabric_latency * operator_counts(table))
@@ -288,7 +295,6 @@ def kernel_counts(table: OpTable, hw: Hardware, opts: Options):
     one. Collectives pay `collective_latency` instead (tables_comm_times).
     The counts belong to the software stack (specs/software), not the chip.
     """
-    kinds = table.kinds
     mkn = table.m * table.k * table.n
     work = (table.f0 + table.f1 + table.a0 + table.a1 + table.w0 + table.w1 + table.o0 + table.o1) > 0
     mask = lambda ks: jnp.asarray(kind_mask(table, ks)) > 0  # noqa: E731
@@ -300,7 +306,6 @@ def kernel_counts(table: OpTable, hw: Hardware, opts: Options):
     elementwise = jnp.where(mask((OpKind.ELEMENTWISE, OpKind.LOOKUP, OpKind.CACHE_WRITE)) & work,
                             hw.elementwise_kernels, 0.0)
     ssm = jnp.where(mask((OpKind.SCAN, OpKind.SSM)) & work, 1.0, 0.0)
-    del kinds
     return jnp.where(gemm, 1.0, 0.0) + attention + elementwise + ssm
 
 
@@ -366,7 +371,7 @@ def host_time(hw: Hardware, opts: Options, sequences):
     return hw.sequence_overhead * (REFERENCE_HOST_CLOCK_HZ / clock) * sequences
 
 
-__all__ = ["DENSE_MIN_TILE_M", "GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "collective_latency", "dtype_index",
-           "dense_tile_m", "fixed_times", "gemm_peak", "grouped_tile_m", "halvings", "host_time", "iteration_overhead", "kernel_counts",
-           "kernel_kind", "moe_mask", "narrow_steps", "operator_counts", "quantization", "quantized_experts", "row_dtypes", "row_rates",
-           "wide_mask", "with_host"]
+__all__ = ["DENSE_MIN_TILE_M", "GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "collective_latency",
+           "dense_tile_m", "dtype_index", "fixed_times", "gemm_peak", "gemm_problems", "grouped_tile_m", "halvings",
+           "host_time", "iteration_overhead", "kernel_counts", "kernel_kind", "moe_mask", "narrow_steps",
+           "operator_counts", "quantization", "quantized_experts", "row_dtypes", "row_rates", "wide_mask", "with_host"]

@@ -9,7 +9,7 @@ from jaxplat.model.compute_spec import compute_fields
 from jaxplat.model.efficiency_spec import Calibration, default_calibration, efficiency_fields
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
 from jaxplat.model.pytree import as_f32
-from jaxplat.model.software_spec import Software, default_software, execution_fields, execution_kind, load_software
+from jaxplat.model.software_spec import Software, default_software, execution_fields, load_software
 from jaxplat.specs import SpecError, check_keys, dtype_name, number, read_yaml, resolve
 from jaxplat.specs.units import DTYPE_FALLBACK, DTYPES, EMULATION_PASSES, J_PER_KWH, SECONDS_PER_YEAR
 
@@ -227,12 +227,10 @@ def run_software(d: dict, src, software: Software | None, calibration: Calibrati
                  defaults: Calibration | None) -> dict | None:
     """{Hardware field: value} of the software stack this chip runs (None
     for a bare `Hardware`: no stack, calibration or defaults asked for)."""
-    kind = execution_kind(d, src)  # validated whether or not a stack applies
     if software is None and calibration is not None and calibration.software:
         software = load_software(calibration.software)
     if software is None and (calibration is not None or defaults is not None):
         software = default_software(d, src)
-    del kind
     return None if software is None else software.fields()
 
 

@@ -24,7 +24,7 @@ Which stack a run uses, in this order:
 import dataclasses
 import functools
 
-from jaxplat.specs import SPEC_ROOT, SpecError, builtin_names, check_keys, number, read_yaml
+from jaxplat.specs import SpecError, builtin_names, check_keys, number, read_yaml, resolve
 
 # YAML key -> (Hardware field, unit, (lowest, highest) physical bound, meaning). The
 # YAML keys are the field names (and the calibration's parameter names).
@@ -99,13 +99,7 @@ def is_software(name_or_path) -> bool:
 @functools.lru_cache(maxsize=64)
 def load_software(name_or_path) -> Software:
     """A built-in stack by name (`specs/software/NAME.yaml`) or a YAML file."""
-    s = str(name_or_path)
-    if s.endswith((".yaml", ".yml")):
-        return software_from_dict(read_yaml(s), src=s)
-    path = SPEC_ROOT / "software" / f"{s}.yaml"
-    if not path.is_file():
-        raise SpecError(f"unknown software stack {s!r}; built-in: {', '.join(builtin_names('software'))} "
-                        "(or a YAML file)")
+    path = resolve("software", name_or_path)
     return software_from_dict(read_yaml(path), src=str(path))
 
 

@@ -520,15 +520,7 @@ def study_from_dict(d: dict, src="study", calibration=None, software=None) -> St
         raise SpecError(f"{src}: top_k must be a positive integer, got {top_k!r}")
 
     pricing, tech, tech_name = _pricing(src, d, inner)
-    group_by = d.get("group_by")
-    if group_by is not None:
-        names = [a.name for a in outer]
-        if group_by not in names:
-            raise SpecError(f"{src}: group_by {group_by!r} must name an axis that is not a hardware axis; "
-                            f"here: {', '.join(names) or 'none'}")
-        group_by = names.index(group_by)
-    else:
-        group_by = -1
+    group_by = group_by_index(src, d.get("group_by"), outer)
     study = Study(
         name=str(d.get("name", "study")), models=models, model_names=model_names, workloads=workloads,
         workload_names=workload_names, hardware=hardware, hardware_name=hw_name, options=options,
@@ -555,6 +547,17 @@ def _software_name(hardware, software, calibration) -> str:
         return software.name if software is not None else calibration.software
     first = hardware[0] if isinstance(hardware, list) else hardware
     return default_software(first).name if isinstance(first, dict) else chip_software_stack(first)
+
+
+def group_by_index(src, group_by, outer) -> int:
+    """Index into `outer` of the axis a study's `group_by` names (-1 for none)."""
+    if group_by is None:
+        return -1
+    names = [a.name for a in outer]
+    if group_by not in names:
+        raise SpecError(f"{src}: group_by {group_by!r} must name an axis that is not a hardware axis; "
+                        f"here: {', '.join(names) or 'none'}")
+    return names.index(group_by)
 
 
 def _pricing(src, d, inner):

@@ -226,19 +226,13 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     given = {**DEFAULTS, **{k: v for k, v in axes_raw.items() if k in TRAIN_AXES}}
     train_axes = tuple(_axis(src, k, given[k]) for k in TRAIN_AXES if k in given)
     outer = st.outer + train_axes
-    group_by = d.get("group_by")
-    if group_by is not None:
-        names = [a.name for a in outer]
-        if group_by not in names:
-            raise SpecError(f"{src}: group_by {group_by!r} must name an axis that is not a hardware axis; "
-                            f"here: {', '.join(names)}")
-        group_by = names.index(group_by)
+    group_by = infer.group_by_index(src, d.get("group_by"), outer)
     base_twl = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0, tokens=tokens)
     study = TrainStudy(**{f.name: getattr(st, f.name) for f in dataclasses.fields(Study)}, tokens=tokens,
                        train_options=TrainOptions(schedule=schedule))
     study = dataclasses.replace(study, outer=outer, workloads=(base_twl,), workload_names=("train",),
                                 objective=objective, maximize=sense == "maximize", pareto=tuple(pareto),
-                                group_by=-1 if group_by is None else group_by, ttft=None, tpot=None)
+                                group_by=group_by, ttft=None, tpot=None)
     if study.n_outer >= 2**31:
         raise SpecError(f"{src}: too many points on one side of the grid (outer {study.n_outer}); at most 2^31 - 1")
     return dataclasses.replace(study, fingerprint=_fingerprint({**d, "software": study.software}))
