@@ -141,6 +141,8 @@ def model_from_config(cfg: dict, src="model") -> Model:
 
     experts = 0.0
     for k in ("num_local_experts", "n_routed_experts", "num_experts"):
+        if cfg.get(k) is not None and not isinstance(cfg.get(k), (int, float, str)):
+            raise SpecError(f"{src}: {k} must be a number of experts, got {cfg.get(k)!r}")
         if cfg.get(k):
             experts = num(k)
             break

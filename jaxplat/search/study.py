@@ -335,13 +335,13 @@ def _values(src, name, spec) -> tuple[np.ndarray, tuple]:
         mode = modes[0]
         lohi = spec[mode]
         try:
-            lo, hi = (float(x) for x in lohi)
+            lo, hi = (number(src, f"axes.{name}.{mode}", x, positive=False) for x in lohi)  # finite
         except (TypeError, ValueError):
             raise SpecError(f"{where}.{mode} must be a [lo, hi] pair of numbers, got {lohi!r}") from None
         if mode == "pow2":
             if "count" in spec:
                 raise SpecError(f"{where}: pow2 takes no count (it lists every power of 2 in [lo, hi])")
-            if lo <= 0 or hi < lo or not math.isfinite(hi):
+            if not 0 < lo <= hi < math.inf:  # (NaN fails every comparison)
                 raise SpecError(f"{where}.pow2 needs 0 < lo <= hi, got [{lo:g}, {hi:g}]")
             vals = 2.0 ** np.arange(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)
         else:
@@ -401,8 +401,8 @@ def _slo(src, key, v):
         x = float(v)
     except (TypeError, ValueError):
         raise SpecError(f"{src}: constraints.{key} must be seconds, 'workload' or 'none', got {v!r}") from None
-    if x <= 0:
-        raise SpecError(f"{src}: constraints.{key} must be positive seconds, got {x}")
+    if not 0 < x < math.inf:  # no limit is 'none'
+        raise SpecError(f"{src}: constraints.{key} must be positive, finite seconds, got {x}")
     return x
 
 

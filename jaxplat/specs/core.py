@@ -115,6 +115,8 @@ def number(src, key, value, *, positive=True, allow_zero=False) -> float:
             raise SpecError(f"{src}: {key} must be a number, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise SpecError(f"{src}: {key} must be a number, got {value!r}")
+    if math.isinf(value):  # an infinite bandwidth, size or price prices nothing: a typo, not a chip
+        raise SpecError(f"{src}: {key} must be a finite number, got {value!r}")
     if positive and (value < 0 or (value == 0 and not allow_zero)):
         raise SpecError(f"{src}: {key} must be {'non-negative' if allow_zero else 'positive'}, got {value}")
     return float(value)
