@@ -59,6 +59,9 @@ def test_requirements_slo_flags_equal_a_workload_file(tmp_path, capsys):
     rc, out, _ = _run(capsys, "requirements", "--model", "llama-3.1-8b", "--workload", str(path), "--ttft", "none")
     assert rc == 0 and "workload slow-chat (" in out and str(tmp_path) not in out
     assert "TTFT no limit (--ttft); TPOT <= 0.05 s)" in out
+    # the compute an unlimited TTFT needs is none, not the figure of a 1e9 s SLO
+    row = next(line for line in out.splitlines() if line.startswith("compute (TTFT)"))
+    assert row.split()[2:4] == ["none", "none"] and row.rstrip().endswith("TTFT: no limit"), row
     rc, _, err = _run(capsys, *base, "--tpot", "soon")
     assert rc == 2 and "--tpot must be positive seconds" in err and len(err.strip().splitlines()) == 1
 

@@ -71,8 +71,11 @@ def run(args) -> int:
           f"{float(wl.prompt):g}, output {float(wl.output):g}, beams {float(wl.beams):g}; {slo}), "
           f"tp={args.tp} pp={args.pp} ep={args.ep}, profile {args.profile}; "
           f"*_model: other numbers from {args.hardware}\n")
-    rows = [[label, _fmt(kind, req[key]), _fmt(kind, req[key + "_model"]), _fmt(kind, req["base_" + key]),
-             req["slo"][key + "_model"]] for key, label, kind in ROWS]
+    # a requirement from an SLO with no limit is met by any chip: 'none' rather than the 1e9 s SLO's figure
+    free = {k for k, slo in (("prefill_flops_s", wl.ttft_slo), ("decode_mem_bw_bytes_s", wl.tpot_slo))
+            if float(slo) >= UNBOUNDED_SLO}
+    rows = [[label, *(("none",) * 2 if key in free else (_fmt(kind, req[key]), _fmt(kind, req[key + "_model"]))),
+             _fmt(kind, req["base_" + key]), req["slo"][key + "_model"]] for key, label, kind in ROWS]
     print(table(["requirement", "closed form", "cost model", f"{args.hardware}", "constraint"], rows, "lrrrl"))
     label = dict((k, lab) for k, lab, _ in ROWS)[req["binding"]]
     print(f"\nbinding on {args.hardware}: {label} (largest required / available)")

@@ -32,6 +32,7 @@ import numpy as np
 from jaxplat.cost import build_table, evaluate, kv_read_mask, peak_flops, state_bytes
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
+from jaxplat.specs import UNBOUNDED_SLO
 
 SPAN = 1e4        # the search runs over [base / SPAN, base x SPAN]
 GRID = 33         # points per bisection round
@@ -127,7 +128,8 @@ def requirements(model: Model, hw: Hardware, par: Parallel, wl: Workload, option
     """
     out = {k: float(v) for k, v in closed_forms(model, par, wl, options).items()}
     keys = ("prefill_flops_s", "decode_mem_bw_bytes_s", "mem_bytes")
-    slo = (f"TTFT <= {float(wl.ttft_slo):.4g} s", f"TPOT <= {float(wl.tpot_slo):.4g} s",
+    slo = (*(f"{k} <= {v:.4g} s" if v < UNBOUNDED_SLO else f"{k}: no limit"
+             for k, v in (("TTFT", float(wl.ttft_slo)), ("TPOT", float(wl.tpot_slo)))),
            "weights, KV and activations fit")
     base = knob_values(hw, wl, options)
     k, top = invert(model, hw, par, wl, options)
