@@ -1,0 +1,184 @@
+"""A calibration file's error on the validation and test rows of
+data/measured/inference_2026-12.csv (issue 37), as its report records them.
+
+The rows are those data/measured/convert_inference.py expresses in the
+calibration schema (ANL static batches as throughput_tok_s = B*OSL/e2e,
+tt-inference-server closed-loop TTFT/TPOT), by split role
+(data/measured/inference_split.yaml). Each is predicted through the
+calibration's own path (`design.calibration.predict_one`, the function the fit
+predicts its rows with), on two software stacks, no fit:
+  own       the stack the calibration was fitted with (its `software:`) and
+            its engine values where the row's engine has some (what the fit
+            saw; an engine the fit never saw takes the global values);
+  default   graph-captured, the global values (`estimate`'s default; the
+            stack issue 37's "chip never calibrated" bar is set on).
+Static batches are judged on e2e latency: its error is measured throughput /
+predicted throughput - 1 (e2e = B*OSL / throughput). Categories: static batch
+e2e per chip, closed-loop TTFT and TPOT. Median |error| and median signed error.
+
+    .venv/bin/python experiments/calibration_check.py [--calibration FILE] [--test] [--write]
+
+Test rows are predicted only with --test (once, after the model is frozen).
+--write stores the figures in FILE's report (header lines and `fit.validation` /
+`fit.test`), where tests/test_calibration_guard.py reads them back.
+"""
+
+import argparse
+import csv
+import importlib.util
+import json
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from jaxplat.design.calibration import predict_one  # noqa: E402
+from jaxplat.design.measured import read_rows, row_pytrees  # noqa: E402
+from jaxplat.model import load_calibration, load_model, load_software  # noqa: E402
+from jaxplat.model.hardware_spec import hardware_from_dict  # noqa: E402
+from jaxplat.specs import read_yaml, resolve  # noqa: E402
+
+DEFAULT_FILE = ROOT / "specs/calibration/default.yaml"
+STACKS = ("own", "default")
+LABELS = {"validation": "validation rows (inference_split.yaml; variants chosen on them)",
+          "test": "test rows (inference_split.yaml; predicted once, after the fit was frozen)"}
+
+
+def _converter():
+    spec = importlib.util.spec_from_file_location("convert_inference", ROOT / "data/measured/convert_inference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def check_rows(role: str):
+    """Validated Rows of the inference CSV's `role` rows (spec paths made absolute)."""
+    dicts = _converter().inference_rows(role)
+    for d in dicts:
+        for k in ("model", "hardware"):
+            if "/" in d[k]:
+                d[k] = str(ROOT / d[k])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{role}.csv"
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, list(dicts[0]))
+            w.writeheader()
+            w.writerows(dicts)
+        return read_rows(path)
+
+
+def _pytrees(row, cal, stack):
+    hw, par, wl, srv = row_pytrees(row, cal)
+    if stack == "default":  # what `estimate` gives once `cal` is the shipped file: its values as defaults
+        path = resolve("hardware", row.hardware)
+        d = read_yaml(path)
+        d.setdefault("name", path.stem)
+        hw = hardware_from_dict(d, src=str(path), defaults=cal, software=load_software("graph-captured"))
+    return hw, par, wl, srv
+
+
+def predictions(rows, cal) -> dict:
+    """{stack: [rows] predicted value of each row's metric}; one vmapped program per model and load."""
+    out = {s: np.zeros(len(rows)) for s in STACKS}
+    groups = defaultdict(list)
+    for i, r in enumerate(rows):
+        groups[(r.model, r.load)].append(i)
+    metric = {"throughput_tok_s": 0, "ttft_s": 1, "tpot_s": 2}
+    for (model_name, load), idx in groups.items():
+        model = load_model(model_name)
+        kind = "batch" if load == "batch" else "loop"
+        items = [(s, i) for s in STACKS for i in idx]
+        trees = [_pytrees(rows[i], cal, s) for s, i in items]
+        hw, par, wl, srv = (jax.tree.map(lambda *x: jnp.stack(x), *t) for t in zip(*trees))
+        amount = jnp.array([rows[i].amount for _, i in items], jnp.float32)
+        f = jax.jit(jax.vmap(lambda h, p, w, s, a: predict_one(model, h, p, w, s, kind, a)))
+        got = np.asarray(f(hw, par, wl, srv, amount))
+        for k, (s, i) in enumerate(items):
+            out[s][i] = got[k, metric[rows[i].metric]]
+    return out
+
+
+def category(r) -> str:
+    if r.load == "batch":
+        return f"static batch e2e, {Path(r.hardware).stem}"
+    return f"closed-loop {r.metric[:-2].upper()}, {Path(r.hardware).stem}"
+
+
+def errors(rows, pred) -> np.ndarray:
+    """[rows] e2e latency error of static batches (measured / predicted throughput - 1), else predicted / measured - 1."""
+    meas = np.array([r.value for r in rows])
+    batch = np.array([r.load == "batch" for r in rows])
+    return np.where(batch, meas / pred, pred / meas) - 1.0
+
+
+def figures(roles=("validation",), cal_path=DEFAULT_FILE) -> dict:
+    """{role: {stack: {category: {n, median_abs, median_signed}}}} of each role's rows (plus 'all static
+    batch e2e'); every role's rows of one model and load are one program."""
+    rows, role_of = [], []
+    for role in roles:
+        got = check_rows(role)
+        rows += got
+        role_of += [role] * len(got)
+    cal = load_calibration(cal_path)
+    out = {role: {} for role in roles}
+    for stack, pred in predictions(rows, cal).items():
+        e = errors(rows, pred)
+        for role in roles:
+            cats = defaultdict(list)
+            for r, x, ro in zip(rows, e, role_of):
+                if ro == role:
+                    cats[category(r)].append(x)
+                    if r.load == "batch":
+                        cats["all static batch e2e"].append(x)
+            out[role][stack] = {c: {"n": len(v), "median_abs": float(np.median(np.abs(v))),
+                                    "median_signed": float(np.median(v))} for c, v in sorted(cats.items())}
+    return out
+
+
+def lines(role: str, figs: dict) -> list[str]:
+    out = [f"  {LABELS[role]}:"]
+    for stack, cats in figs.items():
+        for c, s in cats.items():
+            out.append(f"    {stack + ' stack,':14s} {c:34s} {100 * s['median_abs']:5.1f}%  "
+                       f"{100 * s['median_signed']:+6.1f}%  n={s['n']}")
+    return out
+
+
+def write(cal_path, figs_by_role: dict):
+    """Store the figures in the calibration file (as `jaxplat calibrate --out` wrote it, `fit:` its last key):
+    lines in its header before the engine and flag lines, `fit.<role>` appended to its body."""
+    text = Path(cal_path).read_text().splitlines()
+    n = next(k for k, ln in enumerate(text) if not ln.startswith("#"))
+    head, body = text[:n], text[n:]
+    doc = yaml.safe_load("\n".join(body))
+    if any(role in doc["fit"] for role in figs_by_role):
+        raise SystemExit(f"{cal_path}: already holds figures for {', '.join(figs_by_role)}")
+    cut = next((k for k, ln in enumerate(head) if ln.startswith(("# Engine ", "# Flags"))), len(head))
+    extra = [f"#{ln}" for role, figs in figs_by_role.items() for ln in lines(role, figs)]
+    block = yaml.safe_dump(json.loads(json.dumps(figs_by_role)), sort_keys=False).splitlines()
+    Path(cal_path).write_text("\n".join(head[:cut] + extra + head[cut:] + body + ["  " + ln for ln in block]) + "\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calibration", default=str(DEFAULT_FILE))
+    ap.add_argument("--test", action="store_true", help="also predict the test rows (once, after the model is frozen)")
+    ap.add_argument("--write", action="store_true", help="store the figures in the calibration file's report")
+    args = ap.parse_args(argv)
+    roles = ("validation", "test") if args.test else ("validation",)
+    figs = figures(roles, args.calibration)
+    for role in roles:
+        print("\n".join(lines(role, figs[role])))
+    if args.write:
+        write(args.calibration, figs)
+
+
+if __name__ == "__main__":
+    main()
