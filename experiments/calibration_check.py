@@ -39,11 +39,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from jaxplat.design.calibration import predict_one  # noqa: E402
-from jaxplat.design.measured import read_rows, row_pytrees  # noqa: E402
-from jaxplat.model import load_calibration, load_model, load_software  # noqa: E402
-from jaxplat.model.hardware_spec import hardware_from_dict  # noqa: E402
-from jaxplat.specs import read_yaml, resolve  # noqa: E402
+from jaxplat.design.calibration import predict_one
+from jaxplat.design.measured import read_rows, row_pytrees
+from jaxplat.model import load_calibration, load_model, load_software
+from jaxplat.model.hardware_spec import hardware_from_dict
+from jaxplat.specs import read_yaml, resolve
 
 DEFAULT_FILE = ROOT / "specs/calibration/default.yaml"
 STACKS = ("own", "default")
@@ -98,7 +98,7 @@ def predictions(rows, cal) -> dict:
         trees = [_pytrees(rows[i], cal, s) for s, i in items]
         hw, par, wl, srv = (jax.tree.map(lambda *x: jnp.stack(x), *t) for t in zip(*trees))
         amount = jnp.array([rows[i].amount for _, i in items], jnp.float32)
-        f = jax.jit(jax.vmap(lambda h, p, w, s, a: predict_one(model, h, p, w, s, kind, a)))
+        f = jax.jit(jax.vmap(lambda h, p, w, s, a, model=model, kind=kind: predict_one(model, h, p, w, s, kind, a)))
         got = np.asarray(f(hw, par, wl, srv, amount))
         for k, (s, i) in enumerate(items):
             out[s][i] = got[k, metric[rows[i].metric]]

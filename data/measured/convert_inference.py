@@ -39,7 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
-from jaxplat.design.splits import load_inference_split  # noqa: E402
+from jaxplat.design.splits import load_inference_split
 
 SHIPPED_ROWS = HERE / "calibration_rows.csv"
 OUT = HERE / "calibration_rows_2026-12.csv"
