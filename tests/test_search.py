@@ -238,11 +238,12 @@ def test_variadic_reduce_matches_numpy():
 
 
 def test_hoisted_outer_part_gives_the_same_result(study, engine, result, monkeypatch):
-    """The outer part hoisted (staging.split_shared: compiled apart and run
-    once per outer point, the default here) against one program that
-    evaluates everything per block: the same configurations, numbers to
-    float32 rounding."""
-    assert engine._hoisted is not None and len(engine._tables) <= 3  # packed: one table per dtype
+    """The operator tables built apart (search.served.served_tables:
+    compiled apart and run once per outer point, the default here) and
+    priced in the step, against one program that evaluates everything per
+    block: the same configurations, numbers to float32 rounding."""
+    assert engine._hoisted is not None and len(engine._tables) > 0
+    assert all(t.shape[0] == engine.grid.n_outer for t in engine._tables)  # one row per outer point
     monkeypatch.setattr(search.engine, "HOIST_BYTES", 0)
     whole = search.Engine(study)
     res = search.run(whole, progress=False)

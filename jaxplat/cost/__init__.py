@@ -14,6 +14,7 @@ from jaxplat.cost.inference import (
                                     context_ok,
                                     divisibility,
                                     evaluate,
+                                    operator_tables,
                                     peak_flops,
                                     phases,
                                     row_components,
@@ -28,4 +29,4 @@ from jaxplat.cost.stages import microbatching
 
 # The public names (documented, kept stable). The other names imported above serve
 # this project's own modules and older scripts; new code imports them from their module.
-__all__ = ["Metrics", "OpKind", "OpTable", "breakdown", "build_table", "evaluate"]
+__all__ = ["Metrics", "OpKind", "OpTable", "breakdown", "build_table", "evaluate", "operator_tables"]

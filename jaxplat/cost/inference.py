@@ -282,8 +282,23 @@ class Phases:
     comm_time: jax.Array
 
 
-def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Options, p=None) -> Phases:
-    """Tables and per-row times of one deployment (see `Phases`).
+def operator_tables(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Options) -> tuple:
+    """(prefill, decode) `OpTable`s of one deployment: step 1 of `evaluate`
+    (step 2 prices them: `evaluate(..., tables=...)`).
+
+    The tables read the model, the parallel degrees, the workload and, of
+    the hardware, only `hw.gemm_dtype` (the dtype the GEMMs run in:
+    dtypes.computed_workload): tables built once serve every chip with the
+    same dtypes, e.g. a sweep over bandwidths, FLOP/s or SRAM sizes
+    (search.Engine builds them once per outer point)."""
+    wl = computed_workload(hw, wl, options)
+    return build_table(model, par, wl, "prefill", options), build_table(model, par, wl, "decode", options)
+
+
+def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Options, p=None,
+           tables=None) -> Phases:
+    """Tables and per-row times of one deployment (see `Phases`); `tables`:
+    its `operator_tables` if already built.
 
     Prefill: `count` runs one micro-batch through every stage (its latency),
     `stage` through the busiest stage, which sets the pace of the others:
@@ -302,8 +317,7 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     """
     wl = computed_workload(hw, wl, options)
     conv = options.conv
-    pre = build_table(model, par, wl, "prefill", options)
-    dec = build_table(model, par, wl, "decode", options)
+    pre, dec = operator_tables(model, hw, par, wl, options) if tables is None else tables
     nmb, _ = microbatching(par, wl, options)
     hidden = 1.0 - jnp.clip(par.overlap, 0.0, 1.0)  # share of communication left exposed
     comm_pre, comm_dec = tables_comm_times((pre, dec), hw, options, p)
@@ -411,27 +425,30 @@ def state_bytes(model: Model, par: Parallel, wl: Workload, options: Options = Op
 
 
 def evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
-             options: Options = Options(), sharpness=DEFAULT_SHARPNESS) -> Metrics:
+             options: Options = Options(), sharpness=DEFAULT_SHARPNESS, tables=None) -> Metrics:
     """Cost of serving `workload` with `model` on `hardware` split by `parallel`.
 
     Pure and jitted; vmap or grad it over any float leaf. `options` is static.
     `sharpness` is the traced p of the smooth max (used when options.smooth).
+    `tables`: the deployment's `operator_tables`, built once and priced here
+    (the two steps: tables, then pricing, e.g. `jax.vmap` over hardware
+    numbers with the tables fixed); None builds them.
     """
     # Every argument passed the same way (positionally, sharpness as a float32
     # array): jit keys its cache on how arguments were passed, so calls with
     # and without `options` or a Python-float sharpness would compile twice.
-    return _evaluate(model, hardware, parallel, workload, options, jnp.asarray(sharpness, jnp.float32))
+    return _evaluate(model, hardware, parallel, workload, options, jnp.asarray(sharpness, jnp.float32), tables)
 
 
 @functools.partial(jax.jit, static_argnames=("options",))
 def _evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Workload,
-              options: Options, sharpness) -> Metrics:
+              options: Options, sharpness, tables) -> Metrics:
     conv = options.conv
     if model.attention == "mla" and not conv.mla:
         raise SpecError(f"the {options.profile} profile has no MLA (GenZ does not model it); use profile 'default'")
     p = sharpness if options.smooth else None
     wl, par = computed_workload(hardware, workload, options), parallel
-    ph = phases(model, hardware, par, wl, options, p)
+    ph = phases(model, hardware, par, wl, options, p, tables)
     pre, nmb, ttft, decode_time, tpot = ph.pre, ph.nmb, ph.ttft, ph.decode_time, ph.tpot
     _, ub = microbatching(par, wl, options)
     e2e = ttft + decode_time

@@ -1,8 +1,8 @@
 """Search at scale: studies (YAML axes over models, workloads, hardware and
 parallelism), the sharded sweep engine with on-device reductions, block
-layout, the hoisted outer part, persistence and resume, and the device and
-compiler setup a caller applies (never on import). Imports `jaxplat.cost`,
-`jaxplat.serving` and below.
+layout, the operator tables built apart (search.served), persistence and
+resume, and the device and compiler setup a caller applies (never on
+import). Imports `jaxplat.cost`, `jaxplat.serving` and below.
 
 `METRICS`: the metrics a study ranks by and the sweep reports, name ->
 (Metrics field, direction, unit).
@@ -14,7 +14,6 @@ from jaxplat.search.engine import AMONG_ALL, COUNTERS, Engine, available_metrics
 from jaxplat.search.grid import MAX_BLOCK, Grid
 from jaxplat.search.gridmap import grid_map, vmap_last
 from jaxplat.search.runtime import compile_lowered, enable_compilation_cache, split_cpu_devices
-from jaxplat.search.staging import split_shared
 from jaxplat.search.study import AXIS_KINDS, METRICS, Axis, Study
 from jaxplat.search.train_study import load_study, study_from_dict  # inference or training (task: train)
 from jaxplat.search.sweep import STATE_FILE, Result, run

@@ -15,11 +15,12 @@ Layout of the work (all shapes static, so one compiled program per study):
   reduced on the device to a fixed-size `Summary`: counts, top-k, a 2-D
   Pareto front, per-axis counts and best objective, a histogram of the
   objective.
-* What only the outer axes fix (the operator tables: most of the program)
-  is hoisted when the study has hardware axes (staging.split_shared): run
-  once per outer point before the sweep by a program of its own, compiled
-  with XLA's cheapest settings while the step compiles; a block gathers its
-  outer points' residuals and evaluates only the rest (`Engine.compile`).
+* The operator tables, which only the outer axes fix, are built in a step
+  of their own when the study has hardware axes (search.served:
+  `served_tables`, then `served_point` prices them): once per outer point
+  before the sweep by a program of their own, compiled with XLA's cheapest
+  settings while the step compiles; a block gathers its outer points'
+  tables and prices them (`Engine.compile`).
 * A *step* runs `blocks_per_step` blocks on each device (`lax.scan`, carry =
   a running summary) under `jax.shard_map` over a 1-D mesh of all devices,
   on one host or many (`jax.distributed`). Every device runs the same local
@@ -44,7 +45,7 @@ from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxplat.cost import Metrics, evaluate, priced_chip, safe_div
+from jaxplat.cost import Metrics, priced_chip, safe_div
 from jaxplat.model import Parallel
 from jaxplat.search import train_study
 from jaxplat.search.devices import device_profile
@@ -53,12 +54,11 @@ from jaxplat.search.gridmap import block_grid, digits, grid_map, vary_over, vary
 from jaxplat.search.merge import AMONG_ALL, COUNTERS, Merging
 from jaxplat.search.reduce import identity, pick, variadic_reduce
 from jaxplat.search.runtime import compile_lowered
-from jaxplat.search.staging import split_shared
+from jaxplat.search.served import served_metrics, served_point, served_tables  # noqa: F401 (served_metrics)
 from jaxplat.search.study import METRICS, Study
-from jaxplat.serving import engine_memory
 from jaxplat.specs import SpecError
 
-# Hoist the outer part (Engine.compile) while its residuals of every outer
+# Build the operator tables apart (Engine.compile) while those of every outer
 # point take at most HOIST_BYTES per device and there are at most
 # HOIST_POINTS outer points (Engine._outer_tables makes one call for each).
 HOIST_BYTES = 32 << 20
@@ -94,31 +94,6 @@ def _metric_values(names, m: Metrics) -> jax.Array:
         else:
             out.append(getattr(m, src))
     return jnp.stack([jnp.asarray(v, jnp.float32) for v in out])
-
-
-def served_metrics(model, hw, par, wl, options) -> Metrics:
-    """`evaluate` of one configuration with its memory as a serving engine
-    holds it (serving.engine_memory: the activations of one iteration of the
-    engine's token budget, not of the whole batch's prompts at once, and the
-    KV pool its memory fraction allows), so that a batch fits exactly when
-    `jaxplat estimate --rate 0` holds it. The genz profile keeps GenZ's own
-    footprint (it has no serving model)."""
-    m = evaluate(model, hw, par, wl, options)
-    if options.profile != "default":
-        return m
-    return engine_memory(model, hw, par, wl, m, options)[0]
-
-
-def served_point(model, hw, par, wl, chips_eq, st):
-    """(Metrics, feasible, named constraint failures) of an inference configuration (training: train_study.measure)."""
-    m = served_metrics(model, hw, par, wl, st.options)
-    fails = dict(
-        over_chips=m.chips > st.max_chips,
-        wrong_chips=(m.chips != chips_eq) if chips_eq is not None else jnp.bool_(False),
-        over_ttft=m.ttft > _slo_value(st.ttft, wl.ttft_slo),
-        over_tpot=m.tpot > _slo_value(st.tpot, wl.tpot_slo),
-        over_memory=m.memory_bytes > st.max_memory_fraction * m.capacity_bytes)
-    return m, m.feasible, fails
 
 
 # ----------------------------------------------------------- the engine
@@ -201,8 +176,8 @@ class Engine(Merging):
         self._step = jax.jit(local)
         self._compiled = None
         self._values = None   # the compiled program of `values`
-        self._hoisted = None  # (pre, post) of staging.split_shared when the outer part is hoisted
-        self._tables = ()     # pre's residuals of every outer point, replicated on every device
+        self._hoisted = None  # the tables' pytree structure when they are built apart (`compile`)
+        self._tables = ()     # their leaves, [n_outer, ...] each, replicated on every device
 
     # ---- one configuration
 
@@ -238,15 +213,17 @@ class Engine(Merging):
             hw = priced_chip(hw, st.technology)
         return model, hw, par, wl, chips_eq
 
-    def _point(self, ov, iv, kind=0, names=None):
+    def _point(self, ov, iv, kind=0, names=None, tables=None):
         """Flags, score and Pareto keys of one configuration from its axis
         values (traced scalars), its model of kind `kind`. Only the metrics
         the study ranks by are computed (`key_names`, or `names`; XLA drops
         the rest of `evaluate`, e.g. energy when neither the objective nor
         the front needs it): the reported values of the top-k and front
-        points come from `values` at the end."""
+        points come from `values` at the end. `tables`: the configuration's
+        `served_tables` when built apart (`compile`)."""
         st = self.st
-        m, feasible, fails = self.measure(*self._configure(ov, iv, kind), st)
+        extra = {} if tables is None else {"tables": tables}
+        m, feasible, fails = self.measure(*self._configure(ov, iv, kind), st, **extra)
         keys = _metric_values(names or self.key_names, m)
         obj = keys[0]
         feasible = feasible & jnp.all(jnp.isfinite(keys))
@@ -318,7 +295,7 @@ class Engine(Merging):
     def _block(self, k, tables=()):
         """Evaluate block `k` (int32 scalar) -> (results [Co, Ci] (keys [Co, key metrics, Ci]), o [Co],
         i [Ci], valid [Co, Ci], outer digits [Co] per outer axis, lead digits [cl] per lead axis).
-        `tables`: the hoisted outer part's residuals, [n_outer, ...] each (`compile`)."""
+        `tables`: the operator tables built apart (their leaves, [n_outer, ...] each: `compile`)."""
         gr, st = self.grid, self.st
         seg, o0, j = gr.locate(k)
         o = o0 + jnp.arange(gr.co, dtype=jnp.int32)
@@ -341,9 +318,12 @@ class Engine(Merging):
         indices `oc`, row-group position `j`, models of kind `kind` ->
         leaves [Co, Ci] (keys [Co, key metrics, Ci])."""
         gr, st = self.grid, self.st
-        point = functools.partial(self._point, kind=kind)
-        if self._hoisted is not None:  # the outer part was evaluated once per outer point
-            ov, point = [t[oc] for t in tables], self._hoisted[1]
+        tabs = None  # the block's outer points' tables, when built apart (`compile`)
+        if self._hoisted is not None:
+            tabs = jax.tree.unflatten(self._hoisted, [t[oc] for t in tables])
+
+        def point(ov, iv, tabs):
+            return self._point(ov, iv, kind, tables=tabs)
         # Inner values on the block's own grid (Grid): the lead axis, then one
         # axis per whole trailing hardware axis; each value varies only along
         # its own axis, so grid_map keeps every intermediate on the axes it
@@ -352,16 +332,16 @@ class Engine(Merging):
         lead = jnp.minimum(j * gr.cl + jnp.arange(gr.cl, dtype=jnp.int32), gr.n_inner // gr.p - 1)
         iv = block_grid([np.asarray(a.values, np.float32) for a in st.inner],
                         digits(lead, [len(a) for a in st.inner[:gr.split]]), self.merge)
-        inner = grid_map(point, in_axes=(None, -1), ndim=nd)
+        inner = grid_map(point, in_axes=(None, -1, None), ndim=nd)
 
-        def row(ov):
-            res = inner(ov, iv)
+        def row(ov, tabs):
+            res = inner(ov, iv, tabs)
             return {name: x.reshape(x.shape[:x.ndim - nd] + (gr.ci,)) for name, x in res.items()}
         if not st.inner:
-            return self._outer_points(point, ov)
+            return self._outer_points(functools.partial(self._point, kind=kind), ov)
         if gr.co == 1:  # one outer point: no outer vmap (it costs trace time)
-            return jax.tree.map(lambda x: x[None], row([v[0] for v in ov]))
-        return jax.vmap(row)(ov)  # leaves [Co, Ci]; keys [Co, key metrics, Ci]
+            return jax.tree.map(lambda x: x[None], row([v[0] for v in ov], jax.tree.map(lambda x: x[0], tabs)))
+        return jax.vmap(row)(ov, tabs)  # leaves [Co, Ci]; keys [Co, key metrics, Ci]
 
     def _outer_points(self, point, ov):
         """A block of a study without hardware axes: `point` at every one of
@@ -498,13 +478,21 @@ class Engine(Merging):
             self.compile()
         return self._compiled(np.int32(first_block), self._tables)
 
-    def _outer_tables(self, pre, sharding):
-        """The hoisted outer part's residuals of every outer point -> tuple of
-        [n_outer, ...] arrays with `sharding`. One call per outer point (a
-        batched program traces and compiles slower than the calls take); the
-        same on every process, each running it on its own devices."""
+    def _tables_of(self, ov):
+        """Step 1 of a configuration: `served_tables` at outer values `ov`
+        (the chip before the hardware axes' edits, none of which changes
+        its GEMM dtypes: tests/test_two_step.py)."""
+        model, hw, par, wl, _ = self._configure(ov, [])
+        return served_tables(model, hw, par, wl, self.st.options)
+
+    def _outer_tables(self, build, sharding):
+        """The operator tables of every outer point (`build`: the compiled
+        `_tables_of`) -> tuple of [n_outer, ...] arrays (their leaves) with
+        `sharding`. One call per outer point (a batched program traces and
+        compiles slower than the calls take); the same on every process,
+        each running it on its own devices."""
         _, ov = self._outer_values(np.arange(self.grid.n_outer), np)
-        rows = [pre([x[j] for x in ov]) for j in range(self.grid.n_outer)]
+        rows = [jax.tree.leaves(build([x[j] for x in ov])) for j in range(self.grid.n_outer)]
         tables = [np.stack(col) for col in zip(*jax.device_get(rows))]
         return tuple(jax.make_array_from_callback(x.shape, sharding, lambda idx, x=x: x[idx]) for x in tables)
 
@@ -515,12 +503,11 @@ class Engine(Merging):
     def compile(self):
         """Compile the step now (once; `step` runs this executable); returns seconds spent.
 
-        When the study has hardware axes and few enough outer points, the
-        part of each configuration that only the outer axes fix (operator
-        tables: most of the program) is hoisted (staging.split_shared): it
-        is compiled as its own program with XLA's cheapest settings, beside
-        the step, and run once here for every outer point; the step reads
-        its residuals. With `fast_compile` on the CPU backend, XLA uses its
+        When an inference study has hardware axes and few enough outer
+        points, the operator tables, which only the outer axes fix, are
+        built apart (`_tables_of`, step 1): compiled as their own program
+        with XLA's cheapest settings, beside the step, and run once here for
+        every outer point; the step gathers and prices them (step 2). With `fast_compile` on the CPU backend, XLA uses its
         older loop emitters for the step: less compile time and fewer
         configs/s (`experiments/bench_sweep.py --fast-compile`), for short
         studies.
@@ -531,15 +518,16 @@ class Engine(Merging):
         one = [jnp.float32(0)] * len(self.st.outer), [jnp.float32(0)] * len(self.st.inner)
         self._hoisted, self._tables, specs = None, (), ()
         # Not for a regridded study (`layout`): its outer part is the model,
-        # use case and chip choices, and gathering residuals for them cost
+        # use case and chip choices, and gathering tables for them cost
         # more than it saved (catalog-parallelism: 1.02e6 against 9.1e5
         # configurations per CPU-second pair, experiments/bench_sweep.py).
-        if self.st.inner and self.st is self.study and n_outer <= HOIST_POINTS and len(self.kinds) == 1:
-            pre, post = split_shared(self._point, *one)
-            outer = jax.jit(pre).lower(one[0])  # traces pre: fixes the residuals' packing
-            shapes = outer.out_info
-            if n_outer * sum(s.size * s.dtype.itemsize for s in shapes) <= HOIST_BYTES:
-                self._hoisted = pre, post
+        if self.st.inner and self.st is self.study and n_outer <= HOIST_POINTS and len(self.kinds) == 1 \
+                and self.measure is served_point:
+            shapes = jax.eval_shape(self._tables_of, one[0])
+            outer = jax.jit(self._tables_of).lower(one[0])
+            if n_outer * sum(s.size * s.dtype.itemsize for s in jax.tree.leaves(shapes)) <= HOIST_BYTES:
+                self._hoisted = jax.tree.structure(shapes)
+                shapes = jax.tree.leaves(shapes)
                 rep = NamedSharding(self.mesh, P())
                 specs = tuple(jax.ShapeDtypeStruct((n_outer,) + s.shape, s.dtype, sharding=rep) for s in shapes)
         with ThreadPoolExecutor(2) as pool:
@@ -590,11 +578,3 @@ def _kind_name(model) -> str:
     """The static fields of a model (its architecture kind), e.g. 'attention=mla'."""
     return ", ".join(f"{f.name}={getattr(model, f.name)}" for f in dataclasses.fields(model)
                      if f.metadata.get("static"))
-
-
-def _slo_value(setting, workload_slo):
-    if setting is None:
-        return jnp.float32(jnp.inf)
-    if setting == "workload":
-        return workload_slo
-    return jnp.float32(setting)

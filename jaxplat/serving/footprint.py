@@ -21,17 +21,22 @@ from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.serving.settings import Serving, serving
 
 
+def reserve_workload(wl: Workload, budget) -> Workload:
+    """The engine's reservation iteration: one prompt of `budget` tokens
+    (TensorRT-LLM's max_num_tokens dry run), one output token."""
+    return replace(wl, batch=1.0, prompt=budget, output=1.0)
+
+
 def activation_reserve(model: Model, hw: Hardware, par: Parallel, wl: Workload, budget,
-                       opts: Options = Options(), sharpness=DEFAULT_SHARPNESS) -> jax.Array:
+                       opts: Options = Options(), sharpness=DEFAULT_SHARPNESS, tables=None) -> jax.Array:
     """Bytes per chip of the activations of one iteration of `budget` tokens
-    (one prompt of that length: the engine's reservation, TensorRT-LLM's
-    max_num_tokens dry run)."""
-    return evaluate(model, hw, par, replace(wl, batch=1.0, prompt=budget, output=1.0), opts,
-                    sharpness).activation_bytes
+    (`reserve_workload`: the engine's reservation); `tables`: that
+    iteration's `cost.operator_tables` if already built."""
+    return evaluate(model, hw, par, reserve_workload(wl, budget), opts, sharpness, tables).activation_bytes
 
 
 def engine_memory(model: Model, hw: Hardware, par: Parallel, wl: Workload, m: Metrics, opts: Options = Options(),
-                  srv: Serving | None = None, sharpness=DEFAULT_SHARPNESS):
+                  srv: Serving | None = None, sharpness=DEFAULT_SHARPNESS, tables=None):
     """(`m` with activation_bytes, memory_bytes, fits and feasible as an
     engine holds `wl.batch` sequences, fill) (module docstring).
 
@@ -44,10 +49,11 @@ def engine_memory(model: Model, hw: Hardware, par: Parallel, wl: Workload, m: Me
     first memory level when they fit there (as `capacity`); fits: the KV
     cache of the batch is within the pool. fill = (weights + activations +
     KV / mem_fraction) / that memory: fits exactly when fill <= 1 (a smooth
-    measure for co-design's penalty).
+    measure for co-design's penalty). tables: the reservation iteration's
+    `cost.operator_tables` (of `reserve_workload(wl, srv.budget)`) if built.
     """
     srv = serving() if srv is None else srv
-    act = activation_reserve(model, hw, par, wl, srv.budget, opts, sharpness)
+    act = activation_reserve(model, hw, par, wl, srv.budget, opts, sharpness, tables)
     w, kv = m.weights_bytes, m.kv_bytes
     room = jnp.where(w + act <= hw.mem_size[0], hw.mem_size[0], m.capacity_bytes)
     fits = kv <= srv.mem_fraction * (room - w - act)
@@ -57,4 +63,4 @@ def engine_memory(model: Model, hw: Hardware, par: Parallel, wl: Workload, m: Me
     return out, fill
 
 
-__all__ = ["activation_reserve", "engine_memory"]
+__all__ = ["activation_reserve", "engine_memory", "reserve_workload"]
