@@ -65,12 +65,12 @@ def test_elasticities_match_finite_differences():
     model, hw = jp.load_model("llama-2-7b"), jp.load_hardware("h100-sxm")
     wl = jp.load_workload("chatbot")
     labels, metrics, grad, fd = cd.elasticities(model, hw, jp.Parallel(tp=2), wl, jp.Options(profile="genz"))
-    assert "mem_bw[0]" in labels and "flops[bf16]" in labels
+    assert "memory.bandwidth[0]" in labels and "chip.flops[bf16]" in labels
     np.testing.assert_allclose(grad, fd, atol=2e-2)
-    i, j = labels.index("mem_bw[0]"), metrics.index("tpot")
+    i, j = labels.index("memory.bandwidth[0]"), metrics.index("tpot")
     assert -1.0 <= grad[i, j] < -0.5  # batch-1 decode is mostly memory bound
     k = metrics.index("cost_per_mtok_usd")
-    assert grad[labels.index("price"), k] > 0.5  # capex dominates TCO
+    assert grad[labels.index("cost.price"), k] > 0.5  # capex dominates TCO
 
 
 def test_smooth_mode_tends_to_exact():

@@ -95,8 +95,8 @@ def _kink(label, tp, hw):
     """The metric is not differentiable in this number at this tp (see the module docstring)."""
     if label in STAIRCASES:
         return True
-    if label.startswith("net_domain["):
-        return tp == float(hw.net_domain[int(label[len("net_domain["):-1])])
+    if label.startswith("network.domain["):
+        return tp == float(hw.network.domain[int(label[len("network.domain["):-1])])
     return False
 
 
@@ -106,7 +106,7 @@ def test_derivatives_finite_and_match_finite_differences(model_name, profile, sm
     model, hw, wl = jp.load_model(model_name), jp.load_hardware("h100-sxm"), jp.load_workload("chatbot")
     reverse = (model_name, profile, smooth) == CASES[0]  # the reported case, also in reverse mode
     labels, g, fd, rev = sensitivities(model, hw, wl, jp.Options(profile=profile, smooth=smooth), reverse)
-    assert "mem_bw[0]" in labels and "net_bw[0]" in labels and "price" in labels
+    assert "memory.bandwidth[0]" in labels and "network.bandwidth[0]" in labels and "cost.price" in labels
     bad = [(TPS[t], labels[i], FIELDS[j]) for t, i, j in zip(*np.nonzero(~np.isfinite(g)))]
     assert not bad, f"{len(bad)} non-finite derivatives, e.g. {bad[:4]}"
     assert np.isfinite(fd).all()
@@ -117,8 +117,8 @@ def test_derivatives_finite_and_match_finite_differences(model_name, profile, sm
         assert err[worst] <= 0, (f"tp={tp:g} d log {FIELDS[worst[1]]} / d log {labels[worst[0]]}: "
                                  f"autodiff {g[t][worst]:.5f}, finite difference {fd[t][worst]:.5f}")
         # Not vacuous: decode is memory bound here, and capex drives the cost.
-        assert g[t, labels.index("mem_bw[0]"), FIELDS.index("tpot")] < -0.2
-        assert g[t, labels.index("price"), FIELDS.index("cost_per_mtok_usd")] > 0.3
+        assert g[t, labels.index("memory.bandwidth[0]"), FIELDS.index("tpot")] < -0.2
+        assert g[t, labels.index("cost.price"), FIELDS.index("cost_per_mtok_usd")] > 0.3
     if rev is not None:
         assert np.isfinite(rev).all()
         np.testing.assert_allclose(rev, g, atol=1e-5)
@@ -132,13 +132,13 @@ def test_elasticities_of_reported_case_are_finite():
     model, hw, wl = jp.load_model("llama-3.1-70b"), jp.load_hardware("h100-sxm"), jp.load_workload("chatbot")
     labels, metrics, grad, fd = cd.elasticities(model, hw, jp.Parallel(tp=8), wl, jp.Options())
     assert np.isfinite(grad).all() and np.isfinite(fd).all()
-    smooth_rows = [i for i, lab in enumerate(labels) if not lab.startswith("net_domain") and lab not in STAIRCASES]
+    smooth_rows = [i for i, lab in enumerate(labels) if not lab.startswith("network.domain") and lab not in STAIRCASES]
     # ±1% steps: truncation ~(0.01)²·f''' and a roofline row crossing within the step; 1e-2 bounds both here.
     np.testing.assert_allclose(grad[smooth_rows], fd[smooth_rows], atol=1e-2)
     # decode is memory bound: -0.28 with the shipped calibration (each kernel's
     # and each collective call's fixed latency take part of the step), below
     # -0.5 without them
-    assert grad[labels.index("mem_bw[0]"), metrics.index("tpot")] < -0.2
+    assert grad[labels.index("memory.bandwidth[0]"), metrics.index("tpot")] < -0.2
 
 
 def test_numbers_include_the_peak_of_every_gemm_dtype():
@@ -154,12 +154,12 @@ def test_numbers_include_the_peak_of_every_gemm_dtype():
     def peaks(dtype, profile="default"):
         wl = workload_from_dict({"batch": 1, "prompt": 8, "output": 2, "dtype": dtype})
         numbers = sensitivity.hardware_numbers(model, hw, jp.Parallel(), wl, jp.Options(profile=profile))
-        return {label for label, field, _ in numbers if field == "flops"}
+        return {label for label, field, _ in numbers if field == "chip.flops"}
 
     fp4 = {"weights": "fp4", "activations": "fp4", "kv": "fp8"}
-    assert peaks(fp4) == {"flops[fp4]", "flops[fp8]", "flops[bf16]"}
-    assert peaks("bf16") == {"flops[bf16]"}
-    assert peaks(fp4, "genz") == {"flops[fp4]"}
+    assert peaks(fp4) == {"chip.flops[fp4]", "chip.flops[fp8]", "chip.flops[bf16]"}
+    assert peaks("bf16") == {"chip.flops[bf16]"}
+    assert peaks(fp4, "genz") == {"chip.flops[fp4]"}
 
 
 def test_json_text_is_strict():
@@ -196,13 +196,13 @@ def test_codesign_json_is_strict(tmp_path, monkeypatch, capsys):
                                                                      evaluations=1, trajectory=traj))
 
     def elasticities(*a, **kw):
-        return ["flops[bf16]", "price"], ["tpot", "cost_per_mtok_usd"], np.array([[np.nan, 0.0], [np.inf, 1.0]]), \
+        return ["flops[bf16]", "cost.price"], ["tpot", "cost_per_mtok_usd"], np.array([[np.nan, 0.0], [np.inf, 1.0]]), \
             np.zeros((2, 2))
     monkeypatch.setattr(cd, "elasticities", elasticities)
     assert main(["codesign", str(path), "--json", "--no-grid", "--out", str(tmp_path / "out")]) == 0
     out = _strict_loads(capsys.readouterr().out)
     assert out["objective"] is None and out["sensitivities"]["flops[bf16]"] == {"tpot": None, "cost_per_mtok_usd": 0.0}
-    assert out["sensitivities"]["price"]["tpot"] is None and out["metrics"]["tpot"] > 0
+    assert out["sensitivities"]["cost.price"]["tpot"] is None and out["metrics"]["tpot"] > 0
 
 
 def test_estimate_json_is_strict(capsys):
@@ -225,7 +225,7 @@ def test_staircase_numbers_are_reported_over_a_whole_step():
     model, hw, wl = jp.load_model("llama-3.1-8b"), jp.load_hardware("h100-sxm"), jp.load_workload("chatbot")
     labels, metrics, grad, fd = cd.elasticities(model, hw, jp.Parallel(), wl, jp.Options())
     methods = dict(zip(labels, cd.elasticity_methods(labels)))
-    assert methods["units"] == sensitivity.DISCRETE_METHOD and methods["mem_bw[0]"] == sensitivity.AUTODIFF_METHOD
+    assert methods["chip.units"] == sensitivity.DISCRETE_METHOD and methods["memory.bandwidth[0]"] == sensitivity.AUTODIFF_METHOD
     assert all(methods[lab] == sensitivity.DISCRETE_METHOD for lab in STAIRCASES if lab in labels)
     u = float(hw.units)
     assert u == 132.0
@@ -234,7 +234,7 @@ def test_staircase_numbers_are_reported_over_a_whole_step():
         m = jp.evaluate(model, jp.replace(hw, units=jnp.float32(units)), jp.Parallel(), wl, jp.Options())
         return np.log([float(getattr(m, k)) for k in metrics])
     by_hand = (logm(u + 1) - logm(u - 1)) / (np.log(u + 1) - np.log(u - 1))
-    row = labels.index("units")
+    row = labels.index("chip.units")
     np.testing.assert_allclose(grad[row], by_hand, rtol=0, atol=2e-5)
     np.testing.assert_allclose(fd[row], grad[row])
     assert abs(by_hand[metrics.index("ttft")]) < 0.05  # a staircase's step, not the straight-through slope

@@ -11,9 +11,11 @@ import yaml
 
 from jaxplat.cli.calibration_args import add_calibration_arguments
 from jaxplat.design import codesign as cd
+from jaxplat.design import codesign_train as ct
 from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.design import spaces
 from jaxplat.model import EFFICIENCY_PARAMS, select_engine
+from jaxplat.model.pytree import get
 from jaxplat.report import json_text, table
 from jaxplat.specs import SpecError, read_yaml, resolve, spec_label, units
 from jaxplat.specs.units import J_PER_KWH, SECONDS_PER_YEAR
@@ -26,8 +28,21 @@ METRIC_ROWS = (  # Metrics field, label, formatter
     ("cost_per_mtok_usd", "cost per million tokens", lambda v: f"${v:.4g}"),
     ("memory_bytes", "memory per chip", units.fmt_bytes), ("chips", "chips", lambda v: f"{v:g}"),
 )
+TRAIN_METRIC_ROWS = (  # TrainMetrics field, label, formatter (training co-design)
+    ("step_time_s", "step time", units.fmt_time),
+    ("tokens_per_s_per_chip", "throughput", lambda v: f"{v:.4g} tokens/s per chip"),
+    ("mfu", "MFU (6N + attention FLOPs / peak)", lambda v: f"{v * 100:.1f}%"),
+    ("memory_bytes", "memory per chip", units.fmt_bytes), ("power_w", "average power per chip", lambda v: f"{v:.4g} W"),
+    ("train_time_s", "time to train", lambda v: f"{v / ct.SECONDS_PER_DAY:.4g} days"),
+    ("train_energy_j", "energy to train (IT)", lambda v: f"{v / J_PER_KWH / 1e6:.4g} GWh"),
+    ("train_cost_usd", "cost to train", lambda v: f"${v:,.0f}"), ("chips", "chips", lambda v: f"{v:g}"),
+)
+TRAIN_ELASTIC = ("step_time_s", "train_time_s", "train_cost_usd", "memory_bytes")
 OBJECTIVE_UNITS = {"cost_per_mtok": "USD per million tokens", "usd_per_tok_s": "USD of capex per token/s",
-                   "joules_per_token": "J per token"}
+                   "joules_per_token": "J per token", "train_cost_usd": "USD to train the tokens",
+                   "train_days": "days to train the tokens"}
+COST_BASIS = ("cost to train = time to train x (chips x price / lifetime + chips x average power x PUE x USD/kWh): "
+              "capex amortized over the chip's lifetime and facility energy (cost.money)")
 
 
 def register(sub):
@@ -66,7 +81,7 @@ def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
         "description": f"co-designed chip: {float(area):.0f} mm², {stacks:g} HBM stacks (jaxplat codesign)",
         "flops": {dt: float(hw.flops[i]) for i, dt in enumerate(units.DTYPES)},
         "memory": memory, "network": network,
-        "efficiency": {k: float(getattr(hw, field)) for k, (field, *_) in EFFICIENCY_PARAMS.items()},
+        "efficiency": {k: float(get(hw, path)) for k, (path, *_) in EFFICIENCY_PARAMS.items()},
         **({"compute": base_d["compute"]} if "compute" in base_d else {}),
         "tdp_w": float(hw.tdp), "price_usd": float(hw.price),
         "energy": {"pj_per_flop": {dt: float(hw.energy_flop[i]) * 1e12 for i, dt in enumerate(units.DTYPES)},
@@ -162,7 +177,9 @@ def run(args) -> int:
     x = res.x
     hw = cd.design_hardware(x, prob)
     par, wl = cd._candidate(prob, res.candidate)
-    m = jax.device_get(cd.served_evaluate(prob.model, hw, par, wl, prob.exact)[0])
+    m = jax.device_get(cd.candidate_metrics(prob, hw, par, wl, prob.exact)[0])
+    train = prob.task == "train"
+    rows_of = TRAIN_METRIC_ROWS if train else METRIC_ROWS
     area, tdp, price = (float(v) for v in cd.design_numbers(x, prob))
     v = np.asarray(spaces.chip_vector(x, prob.space, prob.base))  # FLOP/s, SRAM, stacks, link
 
@@ -176,7 +193,8 @@ def run(args) -> int:
     plot_path = out / f"{name}.trajectory.png"
     plot_trajectory(res.trajectory, plot_path, best_start, prob.params)
 
-    labels, metric_names, grad, fd = cd.elasticities(prob.model, hw, par, wl, prob.exact)
+    labels, metric_names, grad, fd = (design_elasticities(x, prob, res.candidate) if train else
+                                      cd.elasticities(prob.model, hw, par, wl, prob.exact))
     base = cd.base_comparison(prob)  # the base chip on the same price basis as the designed one
     grid = None
     if not args.no_grid:
@@ -198,21 +216,24 @@ def run(args) -> int:
                  "hbm_bytes": float(hw.mem_size[0]), "hbm_bytes_s": float(hw.mem_bw[0]), **_array_keys(x, prob)},
         "limits": {"reticle_mm2": float(prob.tech.reticle), "power_limit_w": float(prob.tech.power_limit)},
         "bounds": {p: [float(prob.lo[i]), float(prob.hi[i])] for i, p in enumerate(prob.params)},
-        "slo": {"ttft_s": float(wl.ttft_slo), "tpot_s": float(wl.tpot_slo)},
+        "slo": ({"max_train_s": float(prob.deadline)} if train else
+                {"ttft_s": float(wl.ttft_slo), "tpot_s": float(wl.tpot_slo)}),
         "grid_chip": (_grid_chip(grid[0], prob) if grid else None),
         "parallel": cand,
+        **({"train": _train_summary(prob, res.candidate, chip_path, cfg)} if train else {}),
         "price_basis": cd.price_basis(cfg["technology"]),
         "software": cfg["software"],
         "base": {"name": cfg["base"], **base,  # (json_text writes a non-finite objective as null)
                  "parallel": (None if base["candidate"] is None else
                               {k: float(v[base["candidate"]]) for k, v in prob.cand.items()})},
-        "metrics": {k: float(getattr(m, k)) for k, *_ in METRIC_ROWS},
+        "metrics": {k: float(getattr(m, k)) for k, *_ in rows_of},
         "hardware_path": str(chip_path), "plot_path": str(plot_path),
         "sensitivities": {lab: {mn: float(grad[i, j]) for j, mn in enumerate(metric_names)}
                           for i, lab in enumerate(labels)},
         # how each number's row was computed: autodiff, or a finite difference over one whole
         # step for whole-number structure (SM count, tile sides: a staircase, design.sensitivity)
-        "sensitivity_methods": dict(zip(labels, cd.elasticity_methods(labels))),
+        "sensitivity_methods": dict(zip(labels, ["autodiff"] * len(labels) if train
+                                            else cd.elasticity_methods(labels))),
     }
     write_outputs(out, result, res.trajectory, best_start, labels, metric_names, grad, fd, prob)
     if args.json:
@@ -236,9 +257,13 @@ def run(args) -> int:
     ], "lr"))
     print(f"prices: {cd.price_basis(cfg['technology'])}")
     print(f"software stack: {cfg['software']} (specs/software; --engine or the study's software: to change)")
-    print(f"\nparallelism: tp={cand['tp']:g} pp={cand['pp']:g} ep={cand['ep']:g} dp={cand['dp']:g}, "
-          f"batch {cand['batch']:g}\n")
-    print(table(["metric (exact mode)", "value"], [[lab, fmt(float(getattr(m, k)))] for k, lab, fmt in METRIC_ROWS],
+    if train:
+        print(f"\nbest way to train: {result['train']['command']}")
+        print(f"{COST_BASIS}\n")
+    else:
+        print(f"\nparallelism: tp={cand['tp']:g} pp={cand['pp']:g} ep={cand['ep']:g} dp={cand['dp']:g}, "
+              f"batch {cand['batch']:g}\n")
+    print(table(["metric (exact mode)", "value"], [[lab, fmt(float(getattr(m, k)))] for k, lab, fmt in rows_of],
                 "lr"))
     traj = res.trajectory
     rows = [[f"{s}", f"{traj['loss'][s, best_start]:.5g}", f"{traj['tau'][s]:.3g}", f"{traj['hinge'][s]:.3g}",
@@ -247,13 +272,14 @@ def run(args) -> int:
     print(table(["step", "loss", "tau", "hinge k", "sharpness p"], rows, "rrrrr"))
     print("\nsensitivities: elasticity d log(metric) / d log(number), autodiff (finite difference ±1%)")
     keep = np.abs(grad).max(axis=1) > 1e-4
-    methods = cd.elasticity_methods(labels)  # whole-number structure: a finite difference over n-1..n+1
+    methods = ["autodiff"] * len(labels) if train else cd.elasticity_methods(labels)  # whole numbers: n-1..n+1
     print(table(["hardware number"] + metric_names,
                 [[labels[i] + (" (whole step)" if methods[i] != "autodiff" else "")]
                  + [f"{grad[i, j]:+.3f} ({fd[i, j]:+.3f})" for j in range(len(metric_names))]
                  for i in range(len(labels)) if keep[i]], "l" + "r" * len(metric_names)))
-    print(f"  e.g. +10% {labels[int(np.argmax(np.abs(grad[:, 1])))]} -> "
-          f"{(1.1 ** grad[int(np.argmax(np.abs(grad[:, 1]))), 1] - 1) * 100:+.1f}% TPOT")
+    if not train:
+        print(f"  e.g. +10% {labels[int(np.argmax(np.abs(grad[:, 1])))]} -> "
+              f"{(1.1 ** grad[int(np.argmax(np.abs(grad[:, 1]))), 1] - 1) * 100:+.1f}% TPOT")
     unit = OBJECTIVE_UNITS[prob.objective]
     print(f"\noptimizer: {res.objective:.6g} {unit} with {res.evaluations:,} cost-model evaluations")
     base_obj = (f"{base['objective']:.6g} {unit}" if math.isfinite(base["objective"])
@@ -263,5 +289,43 @@ def run(args) -> int:
     if grid:
         print(f"grid:      {grid[2]:.6g} {unit} with {grid[3]:,} evaluations ({t_grid:.1f} s); "
               f"gap {gap * 100:+.3f}% (negative: optimizer better), {grid[3] / res.evaluations:.0f}x fewer evaluations")
-    print(f"\nchip written to {chip_path} (use: jaxplat estimate --hardware {chip_path} ...)")
+    use = result["train"]["command"] if train else f"jaxplat estimate --hardware {chip_path} ..."
+    print(f"\nchip written to {chip_path} (use: {use})")
     return 0
+
+
+def _train_summary(prob: cd.Problem, i: int, chip_path, cfg: dict) -> dict:
+    """A training co-design's best way to train: `jaxplat train`'s flags
+    (recompute by name, dp derived) and the command on the written chip."""
+    c = ct.describe(prob.cand, i)
+    twl, dtype = prob.workload, cfg["dtype"]
+    flags = {"chips": c["chips"], "tp": c["tp"], "pp": c["pp"], "vp": c["vp"], "cp": c["cp"], "ep": c["ep"],
+             "micro-batch": c["micro_batch"], "global-batch": float(twl.global_batch), "seq": float(twl.seq),
+             "tokens": float(twl.tokens)}
+    cmd = (f"jaxplat train --model {cfg['model']} --hardware {chip_path} "
+           + " ".join(f"--{k} {v:.0f}" for k, v in flags.items())
+           + f" --dtype {dtype} --recompute {c['recompute']} --zero {c['zero']:.0f}")
+    return {"dp": c["dp"], "recompute": c["recompute"], "dtype": dtype, "schedule": prob.schedule,
+            "command": cmd, "cost_basis": COST_BASIS}
+
+
+def design_elasticities(x, prob: cd.Problem, i: int):
+    """(labels, metric names, [P, M] autodiff, [P, M] central finite
+    difference ±1%) of d log(training metric) / d log(design number) at the
+    design x on candidate i, exact mode (the training study's sensitivities:
+    TRAIN_ELASTIC against the searched numbers)."""
+    import jax.numpy as jnp
+
+    par, wl = cd._candidate(prob, i)
+
+    def logs(z):
+        m = cd.candidate_metrics(prob, cd.design_hardware(jnp.exp(z), prob), par, wl, prob.exact)[0]
+        return jnp.log(jnp.stack([getattr(m, k) for k in TRAIN_ELASTIC]))
+
+    z = jnp.log(jnp.asarray(x, jnp.float32))
+    grad = np.asarray(jax.jit(jax.jacfwd(logs))(z)).T
+    f = jax.jit(logs)
+    h = np.log(1.01)
+    fd = np.stack([(np.asarray(f(z.at[p].add(h))) - np.asarray(f(z.at[p].add(-h)))) / (2 * h)
+                   for p in range(len(prob.params))])
+    return list(prob.params), list(TRAIN_ELASTIC), grad, fd

@@ -77,11 +77,12 @@ import numpy as np
 from jaxplat.cost import efficiency, energy, money
 from jaxplat.cost import training_memory as tm
 from jaxplat.cost.collectives import collective_time, level_times
+from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
 from jaxplat.cost.memory import capacity_bytes
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div
-from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass
+from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass, replace
 from jaxplat.specs.units import DTYPES
 
 RECOMPUTE = ("none", "selective", "full")
@@ -92,6 +93,14 @@ BACKWARD_ATTENTION = 2.5  # FlashAttention-2 backward / forward FLOPs (Dao 2023,
 BACKWARD_ELEMENTWISE = 2.0
 BACKWARD_LOOKUP = 1.0
 ADAM_BYTES = 26.0         # per parameter: read fp32 master, m, v (12), write them (12), write the 16-bit weight (2)
+# The loss over the logits runs in fp32, memory-bound, per logit (token x vocabulary entry on this chip): PyTorch
+# autocast runs log_softmax / nll_loss / cross_entropy in float32 (torch.amp "CUDA ops that autocast to float32"),
+# Megatron calls vocab_parallel_cross_entropy(output.float(), ...). Forward: read the 16-bit logits (2), write the
+# fp32 copy (4), log-softmax reads it (4) and writes its output (4). Backward: the NLL gradient written (4), the
+# log-softmax backward reads it and its output (8) and writes the input gradient (4), the cast back reads it (4)
+# and writes the 16-bit gradient the head's GEMMs read (2).
+LOSS_FWD_BYTES = 14.0
+LOSS_BWD_BYTES = 22.0
 CE_STATS_BYTES = 12.0     # per token: max, sum of exponentials and the target logit, fp32 (vocab-parallel CE)
 # Low-precision scaling: each GEMM operand cast from 16 bits reads 2 bytes and writes its own width
 # (+ a block scale per 32 elements for MX formats, OCP MX spec v1.0); per-tensor (current) scaling reads
@@ -99,6 +108,8 @@ CE_STATS_BYTES = 12.0     # per token: max, sum of exponentials and the target l
 # arXiv 2209.05433). Operands cast per GEMM and micro-batch: the input (forward), the output gradient
 # and the input's transpose (backward): 2·m·k + m·n elements.
 SCALING_READS = 2.0
+FA2_ON_HOPPER = 0.35 / 0.75        # attention_kernel_speed of FlashAttention-2 on an H100 (Shah et al. 2024)
+FA_TRITON_ON_AMPERE = 1.0 / 1.8    # attention_kernel_speed of Triton FlashAttention on an A100 (Dao 2023 Sec. 4.1)
 SP_ROWS = ("attn_norm", "attn_residual", "ffn_norm", "ffn_residual", "mamba_norm", "mamba_residual", "final_norm")
 LAYER_TP = ("attn_allreduce", "ffn_allreduce", "mamba_allreduce", "ssm_x_allreduce")
 
@@ -143,6 +154,17 @@ class TrainWorkload:
       divided by it. The default 0.75 is the one number of this model fitted
       on measured runs: the dev rows of data/measured/training_2026-12.csv
       (experiments/training/fit_backward.py; grid over its bounds [0.5, 1]).
+    attention_kernel_speed: the training stack's attention kernel's rate
+      over the chip's own (calibrated: the kernel written for it, as
+      inference engines run), in (0, 1]; it scales the chip's
+      eff_attention. 1: the same (Transformer Engine's cuDNN fused
+      attention on Hopper and Blackwell). An older kernel generation:
+      FlashAttention-2 on Hopper reaches 35% of the H100's peak where
+      FlashAttention-3 reaches 75% (Shah et al. 2024, arXiv 2407.08608,
+      abstract: 35/75 = 0.47; FA2's Ampere mma.sync instructions cannot use
+      Hopper's wgmma); the Triton FlashAttention on Ampere is 1.3-2.5x
+      slower than FlashAttention-2 (Dao 2023, arXiv 2307.08691, Sec. 4.1:
+      1/1.8, the geometric middle, `FA_TRITON_ON_AMPERE`).
     """
 
     global_batch: jax.Array
@@ -162,6 +184,7 @@ class TrainWorkload:
     eff_network: jax.Array = _f32(0.82)
     dropout: jax.Array = _f32(0.0)
     backward_efficiency: jax.Array = _f32(0.75)  # fitted on dev rows: experiments/training/fit_backward.py
+    attention_kernel_speed: jax.Array = _f32(1.0)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -409,6 +432,16 @@ def _scaling_time(t: OpTable, hw: Hardware, twl: TrainWorkload, w):
     return jnp.where(narrow, safe_div(elems * per, hw.mem_bw[0] * hw.eff_memory), 0.0)
 
 
+def _loss_times(t: OpTable, hw: Hardware, w):
+    """(forward, backward) seconds of the fp32 loss over one micro-batch's
+    logits on the rank (the LM head row's tokens x its vocabulary share),
+    memory-bound: LOSS_FWD_BYTES and LOSS_BWD_BYTES per logit."""
+    head = np.array([t.names.index("lm_head")])
+    logits = jnp.sum(w[head] * t.m[head] * t.n[head])
+    bw = hw.mem_bw[0] * hw.eff_memory
+    return logits * LOSS_FWD_BYTES / bw, logits * LOSS_BWD_BYTES / bw
+
+
 def train_step(model: Model, hardware: Hardware, parallel: Parallel, workload: TrainWorkload,
                options: TrainOptions = TrainOptions(), sharpness=DEFAULT_SHARPNESS) -> TrainMetrics:
     """Cost of one training step (see the module doc). Pure and jitted;
@@ -421,9 +454,12 @@ def train_step(model: Model, hardware: Hardware, parallel: Parallel, workload: T
 def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     opts = options.options
     p = sharpness if opts.smooth else None
-    hw = dataclasses.replace(hw, eff_network=jnp.where(twl.eff_network > 0, twl.eff_network, hw.eff_network))
+    twl = computed_workload(hw, twl, opts)  # the dtype the chip's GEMMs run in (FP8 on an A100: bf16)
+    hw = replace(hw, eff_network=jnp.where(twl.eff_network > 0, twl.eff_network, hw.eff_network),
+                 eff_attention=hw.eff_attention * jnp.clip(twl.attention_kernel_speed, 0.05, 1.0))
     t, wl = forward_table(model, par, twl, options)
     w = rank_weights(t, par)
+    loss_fwd, loss_bwd = _loss_times(t, hw, w)
     c0, _, m0, _, _ = row_components(t, hw, wl, opts, p, comm=jnp.zeros_like(t.f0))
     fwd = combine(c0, m0, 0.0, p)  # [rows] s, one execution
     attn = jnp.asarray(efficiency.attention_mask(t))
@@ -432,8 +468,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     once = jnp.asarray(_mask(t, [n for n, g in zip(t.names, t.groups) if g in ("embedding", "lm_head")]))
     r_full = jnp.where(twl.recompute >= 1.5, 1.0, 0.0)
     r_sel = jnp.where((twl.recompute >= 0.5) & (twl.recompute < 1.5), 1.0, 0.0)
-    t_fwd = jnp.sum(w * fwd)
-    t_bwd = jnp.sum(w * bwd_factor * fwd) / jnp.clip(twl.backward_efficiency, 0.1, 1.0)
+    t_fwd = jnp.sum(w * fwd) + loss_fwd
+    t_bwd = jnp.sum(w * bwd_factor * fwd) / jnp.clip(twl.backward_efficiency, 0.1, 1.0) + loss_bwd
     attn_fwd = jnp.sum(w * attn * fwd)
     t_rec = r_full * jnp.sum(w * (1.0 - once) * fwd) + r_sel * attn_fwd
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again

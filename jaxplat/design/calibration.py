@@ -30,11 +30,11 @@ import optax
 from jaxplat.cost import evaluate
 from jaxplat.design.measured import METRICS, Row, row_pytrees
 from jaxplat.model import (
-    EFFICIENCY_PARAMS,
-    Options,
+    EFFICIENCY_PARAMS, Options,
     chip_software,
     default_calibration,
     engine_parts,
+    get,
     load_model,
     replace,
 )
@@ -222,7 +222,7 @@ class Predictor:
             g = _Group(model_name, kind, idx, (hw, par, wl, srv, amount, offline, slots, engine))
             g.jac = self._compile(model, kind, g.args)
             self.groups.append(g)
-        self.base = {n: float(jnp.mean(getattr(self.groups[0].args[0], EFFICIENCY_PARAMS[n][0])))
+        self.base = {n: float(jnp.mean(get(self.groups[0].args[0], EFFICIENCY_PARAMS[n][0])))
                      for n in BOUNDS}
         loaded = calibration or default_calibration()  # engine factors as loaded: its engine / global values
         for e in self.engines:

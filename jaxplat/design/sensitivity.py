@@ -8,8 +8,6 @@ what one more SM does. Those numbers are reported by a central finite
 difference over one whole step (n - 1 to n + 1) in both columns, and
 `elasticity_methods` says so (DISCRETE_METHOD)."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,22 +17,25 @@ from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.efficiency import row_dtypes
 from jaxplat.cost.operators import build_table
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
+from jaxplat.model.hardware import hardware_paths
+from jaxplat.model.pytree import get
 from jaxplat.specs.units import DTYPES
 
 ELASTIC_METRICS = ("ttft", "tpot", "throughput", "energy_per_token_j", "cost_per_mtok_usd")
-# net_topology is an index and net_switch_reduce a flag, not quantities; array rows, cols and cores are
-# whole numbers whose exact-mode effect is a staircase (fold and wave counts)
+# network.topology is an index and network.switch_reduction a flag, not quantities; array rows, cols and
+# cores are whole numbers whose exact-mode effect is a staircase (fold and wave counts)
 # with no derivative: their gradients are co-design's, in smooth mode.
-_SKIP_FIELDS = ("net_topology", "net_switch_reduce", "array_rows", "array_cols", "cores", "gemm_dtype")
+_SKIP_FIELDS = ("network.topology", "network.switch_reduction", "chip.array_rows", "chip.array_cols", "chip.cores",
+                "chip.gemm_dtype")
 # Compute-block numbers that only mean something on a chip with systolic
-# arrays (Hardware.dataflow) or an offload target (Hardware.offload).
-_ARRAY_FIELDS = ("clock_hz",)
-_HOST_FIELDS = ("host_flops", "host_bw", "host_latency")
+# arrays (Hardware.chip.dataflow) or an offload target (Hardware.host.offload).
+_ARRAY_FIELDS = ("chip.clock_hz",)
+_HOST_FIELDS = ("host.flops", "host.bandwidth", "host.latency")
 # Whole-number structure of a tensor-core chip (SMs, a GEMM tile's sides): the
 # exact cost is a staircase in them (tile and wave quantization,
 # cost.efficiency), so a finite difference straddles its steps and is no check
 # of the autodiff elasticity there.
-STAIRCASES = ("units", "tile_m", "tile_n", "tile_k")
+STAIRCASES = ("chip.units", "chip.tile_m", "chip.tile_n", "chip.tile_k")
 AUTODIFF_METHOD = "autodiff"
 DISCRETE_METHOD = "finite difference over n-1..n+1 (whole number)"
 
@@ -66,26 +67,25 @@ def hardware_numbers(model: Model, hw: Hardware, par: Parallel, wl: Workload, op
     real memory and network levels, and the rest."""
     out = []
     dtypes = gemm_dtypes(model, par, computed_workload(hw, wl, opts), opts)
-    for f in dataclasses.fields(Hardware):
-        if f.name in _SKIP_FIELDS or f.metadata.get("static"):
+    for path in hardware_paths(hw):
+        if path in _SKIP_FIELDS or ((path in _ARRAY_FIELDS and not hw.chip.dataflow)
+                                    or (path in _HOST_FIELDS and not hw.host.offload)
+                                    or (path == "chip.vector_flops" and not float(hw.chip.vector_flops))):
             continue
-        if ((f.name in _ARRAY_FIELDS and not hw.dataflow) or (f.name in _HOST_FIELDS and not hw.offload)
-                or (f.name == "vector_flops" and not float(hw.vector_flops))):
-            continue
-        v = np.asarray(getattr(hw, f.name))
+        v = np.asarray(get(hw, path))
         if v.ndim == 0:
-            out.append((f.name, f.name, None))
+            out.append((path, path, None))
             continue
         for i in range(v.shape[0]):
-            if f.name in ("flops", "energy_flop"):
+            if path in ("chip.flops", "power.energy_flop"):
                 if i in dtypes:
-                    out.append((f"{f.name}[{DTYPES[i]}]", f.name, i))
-            elif f.name.startswith("mem_") or f.name == "energy_mem":
-                if float(hw.mem_size[i]) > 0:
-                    out.append((f"{f.name}[{i}]", f.name, i))
-            elif f.name.startswith("net_") or f.name == "energy_net":
-                if float(hw.net_domain[i]) < 1e9:
-                    out.append((f"{f.name}[{i}]", f.name, i))
+                    out.append((f"{path}[{DTYPES[i]}]", path, i))
+            elif path.startswith("memory.") or path == "power.energy_mem":
+                if float(hw.memory.size[i]) > 0:
+                    out.append((f"{path}[{i}]", path, i))
+            elif path.startswith("network.") or path == "power.energy_net":
+                if float(hw.network.domain[i]) < 1e9:
+                    out.append((f"{path}[{i}]", path, i))
     return out
 
 
@@ -93,7 +93,7 @@ def _scaled(hw: Hardware, numbers, logscale):
     """hw with number j multiplied by exp(logscale[j])."""
     changes = {}
     for j, (_, field, i) in enumerate(numbers):
-        v = changes.get(field, getattr(hw, field))
+        v = changes.get(field, get(hw, field))
         factor = jnp.exp(logscale[j])
         changes[field] = v * factor if i is None else v.at[i].multiply(factor)
     return replace(hw, **changes)
@@ -113,7 +113,7 @@ def elasticities(model: Model, hw: Hardware, par: Parallel, wl: Workload, option
     # Log-space steps of each number: ±fd_step, or to the whole numbers either side.
     up, down = np.full(len(numbers), fd_step, np.float32), np.full(len(numbers), -fd_step, np.float32)
     for j, (label, field, i) in enumerate(numbers):
-        v = float(np.asarray(getattr(hw, field)) if i is None else np.asarray(getattr(hw, field))[i])
+        v = float(np.asarray(get(hw, field)) if i is None else np.asarray(get(hw, field))[i])
         if label in STAIRCASES and v >= 2.0:
             up[j], down[j] = np.log((v + 1.0) / v), np.log((v - 1.0) / v)
 

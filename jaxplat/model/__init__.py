@@ -47,7 +47,7 @@ from jaxplat.model.hardware_spec import (
 from jaxplat.model.model_spec import checkpoint_dtype, load_checkpoint_dtype, load_model, model_from_config
 from jaxplat.model.options import CONVENTIONS, PROFILES, Conventions, Options
 from jaxplat.model.parallel import Parallel, chips, stage_chips
-from jaxplat.model.pytree import as_f32, pytree_dataclass, replace, static
+from jaxplat.model.pytree import as_f32, get, pytree_dataclass, replace, static
 from jaxplat.model.software_spec import SOFTWARE_KEYS, Software, is_software, load_software, software_from_dict
 from jaxplat.model.technology import Technology, load_technology, technology_from_dict
 from jaxplat.model.workload import Workload

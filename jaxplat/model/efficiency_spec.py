@@ -29,43 +29,45 @@ import functools
 
 from jaxplat.specs import SPEC_ROOT, SpecError, check_keys, number, read_yaml
 
-# YAML name -> (Hardware field, neutral value, unit, physical meaning).
+# YAML name -> (Hardware "group.field" path, neutral value, unit, physical meaning): the fitted
+# efficiencies live in Hardware.efficiency, the software stack's costs in Hardware.software, under
+# their YAML names.
 # Fractions lie in (0, 1]; times are seconds in [0, 1].
 PARAMS = {
-    "compute": ("eff_compute", 1.0, "fraction",
+    "compute": ("efficiency.compute", 1.0, "fraction",
                 "share of the dense datasheet peak a large, well-shaped 16-bit GEMM reaches"),
-    "memory": ("eff_memory", 1.0, "fraction", "share of peak memory bandwidth a long streaming read reaches"),
-    "network": ("eff_network", 1.0, "fraction", "share of link bandwidth a large collective reaches"),
-    "narrow_dtype": ("eff_narrow", 1.0, "fraction",
+    "memory": ("efficiency.memory", 1.0, "fraction", "share of peak memory bandwidth a long streaming read reaches"),
+    "network": ("efficiency.network", 1.0, "fraction", "share of link bandwidth a large collective reaches"),
+    "narrow_dtype": ("efficiency.narrow_dtype", 1.0, "fraction",
                      "8-bit and narrower GEMM kernels' share of the 16-bit kernels' achieved fraction "
                      "of their peak"),
-    "narrow_fp4": ("eff_fp4", 1.0, "fraction",
+    "narrow_fp4": ("efficiency.narrow_fp4", 1.0, "fraction",
                    "FP4 GEMM kernels' share of the FP8 kernels' achieved fraction (block-scale "
                    "dequantization in the mainloop)"),
-    "attention": ("eff_attention", 1.0, "fraction",
+    "attention": ("efficiency.attention", 1.0, "fraction",
                   "attention kernels' efficiency relative to GEMMs (compute and memory time)"),
-    "moe": ("eff_moe", 1.0, "fraction",
+    "moe": ("efficiency.moe", 1.0, "fraction",
             "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs over quantized "
             "(8-bit and narrower) experts (compute time); 16-bit experts run like dense GEMMs"),
-    "moe_memory": ("eff_moe_memory", 1.0, "fraction",
+    "moe_memory": ("efficiency.moe_memory", 1.0, "fraction",
                    "the same on their memory time (streaming the quantized experts' weights)"),
-    "moe_fp4": ("eff_moe_fp4", 1.0, "fraction",
+    "moe_fp4": ("efficiency.moe_fp4", 1.0, "fraction",
                 "FP4 grouped-GEMM kernels' share of the FP8 ones' efficiency relative to dense GEMMs, on top "
                 "of `moe` (compute time; the token copies quantized to FP4 with their block scales per expert)"),
-    "kernel_latency": ("kernel_latency", 0.0, "s",
+    "kernel_latency": ("software.kernel_latency", 0.0, "s",
                        "time each GEMM or attention kernel costs beyond its roofline time"),
-    "expert_latency": ("expert_latency", 0.0, "s",
+    "expert_latency": ("efficiency.expert_latency", 0.0, "s",
                        "time each routed expert's GEMM in a grouped-GEMM kernel costs beyond its roofline time "
                        "(its tiles' pipeline ramp and drain)"),
-    "tile_latency": ("tile_latency", 0.0, "s",
+    "tile_latency": ("efficiency.tile_latency", 0.0, "s",
                      "time each GEMM output tile costs outside its k-loop (filling its operand pipeline, "
                      "about one memory round trip, and storing the tile)"),
-    "iteration_overhead": ("iteration_overhead", 0.0, "s",
+    "iteration_overhead": ("software.iteration_overhead", 0.0, "s",
                            "time per engine iteration outside the kernels (scheduling, sampling, launch)"),
-    "collective_latency": ("collective_latency", 0.0, "s",
+    "collective_latency": ("software.collective_latency", 0.0, "s",
                            "time each collective call costs beyond its bandwidth and link-latency time "
                            "(kernel launch, the ranks' barrier)"),
-    "sequence_overhead": ("sequence_overhead", 0.0, "s",
+    "sequence_overhead": ("software.sequence_overhead", 0.0, "s",
                           "host CPU time per running sequence per engine iteration on the reference "
                           "3.8 GHz host (scheduler, sampler, response bookkeeping), overlapped with the GPU step"),
 }
@@ -198,7 +200,7 @@ def select_engine(path=None, engine=None):
 
 def efficiency_fields(d: dict, src="hardware", defaults: Calibration | None = None,
                       calibration: Calibration | None = None, stack: dict | None = None) -> dict:
-    """`Hardware` fields of the efficiency parameters (precedence in the
+    """{"group.field": value} of the efficiency parameters (precedence in the
     module docstring; `stack`, the run's software stack's {field: value},
     comes after the shipped calibration and before the spec's own block).
     A spec's `software` (the kernel libraries every engine on the chip runs
@@ -214,10 +216,11 @@ def efficiency_fields(d: dict, src="hardware", defaults: Calibration | None = No
     values = {k: p[1] for k, p in PARAMS.items()}
     if defaults is not None:
         values.update(defaults.for_chip(name))
-    values.update({k: v for k, v in (stack or {}).items() if k in PARAMS})
+    stack = {path.rpartition(".")[2]: v for path, v in (stack or {}).items()}  # by YAML key
+    values.update({k: v for k, v in stack.items() if k in PARAMS})
     values.update(check_params(src, "efficiency.", d.get("efficiency", {}) or {}))
     if calibration is not None:
         values.update(calibration.for_chip(name))
     out = {PARAMS[k][0]: v for k, v in values.items()}
-    out.update({k: v for k, v in (stack or {}).items() if k not in PARAMS})  # kernel counts, host overlap
+    out.update({f"software.{k}": v for k, v in stack.items() if k not in PARAMS})  # kernel counts, host overlap
     return out

@@ -7,8 +7,7 @@ import numpy as np
 
 from jaxplat.model.compute_spec import compute_fields
 from jaxplat.model.efficiency_spec import Calibration, default_calibration, efficiency_fields
-from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware
-from jaxplat.model.pytree import as_f32
+from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware, hardware_from_fields
 from jaxplat.model.software_spec import Software, default_software, execution_fields, load_software
 from jaxplat.specs import SpecError, check_keys, dtype_name, number, read_yaml, resolve
 from jaxplat.specs.units import DTYPE_FALLBACK, DTYPES, EMULATION_PASSES, J_PER_KWH, SECONDS_PER_YEAR
@@ -210,8 +209,8 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         topo.append(topo[-1])
         red.append(red[-1])
 
-    return as_f32(
-        Hardware, flops=np.array([peak[dt] for dt in DTYPES]), sram_size=sram_size, sram_bw=sram_bw,
+    return hardware_from_fields(
+        flops=np.array([peak[dt] for dt in DTYPES]), sram_size=sram_size, sram_bw=sram_bw,
         gemm_dtype=np.array([DTYPES.index(runs_in[dt]) for dt in DTYPES], np.float64),
         mem_size=np.array(mem_size), mem_bw=np.array(mem_bw), net_domain=np.array(dom),
         net_bw=np.array(bw), net_latency=np.array(lat), net_topology=np.array(topo),

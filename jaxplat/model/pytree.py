@@ -40,12 +40,34 @@ def as_f32(cls, **values):
 
 
 def replace(obj, **changes):
-    """`dataclasses.replace` that casts new numeric leaves to float32."""
+    """`dataclasses.replace` that casts new numeric leaves to float32.
+
+    A pytree of groups (`Hardware`) also takes the flat names its class lists
+    in `flat_names` ({name: (group, field)}): `replace(hw, mem_bw=x)` is
+    `replace(hw, memory=replace(hw.memory, bandwidth=x))`, as is
+    `replace(hw, **{"memory.bandwidth": x})` (a "group.field" path). A group
+    given whole is applied first, flat names and paths on top of it.
+    """
     fields = {f.name: f for f in dataclasses.fields(obj)}
-    cast = {}
+    flat = getattr(type(obj), "flat_names", {})
+    cast, routed = {}, {}
     for k, v in changes.items():
         if k not in fields:
-            raise KeyError(f"{type(obj).__name__} has no field {k!r}")
+            group, _, field = k.partition(".")
+            if not (field and group in fields) and k not in flat:
+                raise KeyError(f"{type(obj).__name__} has no field {k!r}")
+            group, field = (group, field) if field else flat[k]
+            routed.setdefault(group, {})[field] = v
+            continue
         static = fields[k].metadata.get("static")
-        cast[k] = v if static else jnp.asarray(v, jnp.float32)
+        cast[k] = v if static or dataclasses.is_dataclass(v) else jnp.asarray(v, jnp.float32)
+    for group, sub in routed.items():
+        cast[group] = replace(cast.get(group, getattr(obj, group)), **sub)
     return dataclasses.replace(obj, **cast)
+
+
+def get(obj, path: str):
+    """The value at a "group.field" path (or a plain field name) of `obj`."""
+    for name in path.split("."):
+        obj = getattr(obj, name)
+    return obj

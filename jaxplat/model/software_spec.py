@@ -26,26 +26,26 @@ import functools
 
 from jaxplat.specs import SpecError, builtin_names, check_keys, number, read_yaml, resolve
 
-# YAML key -> (Hardware field, unit, (lowest, highest) physical bound, meaning). The
-# YAML keys are the field names (and the calibration's parameter names).
+# YAML key -> (Hardware "group.field" path, unit, (lowest, highest) physical bound, meaning). The
+# YAML keys are the fields' names in Hardware.software (and the calibration's parameter names).
 SOFTWARE_KEYS = {
-    "kernel_latency": ("kernel_latency", "s", (0.0, 1e-4),
+    "kernel_latency": ("software.kernel_latency", "s", (0.0, 1e-4),
                       "time each kernel costs on the device's critical path beyond its roofline time (launch, "
                       "ramp and drain)"),
-    "elementwise_kernels": ("elementwise_kernels", "kernels", (0.0, 1.0),
+    "elementwise_kernels": ("software.elementwise_kernels", "kernels", (0.0, 1.0),
                             "kernels each element-wise operator (norm, RoPE, activation, residual add) runs as: "
                             "0 fused into its neighbours, 1 its own kernel"),
-    "attention_kernels": ("attention_kernels", "kernels", (1.0, 3.0),
+    "attention_kernels": ("software.attention_kernels", "kernels", (1.0, 3.0),
                           "kernels one attention operator runs as: 1 fused (FlashAttention), 2-3 unfused "
                           "(scores, softmax, weighted sum)"),
-    "collective_latency": ("collective_latency", "s", (0.0, 1e-4),
+    "collective_latency": ("software.collective_latency", "s", (0.0, 1e-4),
                           "time each collective call costs beyond its bandwidth and link-latency time (its "
                           "kernel's launch, the ranks' barrier)"),
-    "iteration_overhead": ("iteration_overhead", "s", (0.0, 0.05),
+    "iteration_overhead": ("software.iteration_overhead", "s", (0.0, 0.05),
                   "time per engine step outside the kernels (graph launch, sampling, the token's copy to the host)"),
-    "sequence_overhead": ("sequence_overhead", "s", (0.0, 2e-4),
+    "sequence_overhead": ("software.sequence_overhead", "s", (0.0, 2e-4),
                       "host CPU time per running sequence per step on the reference 3.8 GHz host"),
-    "host_overlap": ("host_overlap", "fraction", (0.0, 1.0),
+    "host_overlap": ("software.host_overlap", "fraction", (0.0, 1.0),
                      "1 when the host's per-sequence work runs while the device runs the previous step "
                      "(overlap scheduler), 0 when it runs between steps"),
 }
@@ -65,7 +65,7 @@ class Software:
     sources: dict = dataclasses.field(default_factory=dict)
 
     def fields(self) -> dict:
-        """{Hardware field: value} of this stack."""
+        """{Hardware "group.field" path: value} of this stack."""
         return {SOFTWARE_KEYS[k][0]: v for k, v in self.values.items()}
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxplat.model.hardware import FLAT_NAMES
 from jaxplat.search import AXIS_KINDS
 from jaxplat.specs import SpecError
 
@@ -133,15 +134,17 @@ TRAJECTORY_PARAMS = (  # trajectory.csv column, name, unit, SI per unit
 )
 ELASTIC_METRIC_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "throughput": "throughput",
                         "energy_per_token_j": "energy per token", "cost_per_mtok_usd": "cost per Mtok"}
-_HW_FIELDS = {  # Hardware field -> name ({level} where it has levels)
-    "flops": "peak compute", "sram_size": "SRAM capacity", "sram_bw": "SRAM bandwidth",
-    "mem_size": "{level} capacity", "mem_bw": "{level} bandwidth", "net_domain": "{level} domain size",
-    "net_bw": "{level} link bandwidth", "net_latency": "{level} latency", "eff_compute": "compute efficiency",
-    "eff_memory": "memory efficiency", "eff_network": "network efficiency", "tdp": "TDP", "price": "chip price",
-    "energy_flop": "energy per FLOP", "energy_sram": "SRAM energy per byte", "energy_mem": "{level} energy per byte",
-    "energy_net": "{level} energy per byte sent", "static_power": "static power", "lifetime": "lifetime",
-    "energy_price": "electricity price", "pue": "PUE", "clock_hz": "array clock", "vector_flops": "vector unit",
-    "host_flops": "offload host compute", "host_bw": "offload host link", "host_latency": "offload call latency",
+_HW_FIELDS = {  # Hardware "group.field" path -> name ({level} where it has levels)
+    "chip.flops": "peak compute", "memory.sram_size": "SRAM capacity", "memory.sram_bandwidth": "SRAM bandwidth",
+    "memory.size": "{level} capacity", "memory.bandwidth": "{level} bandwidth",
+    "network.domain": "{level} domain size", "network.bandwidth": "{level} link bandwidth",
+    "network.latency": "{level} latency", "efficiency.compute": "compute efficiency",
+    "efficiency.memory": "memory efficiency", "efficiency.network": "network efficiency", "power.tdp": "TDP",
+    "cost.price": "chip price", "power.energy_flop": "energy per FLOP", "power.energy_sram": "SRAM energy per byte",
+    "power.energy_mem": "{level} energy per byte", "power.energy_net": "{level} energy per byte sent",
+    "power.static_power": "static power", "cost.lifetime": "lifetime", "cost.energy_price": "electricity price",
+    "cost.pue": "PUE", "chip.clock_hz": "array clock", "chip.vector_flops": "vector unit",
+    "host.flops": "offload host compute", "host.bandwidth": "offload host link", "host.latency": "offload call latency",
 }
 _MEM_LEVELS = ("HBM", "host memory", "memory level 3")
 _NET_LEVELS = ("scale-up", "scale-out", "network level 3")
@@ -192,12 +195,13 @@ def log_axis(values) -> dict:
 
 
 def hardware_number_name(label: str) -> str:
-    """'mem_bw[0]' -> 'HBM bandwidth', 'flops[bf16]' -> 'peak compute (bf16)'."""
+    """'memory.bandwidth[0]' -> 'HBM bandwidth', 'chip.flops[bf16]' -> 'peak compute (bf16)'."""
     field, _, rest = label.partition("[")
     idx = rest.rstrip("]")
-    name = _HW_FIELDS.get(field, field.replace("_", " "))
+    field = ".".join(FLAT_NAMES.get(field, (field,)))  # a summary written before the groups ('mem_bw[0]')
+    name = _HW_FIELDS.get(field, field.rpartition(".")[2].replace("_", " "))
     if "{level}" in name:
-        levels = _MEM_LEVELS if field.startswith("mem") or field == "energy_mem" else _NET_LEVELS
+        levels = _MEM_LEVELS if field.startswith("memory.") or field == "power.energy_mem" else _NET_LEVELS
         lvl = levels[int(idx)] if idx.isdigit() and int(idx) < len(levels) else f"level {idx}"
         return name.format(level=lvl)
     return f"{name} ({idx})" if idx else name
