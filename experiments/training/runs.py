@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from jaxplat.cost.training import TrainOptions, TrainWorkload
+from jaxplat.cost.training import FA2_ON_HOPPER, FA_TRITON_ON_AMPERE, TrainOptions, TrainWorkload
 from jaxplat.model import Options, Parallel, load_hardware, load_model, replace
 from jaxplat.specs.units import DTYPES
 
@@ -153,6 +153,25 @@ def train_options(row) -> TrainOptions:
     return TrainOptions()
 
 
+def attention_kernel(row) -> float:
+    """TrainWorkload.attention_kernel_speed of a row's software stack, from
+    its published configuration: LLM Foundry's H100 runs install
+    flash-attn 2.4.2 (scripts/train/benchmarking/submit_benchmarks.py,
+    `pip install flash-attn==2.4.2`, extras gpu-flash2): FlashAttention-2 on
+    Hopper (FA2_ON_HOPPER); its A100 tables were made with the script's
+    earlier default `--attn_impl triton` (Triton FlashAttention,
+    FA_TRITON_ON_AMPERE). TorchTitan calls PyTorch's scaled_dot_product_attention,
+    whose flash backend is FlashAttention-2 (FA2_ON_HOPPER on H100).
+    Megatron/NeMo run Transformer Engine's cuDNN fused attention, written
+    for the chip: 1."""
+    fam, chip = family(row["source"]), row["chip"]
+    if fam == "LLM Foundry":
+        return FA2_ON_HOPPER if chip.startswith("H100") else FA_TRITON_ON_AMPERE
+    if fam == "TorchTitan" and chip.startswith("H100"):
+        return FA2_ON_HOPPER
+    return 1.0
+
+
 def dropout(row) -> float:
     """1 for Megatron's and NeMo's GPT models (hidden and attention dropout
     0.1 by default in Megatron-LM's arguments and NeMo's GPT-3 configs), 0
@@ -216,7 +235,8 @@ def inputs(row):
     twl = TrainWorkload(global_batch=_num(row["global_batch_seqs"]), micro_batch=_num(row["micro_batch"], 1.0),
                         seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
-                        bytes_grad_comm=2.0 if pure else 4.0, dropout=dropout(row))
+                        bytes_grad_comm=2.0 if pure else 4.0, dropout=dropout(row),
+                        attention_kernel_speed=attention_kernel(row))
     return model, hw, par, twl, train_options(row)
 
 

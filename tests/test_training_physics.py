@@ -1,0 +1,76 @@
+"""Training-step physics added for issue 38's accuracy (cost.training): the
+fp32 loss over the logits, the attention kernel generation of the training
+stack, and the dtype fallback of a chip without units for the recipe's
+dtype. Numbers worked by hand on the tiny model of tests/test_training.py
+(8 layers, hidden 64, 4 heads of 16, vocabulary 256) and on the A100 spec.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost import training
+from jaxplat.cost.training import TrainOptions, TrainWorkload, forward_table, rank_weights, train_step
+from jaxplat.model import Parallel, hardware_from_dict, load_hardware, load_model, model_from_config
+from jaxplat.specs.units import DTYPES
+
+CONFIG = {"model_type": "llama", "num_hidden_layers": 8, "hidden_size": 64, "num_attention_heads": 4,
+          "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 4096,
+          "tie_word_embeddings": True}
+FAST = {"flops": {"bf16": 1e12}, "memory": [{"name": "hbm", "size": 80e9, "bandwidth": 1e18}],
+        "network": [{"name": "nvlink", "domain": 8, "bandwidth": 1e11, "latency": 0.0, "topology": "switch"}],
+        "compute": {"vector_flops": 1e30}, "tdp_w": 700}
+L, D, H, DH, FF, V = 8, 64, 4, 16, 128, 256
+
+
+def _step(hw, **kw):
+    kw = {"global_batch": 2.0, "micro_batch": 2.0, "seq": 128.0, "eff_network": 0.0, "backward_efficiency": 1.0,
+          **kw}
+    return jax.device_get(train_step(model_from_config(CONFIG), hw, Parallel(), TrainWorkload(**kw)))
+
+
+def test_loss_bytes_by_hand():
+    """The fp32 cross-entropy over 2 sequences x 128 tokens x 256 logits =
+    65,536 logits: forward 14 bytes each (917,504 B), backward 22
+    (1,441,792 B), at a 1 TB/s memory derated by the chip's eff_memory."""
+    hw = hardware_from_dict({**FAST, "memory": [{"name": "hbm", "size": 80e9, "bandwidth": 1e12}]})
+    twl = TrainWorkload(global_batch=2.0, micro_batch=2.0, seq=128.0)
+    t, _ = forward_table(model_from_config(CONFIG), Parallel(), twl, TrainOptions())
+    fwd, bwd = training._loss_times(t, hw, rank_weights(t, Parallel()))
+    bw = 1e12 * float(hw.eff_memory)
+    np.testing.assert_allclose([fwd, bwd], [917504 / bw, 1441792 / bw], rtol=1e-6)
+
+
+def test_attention_kernel_speed_by_hand():
+    """FlashAttention-2 on Hopper runs at 35/75 of the chip's own attention
+    kernel (FA3 paper): the causal attention's forward FLOPs (8 layers x
+    2 x 2·b·heads·d·T(T+1)/2 = 33,816,576) take 1/0.4667 as long, the
+    backward's 2.5x of them too; the GEMMs do not change."""
+    hw = hardware_from_dict(FAST)
+    attn = L * 2 * (2 * 2 * H * DH * 128 * 129 / 2)
+    assert attn == 33816576
+    base, slow = _step(hw), _step(hw, attention_kernel_speed=training.FA2_ON_HOPPER)
+    np.testing.assert_allclose(training.FA2_ON_HOPPER, 0.35 / 0.75)
+    np.testing.assert_allclose(slow.forward - base.forward, attn / 1e12 * (0.75 / 0.35 - 1), rtol=1e-4)
+    np.testing.assert_allclose(slow.backward - base.backward, 2.5 * attn / 1e12 * (0.75 / 0.35 - 1), rtol=1e-4)
+
+
+def test_fp8_on_a_chip_without_fp8_runs_bf16():
+    """An A100 has no FP8 units: an FP8 recipe's GEMMs run widened to bf16
+    (cost.dtypes.computed_workload, as inference does), so the step is the
+    bf16 step: no casts to 8 bits, 2-byte activations, MFU over the bf16
+    peak (the old step cast to FP8, moved 1-byte activations and derated by
+    eff_narrow: 10.5 s against 9.5 s here)."""
+    model, hw, par = load_model("llama-3.1-8b"), load_hardware("a100-80gb"), Parallel(tp=2.0, dp=4.0)
+
+    def run(dtype, width):
+        twl = TrainWorkload(global_batch=64.0, micro_batch=1.0, seq=4096.0, bytes_act=width,
+                            compute_dtype=float(DTYPES.index(dtype)))
+        return jax.device_get(train_step(model, hw, par, twl))
+
+    bf16, fp8 = run("bf16", 2.0), run("fp8", 1.0)
+    assert float(fp8.scaling) == 0.0
+    np.testing.assert_allclose(fp8.step_time_s, bf16.step_time_s, rtol=1e-6)
+    np.testing.assert_allclose(fp8.mfu, bf16.mfu, rtol=1e-6)
+    np.testing.assert_allclose(fp8.memory_bytes, bf16.memory_bytes, rtol=1e-6)
+    assert jnp.isfinite(fp8.step_time_s)
