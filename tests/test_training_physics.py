@@ -74,3 +74,19 @@ def test_fp8_on_a_chip_without_fp8_runs_bf16():
     np.testing.assert_allclose(fp8.mfu, bf16.mfu, rtol=1e-6)
     np.testing.assert_allclose(fp8.memory_bytes, bf16.memory_bytes, rtol=1e-6)
     assert jnp.isfinite(fp8.step_time_s)
+
+
+def test_power_cap_by_hand():
+    """An H100 (700 W TDP, 105 W static) held to 500 W keeps
+    (395/595)^(1/3) = 0.8724 of its clock (cube law of DVFS): on the tiny
+    model, whose GEMMs and attention are compute-bound and whose memory is
+    free, forward and backward take 1/0.8724 = 1.1463x as long; no cap or a
+    cap at or above the TDP changes nothing."""
+    hw = hardware_from_dict({**FAST, "tdp_w": 700})
+    assert float(hw.static_power) == 105.0
+    np.testing.assert_allclose(training.capped_clock(hw, 500.0), (395 / 595) ** (1 / 3), rtol=1e-6)
+    base, capped = _step(hw), _step(hw, power_cap_w=500.0)
+    np.testing.assert_allclose(capped.forward / base.forward, 1.146322, rtol=1e-4)
+    np.testing.assert_allclose(capped.backward / base.backward, 1.146322, rtol=1e-4)
+    assert float(capped.power_w) <= 500.0
+    np.testing.assert_allclose(_step(hw, power_cap_w=700.0).step_time_s, base.step_time_s, rtol=1e-7)

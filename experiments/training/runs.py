@@ -91,7 +91,8 @@ def model_for(row):
 
 def hardware_for(chip: str):
     """The Hardware of a row's chip (built-in specs; A100 40 GB and the
-    96 GB, 500 W Grand Teton H100 as variants of them), or None."""
+    96 GB Grand Teton H100 as variants of them; its 500 W limit is the
+    run's power cap, `power_cap`), or None."""
     if chip.startswith("A100-40GB"):
         hw = load_hardware("a100-80gb")  # A100 40GB datasheet: 40 GB HBM2, 1,555 GB/s
         return replace(hw, mem_size=hw.mem_size.at[0].set(40.0 * 2**30), mem_bw=hw.mem_bw.at[0].set(1.555e12))
@@ -99,12 +100,19 @@ def hardware_for(chip: str):
         return load_hardware("a100-80gb")
     if chip.startswith("H100 SXM 96GB"):
         hw = load_hardware("h100-sxm")
-        return replace(hw, mem_size=hw.mem_size.at[0].set(96.0 * 2**30), tdp=500.0)
+        return replace(hw, mem_size=hw.mem_size.at[0].set(96.0 * 2**30))
     if chip.startswith("H100"):
         return load_hardware("h100-sxm")
     if chip.startswith("B200"):
         return load_hardware("b200")
     return None
+
+
+def power_cap(chip: str) -> float:
+    """TrainWorkload.power_cap_w of a row's chip: Meta's Grand Teton H100s
+    run at 500 W (TorchTitan, Liang et al. 2024, arXiv 2410.06511, its
+    experimental setup), below the H100 SXM's 700 W TDP; 0 elsewhere."""
+    return 500.0 if chip.startswith("H100 SXM 96GB") else 0.0
 
 
 def recipe(dtype: str, chip: str):
@@ -236,7 +244,7 @@ def inputs(row):
                         seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
                         bytes_grad_comm=2.0 if pure else 4.0, dropout=dropout(row),
-                        attention_kernel_speed=attention_kernel(row))
+                        attention_kernel_speed=attention_kernel(row), power_cap_w=power_cap(row["chip"]))
     return model, hw, par, twl, train_options(row)
 
 

@@ -165,6 +165,11 @@ class TrainWorkload:
       Hopper's wgmma); the Triton FlashAttention on Ampere is 1.3-2.5x
       slower than FlashAttention-2 (Dao 2023, arXiv 2307.08691, Sec. 4.1:
       1/1.8, the geometric middle, `FA_TRITON_ON_AMPERE`).
+    power_cap_w: the board power limit the run sets below the chip's
+      `tdp` (nvidia-smi -pl; 0: none). The chip's peak FLOP/s are rated at
+      its TDP; capped, its clock drops to `capped_clock` of it and every
+      row's compute time grows by its inverse (memory and network times
+      do not: HBM and links keep their own clocks).
     """
 
     global_batch: jax.Array
@@ -185,6 +190,7 @@ class TrainWorkload:
     dropout: jax.Array = _f32(0.0)
     backward_efficiency: jax.Array = _f32(0.75)  # fitted on dev rows: experiments/training/fit_backward.py
     attention_kernel_speed: jax.Array = _f32(1.0)
+    power_cap_w: jax.Array = _f32(0.0)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -432,6 +438,18 @@ def _scaling_time(t: OpTable, hw: Hardware, twl: TrainWorkload, w):
     return jnp.where(narrow, safe_div(elems * per, hw.mem_bw[0] * hw.eff_memory), 0.0)
 
 
+def capped_clock(hw: Hardware, cap_w):
+    """Clock share of a chip held to `cap_w` W below its TDP (1 without a
+    cap): dynamic power P = C·V²·f with the voltage rising about linearly
+    with the clock over the DVFS range, so P - static ∝ f³ (the cube law of
+    DVFS: Kim, Gupta, Wei & Brooks, HPCA 2008, Sec. 2) and a chip that
+    draws its TDP at its rated clock keeps ((cap - static)/(TDP - static))^(1/3)
+    of it."""
+    on = (cap_w > 0) & (cap_w < hw.tdp) & (hw.tdp > hw.static_power)
+    share = safe_div(jnp.maximum(cap_w - hw.static_power, 0.0), hw.tdp - hw.static_power)
+    return jnp.where(on, jnp.maximum(share, 1e-6) ** (1.0 / 3.0), 1.0)
+
+
 def _loss_times(t: OpTable, hw: Hardware, w):
     """(forward, backward) seconds of the fp32 loss over one micro-batch's
     logits on the rank (the LM head row's tokens x its vocabulary share),
@@ -461,7 +479,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     w = rank_weights(t, par)
     loss_fwd, loss_bwd = _loss_times(t, hw, w)
     c0, _, m0, _, _ = row_components(t, hw, wl, opts, p, comm=jnp.zeros_like(t.f0))
-    fwd = combine(c0, m0, 0.0, p)  # [rows] s, one execution
+    clock = capped_clock(hw, twl.power_cap_w)
+    fwd = combine(c0 / clock, m0, 0.0, p)  # [rows] s, one execution
     attn = jnp.asarray(efficiency.attention_mask(t))
     lookup = jnp.asarray(_mask(t, ("embedding",)))
     bwd_factor = jnp.where(attn > 0, BACKWARD_ATTENTION, jnp.where(lookup > 0, BACKWARD_LOOKUP, BACKWARD_GEMM))
@@ -518,6 +537,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     e_step = m * e_fwd * safe_div(t_fwd + t_bwd + t_rec, t_fwd) + hw.static_power * step
     power = safe_div(e_step, step)
     power = jnp.where(hw.tdp > 0, jnp.minimum(power, hw.tdp), power)
+    power = jnp.where(twl.power_cap_w > 0, jnp.minimum(power, twl.power_cap_w), power)
     train_time = safe_div(twl.tokens, twl.global_batch * twl.seq) * step
     train_energy = train_time * power * chips
     cost = train_time * (money.capex_per_s(hw, chips) + money.energy_cost_per_s(hw, power * chips))
