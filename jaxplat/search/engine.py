@@ -169,7 +169,7 @@ class Engine(Merging):
         self.par_sign = tuple(1.0 if METRICS[p][1] == "min" else -1.0 for p in study.pareto)
         self.axis_sizes = tuple(len(a) for a in study.axes)
         self.axis_offsets = tuple(int(x) for x in np.cumsum((0,) + self.axis_sizes)[:-1])
-        self.top_k = study.top_k
+        self.top_k = study.top_k * study.n_groups  # the study's top_k of each group-by value
         self.n_pareto = study.pareto_points
         self.bins = study.histogram_bins
         local = jax.shard_map(self._local_step, mesh=self.mesh, in_specs=(P(), P()), out_specs=P("d"))

@@ -3,6 +3,8 @@ block's summary merged into it (counts, per-axis summaries, histogram, the
 running top-k and Pareto front), all on the device. `Engine` inherits them.
 """
 
+import math
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -20,7 +22,8 @@ AMONG_ALL = ("over_chips", "wrong_chips", "over_memory")
 
 class Merging:
     """Running summaries of a sweep step (device side). Needs the engine's
-    top_k, n_pareto, bins, axis_sizes and study."""
+    top_k (configurations kept in all: the study's top_k per group-by value),
+    n_pareto, bins, axis_sizes, study and st (its layout)."""
 
     def empty(self):
         """A summary of nothing, on the device."""
@@ -51,7 +54,7 @@ class Merging:
                    hist=run["hist"] + blk["hist"])
         score, a, b, o, i, ok = blk["cand"]
         best, a_min, b_min = variadic_reduce([("max", score), ("min", a), ("min", b)])
-        out["top"] = lax.cond(best > run["top"][0][-1], self._merge_top,
+        out["top"] = lax.cond(best > jnp.min(run["top"][0]), self._merge_top,
                               lambda top, *_: top, run["top"], score, o, i, ok)
         corner = dominated(run["front"], a_min, b_min)
         out["front"], out["front_overflow"] = lax.cond(
@@ -59,14 +62,32 @@ class Merging:
             run["front"], run["front_overflow"], a, b, o, i, ok)
         return out
 
+    def group_of(self, o):
+        """The group-by value (index) of outer flat indices `o` (numpy or
+        jax ints; 0 without group_by): the study's outer axes are row-major."""
+        g = self.study.group_by
+        if g < 0:
+            return o * 0
+        return (o // math.prod(len(a) for a in self.st.outer[g + 1:])) % len(self.st.outer[g])
+
     def _merge_top(self, top, score, o, i, ok):
-        """Running top-k + the block's own top-k -> top-k. lax.top_k keeps the
-        lower position on ties, and the running entries (earlier flat indices)
-        come first, so ties go to the lower index."""
-        _, pos = lax.top_k(score, min(self.top_k, score.shape[0]))
-        cat = [jnp.concatenate([x, y]) for x, y in zip(top, (score[pos], o[pos], i[pos], ok[pos]))]
-        _, pos = lax.top_k(cat[0], self.top_k)
-        return tuple(x[pos] for x in cat)
+        """Running top-k + the block's own top-k -> top-k, for each group-by
+        value (`top` holds ng runs of k = top_k / ng, group-major), so a
+        study's `group_by` keeps the best of every group, not the best
+        overall. lax.top_k keeps the lower position on ties, and the running
+        entries (earlier flat indices) come first, so ties go to the lower
+        index."""
+        ng = self.study.n_groups
+        k, grp = self.top_k // ng, self.group_of(o)
+
+        def one(g, run):
+            s = jnp.where(grp == g, score, -jnp.inf)
+            _, pos = lax.top_k(s, min(k, s.shape[0]))
+            cat = [jnp.concatenate([x, y]) for x, y in zip(run, (s[pos], o[pos], i[pos], ok[pos] & (s[pos] > -jnp.inf)))]
+            _, pos = lax.top_k(cat[0], k)
+            return tuple(x[pos] for x in cat)
+        out = jax.vmap(one)(jnp.arange(ng), tuple(x.reshape(ng, k) for x in top))
+        return tuple(x.reshape(-1) for x in out)
 
     def _merge_front(self, front, over, a, b, o, i, ok):
         """Running front + the block's points that may be on the merged front.

@@ -62,7 +62,12 @@ class Result:
         idx = o.astype(np.int64) * n_inner + i.astype(np.int64)
         score = np.concatenate([self.top["score"], score[okf]])
         idx = np.concatenate([self.top["index"], idx[okf]])
-        order = np.lexsort((idx, -score.astype(np.float64)))[: self.e.top_k]
+        order = np.lexsort((idx, -score.astype(np.float64)))
+        grp = self.e.group_of(idx[order] // n_inner)  # the best top_k of each group-by value
+        rank = np.zeros(len(order), np.int64)
+        for g in np.unique(grp):
+            rank[grp == g] = np.arange(int(np.sum(grp == g)))
+        order = order[rank < self.e.top_k // self.e.study.n_groups]
         self.top = dict(score=score[order], index=idx[order])
 
         a, b, o, i, okf = (x.reshape((-1,) + x.shape[2:]) for x in s["front"])
