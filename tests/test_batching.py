@@ -1,14 +1,17 @@
 """`search.vmap_last` and `search.grid_map` (the engine's own batching, kept for
 the speed `experiments/bench_sweep.py --compare-vmap` prints) equal `jax.vmap`
-on random inputs (batch axes moved last)."""
+on random inputs (batch axes moved last): on functions that touch every
+rule, on the functions the sweep engine maps, and with rules switched off
+(what a JAX release that changed a primitive would do: jax.vmap's numbers)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxplat as jp
+from jaxplat import search
 from jaxplat.model import replace
-from jaxplat.search import grid_map, vmap_last
+from jaxplat.search import grid_map, gridmap, study_from_dict, vmap_last
 
 
 def _mixed(shared, x):
@@ -82,3 +85,97 @@ def test_grid_rules_equal_vmap():
         assert g.shape[-2:] == (5, 3), k
         g = np.moveaxis(g.reshape(g.shape[:-2] + (15,)), -1, 0)
         np.testing.assert_allclose(g, want[k], rtol=1e-6, err_msg=k)
+
+
+def _grid_vs_vmap():
+    """(grid_map of `_two`, jax.vmap of it) over a 5 x 3 grid, both [15, ...] per key."""
+    a, b = jnp.linspace(-2.0, 3.0, 5), jnp.linspace(0.5, 1.5, 3)
+    aa, bb = (x.reshape(-1) for x in jnp.meshgrid(a, b, indexing="ij"))
+    want = jax.vmap(_two, in_axes=(None, 0, 0))(jnp.float32(0.5), aa, bb)
+    got = jax.jit(grid_map(_two, in_axes=(None, -1, -1), ndim=2))(jnp.float32(0.5), a[:, None], b[None, :])
+    return {k: np.moveaxis(np.asarray(v).reshape(v.shape[:-2] + (15,)), -1, 0) for k, v in got.items()}, want
+
+
+def test_every_rule_off_gives_vmaps_numbers(monkeypatch):
+    """No primitive with a rule (as if a JAX release had changed them all):
+    each equation on the grid goes to jax.vmap of that primitive alone, and
+    the numbers are jax.vmap's."""
+    monkeypatch.setattr(gridmap, "_RULE_PARAMS", {})
+    gridmap.FALLBACKS.clear()
+    got, want = _grid_vs_vmap()
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6, err_msg=k)
+    assert {"mul", "reduce_sum", "broadcast_in_dim", "concatenate", "gather", "cumsum"} <= set(gridmap.FALLBACKS)
+
+
+def test_a_parameter_the_rule_does_not_know_falls_back(monkeypatch):
+    """A parameter a rule does not know (what a newer JAX adding one to
+    reduce_sum or cumsum would look like: here the rules' own `axes`/`axis`
+    taken off their lists) sends those equations, and only those, to
+    jax.vmap: jax.vmap's numbers."""
+    monkeypatch.setitem(gridmap._RULE_PARAMS, "reduce_sum", frozenset({"out_sharding"}))
+    monkeypatch.setitem(gridmap._RULE_PARAMS, "cumsum", frozenset({"reverse"}))
+    gridmap.FALLBACKS.clear()
+    got, want = _grid_vs_vmap()
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6, err_msg=k)
+    assert gridmap.FALLBACKS["reduce_sum"] > 0 and gridmap.FALLBACKS["cumsum"] > 0
+    assert not {"mul", "broadcast_in_dim", "concatenate"} & set(gridmap.FALLBACKS)
+
+
+def _assert_points_equal(got, want, moved):
+    """The engine's point outputs (dict of arrays) from grid_map (points last, `moved` to the front) and jax.vmap."""
+    for k in want:
+        g = moved(np.asarray(got[k]))
+        if want[k].dtype == bool:
+            np.testing.assert_array_equal(g, want[k], err_msg=k)
+        else:
+            np.testing.assert_allclose(g, want[k], rtol=2e-6, err_msg=k)
+
+
+STUDY = dict(name="b", models=["llama-3.1-8b"], workloads=["chatbot", "qa"], hardware="h100-sxm",
+             axes=dict(tp=[1, 2, 4], batch={"pow2": [1, 8]}, hbm_bandwidth={"log": [1e12, 8e12], "count": 3},
+                       flops=[2e14, 1e15, 4e15, 8e15]),
+             constraints=dict(max_chips=4, ttft="workload", tpot=0.02),
+             objective={"maximize": "throughput_per_chip"}, pareto=["tpot", "throughput_per_chip"])
+
+
+def test_engine_point_over_its_hardware_grid_equals_vmap():
+    """The function the engine maps over a block's hardware grid (a
+    configuration's flags, score and Pareto keys, its operator tables built
+    apart or not), by grid_map over a 3 x 4 grid and by jax.vmap."""
+    eng = search.Engine(study_from_dict(STUDY))
+    ov = [jnp.float32(a.values[j]) for a, j in zip(eng.st.outer, (1, 2, 1))]  # qa, tp 4, batch 8
+    hbm, fl = (np.asarray(a.values, np.float32) for a in eng.st.inner)
+    grid = [jnp.asarray(hbm)[:, None], jnp.asarray(fl)[None, :]]
+    flat = [jnp.asarray(x.reshape(-1)) for x in np.meshgrid(hbm, fl, indexing="ij")]
+    for tables in (None, eng._tables_of(ov)):
+        def point(ov, iv, t):
+            return eng._point(ov, iv, tables=t)
+        got = jax.jit(grid_map(point, in_axes=(None, -1, None), ndim=2))(ov, grid, tables)
+        want = jax.jit(jax.vmap(point, in_axes=(None, 0, None)))(ov, flat, tables)
+        _assert_points_equal(got, want, lambda g: np.moveaxis(g.reshape(g.shape[:-2] + (12,)), -1, 0))
+        assert len(np.unique(np.asarray(want["score"]))) == 12  # every hardware point its own number
+
+
+def test_engine_point_over_parallel_and_workload_axes_equals_vmap():
+    """A study without hardware axes: its trailing parallel and workload
+    axes as a grid (engine.layout, grid_map) and its outer points with the
+    batch axis last (vmap_last, regrid=False), against jax.vmap."""
+    st = study_from_dict({**STUDY, "axes": {"tp": [1, 2, 4], "batch": {"pow2": [1, 8]}}})
+    eng = search.Engine(st)
+    assert [a.name for a in eng.st.inner] == ["tp", "batch"]
+    tp, batch = (np.asarray(a.values, np.float32) for a in eng.st.inner)
+    ov = [jnp.float32(1)]  # workload qa
+    got = jax.jit(grid_map(eng._point, in_axes=(None, -1), ndim=2))(
+        ov, [jnp.asarray(tp)[:, None], jnp.asarray(batch)[None, :]])
+    flat = [jnp.asarray(x.reshape(-1)) for x in np.meshgrid(tp, batch, indexing="ij")]
+    want = jax.jit(jax.vmap(eng._point, in_axes=(None, 0)))(ov, flat)
+    n = len(tp) * len(batch)
+    _assert_points_equal(got, want, lambda g: np.moveaxis(g.reshape(g.shape[:-2] + (n,)), -1, 0))
+
+    whole = search.Engine(st, regrid=False)
+    _, ovs = whole._outer_values(jnp.arange(whole.grid.n_outer, dtype=jnp.int32))
+    got = jax.jit(vmap_last(lambda v: whole._point(v, []), in_axes=(-1,)))(ovs)
+    want = jax.jit(jax.vmap(lambda v: whole._point(v, [])))(ovs)
+    _assert_points_equal(got, want, lambda g: np.moveaxis(g, -1, 0))

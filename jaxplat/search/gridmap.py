@@ -21,11 +21,16 @@ depend on, structural ones (broadcast, reduce, slice, concatenate, stack,
 cumulative, squeeze, split, reshape) pass the trailing axes through, gather
 and dynamic_slice with shared indices take them as full slices, nested jits
 are inlined, and any other primitive (scatter, sort, control flow...) falls
-back to `jax.vmap` of that one primitive over the flattened grid axes. It
-is a forward evaluator (no custom JVP rules are kept): for sweeps, not for
-gradients.
+back to `jax.vmap` of that one primitive over the flattened grid axes. So
+does a primitive with a rule here whose equation has a parameter the rule
+does not know (`_RULE_PARAMS`: what JAX 0.6-0.11 pass), so a newer JAX can
+make a sweep slower but not change its numbers; `FALLBACKS` counts them.
+It is a forward evaluator (no custom JVP rules are kept): for sweeps, not
+for gradients. tests/test_batching.py holds it to `jax.vmap` on the
+functions the engine maps (and with every rule switched off).
 """
 
+import collections
 import functools
 import math
 
@@ -44,6 +49,29 @@ _REDUCE = frozenset(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "r
 _PASS_THROUGH = frozenset(("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "squeeze", "split")) | _REDUCE
 _CALLS = frozenset(("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
                     "remat", "checkpoint"))
+# The parameters each rule reads or passes through unchanged, by the names
+# JAX 0.6-0.11 give them. An equation with any other parameter (one a newer
+# JAX added, whose meaning the rule cannot know) or with a sharding set (the
+# rules add axes it would not cover) goes to jax.vmap instead (`_fallback`):
+# a JAX release can make grid_map slower, never give other numbers.
+_SHARDINGS = ("sharding", "out_sharding")  # accepted when they split no axis (`_unsplit`)
+_RULE_PARAMS = {
+    **dict.fromkeys(_ELEMENTWISE, frozenset(("accuracy", "out_dtype", "new_dtype", "weak_type", "sharding",
+                                             "rounding_method", "y", "exponent_bits", "mantissa_bits"))),
+    **dict.fromkeys(_REDUCE, frozenset(("axes", "out_sharding", "index_dtype"))),
+    **dict.fromkeys(("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"), frozenset(("axis", "reverse"))),
+    "squeeze": frozenset(("dimensions",)), "split": frozenset(("sizes", "axis")),
+    "broadcast_in_dim": frozenset(("shape", "broadcast_dimensions", "sharding")),
+    "slice": frozenset(("start_indices", "limit_indices", "strides")),
+    "concatenate": frozenset(("dimension",)), "stack": frozenset(("axis",)),
+    "reshape": frozenset(("new_sizes", "dimensions", "sharding")),
+    "gather": frozenset(("dimension_numbers", "slice_sizes", "mode", "fill_value", "unique_indices",
+                         "indices_are_sorted")),
+    "dynamic_slice": frozenset(("slice_sizes",)), "optimization_barrier": frozenset(),
+}
+# Primitives sent to jax.vmap (`_fallback`) while tracing, by name: what a
+# sweep's program batches the slower way (experiments/bench_sweep.py prints it).
+FALLBACKS = collections.Counter()
 
 
 def grid_map(f, in_axes, ndim):
@@ -200,6 +228,8 @@ def _apply(eqn, ins, sizes):
         return [(o, mo) for o in out] if prim.multiple_results else [(out, mo)]
     if (sub := sub_jaxpr(eqn)) is not None:
         return _eval(*sub, ins, sizes)
+    if not _has_rule(name, params):
+        return _fallback(eqn, ins, mo, sizes)
     if name == "optimization_barrier":  # kept: it makes XLA compute its operands once
         return list(zip(prim.bind(*(x for x, _ in ins), **params), (m for _, m in ins)))
     trail = _trail(mo, sizes)
@@ -235,6 +265,22 @@ def _apply(eqn, ins, sizes):
         starts = [v for v, _ in ins[1:]] + [zero] * k
         return [(lax.dynamic_slice(x, starts, tuple(params["slice_sizes"]) + trail), m)]
     return _fallback(eqn, ins, mo, sizes)
+
+
+def _has_rule(name, params) -> bool:
+    """A rule of this module covers the primitive `name` with these parameters (`_RULE_PARAMS`)."""
+    known = _RULE_PARAMS.get(name)
+    return known is not None and known.issuperset(params) and all(_unsplit(params.get(k)) for k in _SHARDINGS)
+
+
+def _unsplit(sharding) -> bool:
+    """None, or a sharding that splits, reduces or leaves unreduced no axis
+    (inside shard_map: NamedSharding(..., P(None, ...)))."""
+    if sharding is None:
+        return True
+    spec = getattr(sharding, "spec", None)
+    return spec is not None and all(p is None for p in spec) \
+        and not getattr(spec, "unreduced", None) and not getattr(spec, "reduced", None)
 
 
 def sub_jaxpr(eqn):
@@ -292,6 +338,7 @@ def _fallback(eqn, ins, mo, sizes):
     """Any other primitive: jax.vmap of it alone over the grid axes in `mo`,
     flattened into one last axis and unflattened after."""
     prim, params = eqn.primitive, eqn.params
+    FALLBACKS[prim.name] += 1
     trail = _trail(mo, sizes)
     n = math.prod(trail)
     ops = []
@@ -307,4 +354,5 @@ def _fallback(eqn, ins, mo, sizes):
     return [(o.reshape(o.shape[:-1] + trail), mo) for o in out]
 
 
-__all__ = ["block_grid", "digits", "grid_map", "split_grid", "sub_jaxpr", "vary_over", "varying_axes", "vmap_last"]
+__all__ = ["FALLBACKS", "block_grid", "digits", "grid_map", "split_grid", "sub_jaxpr", "vary_over", "varying_axes",
+           "vmap_last"]
