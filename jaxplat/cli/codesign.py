@@ -15,6 +15,7 @@ from jaxplat.design import codesign_train as ct
 from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.design import spaces
 from jaxplat.model import EFFICIENCY_PARAMS, select_engine
+from jaxplat.model.hardware_layout import flat_layout, grouped_layout
 from jaxplat.model.pytree import get
 from jaxplat.report import json_text, table
 from jaxplat.specs import SpecError, read_yaml, resolve, spec_label, units
@@ -63,37 +64,37 @@ def register(sub):
 
 
 def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
-    """Hardware spec dict (our YAML schema) of the chip `hw` built from x."""
-    base_d = read_yaml(resolve("hardware", base_name))
+    """Hardware spec dict (our YAML schema, grouped: model.hardware_layout) of the chip `hw` built from x."""
+    base_d = flat_layout(read_yaml(resolve("hardware", base_name)))
     pj = lambda e: float(e) * 1e12 / 8.0  # noqa: E731  J/byte -> pJ/bit
-    memory = [{"name": "sram", "size": float(hw.sram_size), "bandwidth": float(hw.sram_bw),
-               "pj_per_bit": pj(hw.energy_sram)},
-              {"name": "hbm", "size": float(hw.mem_size[0]), "bandwidth": float(hw.mem_bw[0]),
-               "pj_per_bit": pj(hw.energy_mem[0])}]
+    memory = [{"name": "sram", "size": float(hw.memory.sram_size), "bandwidth": float(hw.memory.sram_bandwidth),
+               "pj_per_bit": pj(hw.power.energy_sram)},
+              {"name": "hbm", "size": float(hw.memory.size[0]), "bandwidth": float(hw.memory.bandwidth[0]),
+               "pj_per_bit": pj(hw.power.energy_mem[0])}]
     for i, lv in enumerate(base_d["memory"][2:], start=1):  # host / CXL levels of the base, as they are
-        memory.append({**lv, "pj_per_bit": pj(hw.energy_mem[i])})
-    network = [{**lv, "pj_per_bit": pj(hw.energy_net[i])} for i, lv in enumerate(base_d["network"])]
-    network[0]["bandwidth"] = float(hw.net_bw[0])
+        memory.append({**lv, "pj_per_bit": pj(hw.power.energy_mem[i])})
+    network = [{**lv, "pj_per_bit": pj(hw.power.energy_net[i])} for i, lv in enumerate(base_d["network"])]
+    network[0]["bandwidth"] = float(hw.network.bandwidth[0])
     area, _, _ = cd.design_numbers(x, prob)
     stacks = float(spaces.chip_vector(np.asarray(x), prob.space, prob.base)[2])
     spec = {
         "name": name,
         "description": f"co-designed chip: {float(area):.0f} mm², {stacks:g} HBM stacks (jaxplat codesign)",
-        "flops": {dt: float(hw.flops[i]) for i, dt in enumerate(units.DTYPES)},
+        "flops": {dt: float(hw.chip.flops[i]) for i, dt in enumerate(units.DTYPES)},
         "memory": memory, "network": network,
         "efficiency": {k: float(get(hw, path)) for k, (path, *_) in EFFICIENCY_PARAMS.items()},
         **({"compute": base_d["compute"]} if "compute" in base_d else {}),
-        "tdp_w": float(hw.tdp), "price_usd": float(hw.price),
-        "energy": {"pj_per_flop": {dt: float(hw.energy_flop[i]) * 1e12 for i, dt in enumerate(units.DTYPES)},
-                   "static_w": float(hw.static_power)},
-        "tco": {"lifetime_years": float(hw.lifetime) / SECONDS_PER_YEAR,
-                "usd_per_kwh": float(hw.energy_price) * J_PER_KWH, "pue": float(hw.pue)},
+        "tdp_w": float(hw.power.tdp), "price_usd": float(hw.cost.price),
+        "energy": {"pj_per_flop": {dt: float(hw.power.energy_flop[i]) * 1e12 for i, dt in enumerate(units.DTYPES)},
+                   "static_w": float(hw.power.static_power)},
+        "tco": {"lifetime_years": float(hw.cost.lifetime) / SECONDS_PER_YEAR,
+                "usd_per_kwh": float(hw.cost.energy_price) * J_PER_KWH, "pue": float(hw.cost.pue)},
     }
     if prob.space == "array":  # the base's compute block with the design's array; the peak follows from it
-        spec["compute"] = {**base_d["compute"], "array": [float(hw.array_rows), float(hw.array_cols)],
-                           "cores": float(hw.cores)}
+        spec["compute"] = {**base_d["compute"], "array": [float(hw.chip.array_rows), float(hw.chip.array_cols)],
+                           "cores": float(hw.chip.cores)}
         del spec["flops"]
-    return spec
+    return grouped_layout(spec)
 
 
 def plot_trajectory(traj: dict, path: Path, best_start: int, params=cd.PARAMS):
@@ -213,7 +214,8 @@ def run(args) -> int:
         "optimizer_s": t_opt, "grid_s": t_grid if grid else None,
         "chip": {"flops_bf16": float(v[0]), "sram_bytes": float(v[1]), "hbm_stacks": float(v[2]),
                  "link_bytes_s": float(v[3]), "area_mm2": area, "tdp_w": tdp, "price_usd": price,
-                 "hbm_bytes": float(hw.mem_size[0]), "hbm_bytes_s": float(hw.mem_bw[0]), **_array_keys(x, prob)},
+                 "hbm_bytes": float(hw.memory.size[0]), "hbm_bytes_s": float(hw.memory.bandwidth[0]),
+                 **_array_keys(x, prob)},
         "limits": {"reticle_mm2": float(prob.tech.reticle), "power_limit_w": float(prob.tech.power_limit)},
         "bounds": {p: [float(prob.lo[i]), float(prob.hi[i])] for i, p in enumerate(prob.params)},
         "slo": ({"max_train_s": float(prob.deadline)} if train else
@@ -242,14 +244,14 @@ def run(args) -> int:
 
     print(f"{name}: {cfg['model']} / {spec_label(cfg['workload'])} on {cfg['technology']} "
           f"({prob.objective}, {len(prob.valid[prob.valid])} of {cfg['candidates']} candidates valid)\n")
-    shape = f"{float(hw.cores):g} cores x {float(hw.array_rows):g} x {float(hw.array_cols):g} PEs"
-    array = ([["systolic arrays", f"{shape} ({hw.dataflow}, {float(hw.clock_hz) / 1e9:.3g} GHz)"],
+    shape = f"{float(hw.chip.cores):g} cores x {float(hw.chip.array_rows):g} x {float(hw.chip.array_cols):g} PEs"
+    array = ([["systolic arrays", f"{shape} ({hw.chip.dataflow}, {float(hw.chip.clock_hz) / 1e9:.3g} GHz)"],
               ["SRAM per core", units.fmt_bytes(float(x[3]))]] if prob.space == "array" else [])
     print(table(["chip", "value"], array + [
         ["dense bf16 FLOP/s", f"{v[0] / units.TFLOPS:.4g} TFLOP/s"],
         ["SRAM", units.fmt_bytes(float(v[1]))],
-        ["HBM", f"{v[2]:g} stacks: {units.fmt_bytes(float(hw.mem_size[0]))}, "
-                f"{float(hw.mem_bw[0]) / units.TB:.3g} TB/s"],
+        ["HBM", f"{v[2]:g} stacks: {units.fmt_bytes(float(hw.memory.size[0]))}, "
+                f"{float(hw.memory.bandwidth[0]) / units.TB:.3g} TB/s"],
         ["scale-up link", f"{v[3] / units.GB:.4g} GB/s per direction"],
         ["die area", f"{area:.0f} mm² (reticle {float(prob.tech.reticle):.0f})"],
         ["TDP", f"{tdp:.0f} W (limit {float(prob.tech.power_limit):.0f})"],

@@ -39,6 +39,7 @@ import numpy as np
 import optax
 
 from jaxplat.cost import DEFAULT_SHARPNESS, evaluate, money
+from jaxplat.design import codesign_train as ct
 from jaxplat.design import spaces
 from jaxplat.design.sensitivity import (  # noqa: F401 (re-exported: codesign.elasticities etc.)
     ELASTIC_METRICS,
@@ -99,8 +100,13 @@ class Problem:
       lo, hi: box of x in SI units (the space's order, spaces.SPACES);
         lo == hi fixes a number.
       cand: dict of [C] float32 arrays for CANDIDATE_KEYS; valid: [C] bool.
-      objective: one of OBJECTIVES. budget: max deployment capex in USD (inf: none).
+      objective: one of OBJECTIVES (or ct.TRAIN_OBJECTIVES when task is
+        "train"). budget: max deployment capex in USD (inf: none).
+      deadline: training only, max seconds to train the tokens (inf: none).
       profile: cost-model profile ('default' or 'genz').
+      task: "infer" (workload: a serving `Workload`, cand: CANDIDATE_KEYS)
+        or "train" (workload: a `TrainWorkload`, cand: ct.TRAIN_CANDIDATE_KEYS,
+        costed by cost.training.train_step with pipeline `schedule`).
       space: the design variables, "chip" (PARAMS) or "array" (systolic
         array rows, cols, cores, SRAM per core, stacks, link; jaxplat.design.spaces).
     """
@@ -114,9 +120,12 @@ class Problem:
     cand: dict
     valid: jax.Array
     budget: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(jnp.inf))
+    deadline: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(jnp.inf))
     objective: str = static("cost_per_mtok")
     profile: str = static("default")
     space: str = static("chip")
+    task: str = static("infer")
+    schedule: str = static("1f1b")
 
     @property
     def params(self) -> tuple:
@@ -170,7 +179,10 @@ def design_numbers(x, prob: Problem):
 
 
 def _candidate(prob: Problem, i=None):
-    """(Parallel, Workload) of candidate i, or of all candidates ([C] leaves)."""
+    """(Parallel, Workload) of candidate i, or of all candidates ([C] leaves);
+    a `TrainWorkload` in a training problem."""
+    if prob.task == "train":
+        return ct.candidate(prob.cand, prob.workload, i)
     pick = (lambda v: v) if i is None else (lambda v: v[i])
     c = {k: pick(jnp.asarray(v)) for k, v in prob.cand.items()}
     par = Parallel(tp=c["tp"], pp=c["pp"], ep=c["ep"], dp=c["dp"])
@@ -190,9 +202,20 @@ def served_evaluate(model, hw, par, wl, options, sharpness=DEFAULT_SHARPNESS):
     return engine_memory(model, hw, par, wl, m, options, sharpness=sharpness)
 
 
+def candidate_metrics(prob: Problem, hw: Hardware, par, wl, options: Options, sharpness=DEFAULT_SHARPNESS):
+    """(metrics, memory fill) of one candidate on the chip `hw`: a serving
+    deployment (`served_evaluate`: Metrics) or, in a training problem, a
+    training step (`ct.metrics`: TrainMetrics)."""
+    if prob.task == "train":
+        return ct.metrics(prob.model, hw, par, wl, options, prob.schedule, sharpness)
+    return served_evaluate(prob.model, hw, par, wl, options, sharpness)
+
+
 def objective_value(m, hw: Hardware, objective: str):
     """The number to minimize, in its unit: USD per Mtok, USD per (token/s)
-    of capex, or J per token."""
+    of capex, J per token; USD or days to train (ct.TRAIN_OBJECTIVES)."""
+    if objective in ct.TRAIN_OBJECTIVES:
+        return ct.objective_value(m, objective)
     if objective == "cost_per_mtok":
         return m.cost_per_mtok_usd
     if objective == "usd_per_tok_s":
@@ -217,10 +240,13 @@ def candidate_losses(z, prob: Problem, k, p, w):
     x = jnp.exp(z)
     hw = design_hardware(x, prob)
     par, wl = _candidate(prob)
-    m, fill = jax.vmap(lambda pa, w: served_evaluate(prob.model, hw, pa, w, prob.smooth, p))(par, wl)
-    pen = (_hinge(_log(m.ttft / wl.ttft_slo), k) + _hinge(_log(m.tpot / wl.tpot_slo), k)
-           + _hinge(_log(fill), k))
-    pen = pen + _hinge(_log(m.chips * hw.price / jnp.minimum(prob.budget, 1e30)), k)  # inf: no budget
+    m, fill = jax.vmap(lambda pa, w: candidate_metrics(prob, hw, pa, w, prob.smooth, p))(par, wl)
+    if prob.task == "train":
+        pen = ct.penalty(m, fill, hw, prob.budget, prob.deadline, k, _hinge, _log)
+    else:
+        pen = (_hinge(_log(m.ttft / wl.ttft_slo), k) + _hinge(_log(m.tpot / wl.tpot_slo), k)
+               + _hinge(_log(fill), k))
+        pen = pen + _hinge(_log(m.chips * hw.price / jnp.minimum(prob.budget, 1e30)), k)  # inf: no budget
     ok = jnp.asarray(prob.valid)
     loss = jnp.where(ok, _log(objective_value(m, hw, prob.objective)) + w * pen, INVALID_LOSS)
     area, tdp, _ = design_numbers(x, prob)
@@ -313,7 +339,10 @@ def chip_objectives(hw: Hardware, chip_ok, prob: Problem):
     `hw` on every candidate: SLOs, memory as an engine holds it, budget,
     and `chip_ok` (its own limits: area, TDP)."""
     par, wl = _candidate(prob)
-    m, _ = jax.vmap(lambda pa, w: served_evaluate(prob.model, hw, pa, w, prob.exact))(par, wl)
+    m, _ = jax.vmap(lambda pa, w: candidate_metrics(prob, hw, pa, w, prob.exact))(par, wl)
+    if prob.task == "train":
+        feas = jnp.asarray(prob.valid) & chip_ok & ct.meets(m, hw, prob.budget, prob.deadline)
+        return jnp.where(feas, objective_value(m, hw, prob.objective), jnp.inf), feas
     feas = (jnp.asarray(prob.valid) & m.feasible & (m.ttft <= wl.ttft_slo) & (m.tpot <= wl.tpot_slo) & chip_ok
             & (m.chips * hw.price <= prob.budget))
     return jnp.where(feas, objective_value(m, hw, prob.objective), jnp.inf), feas
@@ -343,12 +372,15 @@ def base_comparison(prob: Problem) -> dict:
 _exact_jit = jax.jit(exact_table)
 
 
-def round_starts(z, prob: Problem, inflate=(1.0, 1.005, 1.02, 1.05)):
+def round_starts(z, prob: Problem, inflate=(0.98, 0.99, 0.995, 1.0, 1.005, 1.02, 1.05)):
     """Rounded variants of each start: integer variables (HBM stacks; array
     rows, cols and cores) floored and ceiled, the array's also at the powers
     of two around them (`_integer_choices`), in every combination x slightly
     larger FLOP/s and link bandwidth (the smooth optimum sits on a constraint
-    boundary, which exact mode may place a hair further). [N, P] in SI units."""
+    boundary, which exact mode may place a hair further) and slightly smaller
+    (a ceiled stack count adds die area: at a smooth optimum on the reticle,
+    the FLOP/s and link give it back; Llama-3.1-405B training's optimum at
+    2.48 stacks is 3 stacks at 1% fewer FLOP/s). [N, P] in SI units."""
     x = np.exp(np.asarray(z, np.float64))
     ints = [i for i, p in enumerate(prob.params) if p in spaces.INTEGER]
     grow = [i for i, p in enumerate(prob.params) if p in spaces.INFLATE]
@@ -517,6 +549,6 @@ def candidate_validity(model: Model, base: Hardware, workload: Workload, cand: d
 __all__ = ["PARAMS", "OBJECTIVES", "Schedule", "Problem", "Result", "chip_numbers", "chip_hardware",
            "design_hardware", "design_numbers",
            "candidate_losses", "loss_fn", "optimize_fn", "optimize", "exact_table", "exact_objectives",
-           "chip_objectives", "base_comparison", "price_basis", "served_evaluate",
+           "chip_objectives", "base_comparison", "price_basis", "served_evaluate", "candidate_metrics",
            "round_starts", "best_exact", "codesign",
            "grid_axes", "grid_search", "hardware_numbers", "elasticities", "candidate_validity"]

@@ -9,6 +9,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from jaxplat.design import codesign_train as ct
 from jaxplat.design import spaces
 from jaxplat.design.codesign import (
     CANDIDATE_KEYS,
@@ -19,9 +20,11 @@ from jaxplat.design.codesign import (
 )
 from jaxplat.model import PROFILES, load_technology
 
-_STUDY_KEYS = ("name", "description", "model", "workload", "technology", "hbm", "base", "objective", "budget_usd",
-               "profile", "software",
-               "params", "candidates", "optimizer", "grid")
+_STUDY_KEYS = ("name", "description", "task", "model", "workload", "train", "technology", "hbm", "base", "objective",
+               "budget_usd", "profile", "software", "params", "candidates", "optimizer", "grid")
+# A training co-design's `train:` block: the run (tokens per sequence, sequences per step, GEMM recipe, tokens
+# to train on, pipeline schedule) and its deadline in days (none when absent).
+_TRAIN_KEYS = ("seq", "global_batch", "dtype", "tokens", "schedule", "max_days")
 
 
 def _pow2(n: int) -> int:
@@ -40,7 +43,13 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
 
     if "axes" in d and "params" not in d:  # a sweep study (jaxplat.search), not a codesign one
         raise SpecError(f"{src}: this is a sweep study; run it with `jaxplat sweep {src}`")
-    check_keys(src, "", d, _STUDY_KEYS, required=("model", "workload", "params", "candidates"))
+    task = d.get("task", "train" if d.get("objective") in ct.TRAIN_OBJECTIVES else "infer")
+    if task not in ("infer", "train"):
+        raise SpecError(f"{src}: task must be infer or train, got {task!r}")
+    check_keys(src, "", d, _STUDY_KEYS,
+               required=("model", "workload" if task == "infer" else "train", "params", "candidates"))
+    if task == "train" and "workload" in d:
+        raise SpecError(f"{src}: workload is an inference key; a training co-design describes its run under train:")
     opt, grid = d.get("optimizer", {}) or {}, d.get("grid", {}) or {}
     for key, v in (("optimizer", opt), ("grid", grid)):
         if not isinstance(v, dict):
@@ -57,9 +66,10 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
     settings["software"] = chip_software_stack(d.get("base", "h100-sxm"), software, calibration)
     if float(base.sram_size) <= 0 or float(base.mem_size[0]) <= 0:
         raise SpecError(f"{src}: base chip must list an sram level, then its HBM (e.g. h100-sxm)")
-    objective = d.get("objective", "cost_per_mtok")
-    if objective not in OBJECTIVES:
-        raise SpecError(f"{src}: objective {objective!r} unknown; allowed: {', '.join(OBJECTIVES)}")
+    objective = d.get("objective", "cost_per_mtok" if task == "infer" else "train_cost_usd")
+    allowed = OBJECTIVES if task == "infer" else ct.TRAIN_OBJECTIVES
+    if objective not in allowed:
+        raise SpecError(f"{src}: objective {objective!r} unknown for task {task}; allowed: {', '.join(allowed)}")
     params = d["params"]
     every = sorted(set(spaces.SPACES["chip"]) | set(spaces.SPACES["array"]))
     if not isinstance(params, dict):
@@ -91,36 +101,98 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
     top = hi[names.index("hbm_stacks")]
     if top > float(tech.max_stacks):
         raise SpecError(f"{src}: params.hbm_stacks max {top:g} exceeds the technology's {float(tech.max_stacks):g}")
-    cd = d["candidates"]
-    if not isinstance(cd, dict):
-        raise SpecError(f"{src}: candidates must map {', '.join(CANDIDATE_KEYS)} to lists")
-    check_keys(src, "candidates.", cd, CANDIDATE_KEYS)
-    lists = []
-    for k in CANDIDATE_KEYS:
-        v = cd.get(k, [1])
-        v = v if isinstance(v, list) else [v]
-        lists.append([number(src, f"candidates.{k}", e) for e in v])
-    combos = np.array(np.meshgrid(*lists, indexing="ij")).reshape(len(CANDIDATE_KEYS), -1)
-    n = combos.shape[1]
-    pad = _pow2(n)  # bucketed size: studies with similar candidate counts share one compile
-    combos = np.concatenate([combos, np.repeat(combos[:, :1], pad - n, axis=1)], axis=1).astype(np.float32)
-    cand = {k: combos[i] for i, k in enumerate(CANDIDATE_KEYS)}
-    model, workload = load_model(d["model"]), load_workload(d["workload"])
+    keys = CANDIDATE_KEYS if task == "infer" else ct.TRAIN_CANDIDATE_KEYS
+    cand, n = _candidates(src, d["candidates"], keys, task)
+    pad = len(cand[keys[0]])
+    model = load_model(d["model"])
     profile = d.get("profile", "default")
     if profile not in PROFILES:
         raise SpecError(f"{src}: profile {profile!r} unknown; allowed: {', '.join(PROFILES)}")
-    valid = candidate_validity(model, base, workload, cand, profile) & (np.arange(pad) < n)
-    if not valid.any():
-        raise SpecError(f"{src}: no candidate divides the model (check tp against the heads, ep against the experts)")
+    if task == "train":
+        workload, schedule, deadline = _train_run(src, d["train"])
+        dtype = d["train"].get("dtype", "bf16")
+        valid = ct.validity(model, workload, cand) & (np.arange(pad) < n)
+        if not valid.any():
+            raise SpecError(f"{src}: no candidate is a valid way to train (chips divisible by tp·pp·cp, tp dividing "
+                            "the heads, global_batch by micro_batch·dp, pp·vp <= layers, 2·cp dividing seq)")
+    else:
+        workload, schedule, deadline, dtype = load_workload(d["workload"]), "1f1b", math.inf, None
+        valid = candidate_validity(model, base, workload, cand, profile) & (np.arange(pad) < n)
+        if not valid.any():
+            raise SpecError(f"{src}: no candidate divides the model (check tp against the heads, "
+                            "ep against the experts)")
     budget = number(src, "budget_usd", d["budget_usd"]) if "budget_usd" in d else math.inf
     prob = Problem(model=model, workload=workload, base=base, tech=tech,
                    lo=np.array(lo, np.float32), hi=np.array(hi, np.float32), cand=cand, valid=valid,
-                   objective=objective, budget=jnp.float32(budget), profile=profile, space=space)
+                   objective=objective, budget=jnp.float32(budget), deadline=jnp.float32(deadline),
+                   profile=profile, space=space, task=task, schedule=schedule)
     check_keys(src, "grid.", grid, tuple(p for p in names if p != "hbm_stacks"))
+    label = d["workload"] if task == "infer" else f"train {float(workload.tokens):.4g} tokens"
     run = dict(**settings, name=d.get("name", str(src)), model=d["model"],
-               workload=d["workload"], technology=d.get("technology", "n5"), hbm=d.get("hbm"),
-               base=d.get("base", "h100-sxm"), candidates=n)
+               workload=label, technology=d.get("technology", "n5"), hbm=d.get("hbm"),
+               base=d.get("base", "h100-sxm"), candidates=n, dtype=dtype)
     return prob, run
+
+
+def _candidates(src, cd, keys, task) -> tuple[dict, int]:
+    """({key: [pad] float32} of the Cartesian product of the candidate lists,
+    padded to a power of two with copies of the first; n real ones)."""
+    from jaxplat.cost.training import RECOMPUTE
+    from jaxplat.specs import SpecError, check_keys, number
+
+    if not isinstance(cd, dict):
+        raise SpecError(f"{src}: candidates must map {', '.join(keys)} to lists")
+    check_keys(src, "candidates.", cd, keys, required=("chips",) if task == "train" else ())
+    lists = []
+    for k in keys:
+        v = cd.get(k, ["none"] if k == "recompute" else [1] if k != "zero" else [0])
+        v = v if isinstance(v, list) and v else [v]
+        if k == "recompute":
+            bad = [e for e in v if e not in RECOMPUTE]
+            if bad:
+                raise SpecError(f"{src}: candidates.recompute has {bad[0]!r}; allowed: {', '.join(RECOMPUTE)}")
+            lists.append([float(RECOMPUTE.index(e)) for e in v])
+        elif k == "zero":
+            vals = [number(src, "candidates.zero", e, allow_zero=True) for e in v]
+            if any(x not in (0, 1, 2, 3) for x in vals):
+                raise SpecError(f"{src}: candidates.zero must list ZeRO stages among 0, 1, 2, 3, got {v!r}")
+            lists.append(vals)
+        else:
+            vals = [number(src, f"candidates.{k}", e) for e in v]
+            if task == "train" and any(x != round(x) for x in vals):
+                raise SpecError(f"{src}: candidates.{k} must list whole numbers >= 1, got {v!r}")
+            lists.append(vals)
+    combos = np.array(np.meshgrid(*lists, indexing="ij")).reshape(len(keys), -1)
+    n = combos.shape[1]
+    pad = _pow2(n)  # bucketed size: studies with similar candidate counts share one compile
+    combos = np.concatenate([combos, np.repeat(combos[:, :1], pad - n, axis=1)], axis=1).astype(np.float32)
+    return {k: combos[i] for i, k in enumerate(keys)}, n
+
+
+def _train_run(src, t) -> tuple:
+    """(TrainWorkload, schedule, deadline in s) of a training co-design's
+    `train:` block (_TRAIN_KEYS); dtype as `jaxplat train --dtype` means it
+    (search.train_study.RECIPES: fp8 is the chip generation's recipe)."""
+    from jaxplat.cost.training import SCHEDULES, TrainWorkload
+    from jaxplat.search.train_study import RECIPES
+    from jaxplat.specs import SpecError, check_keys, integer, number, units
+
+    check_keys(src, "train.", t, _TRAIN_KEYS, required=("seq", "global_batch", "tokens"))
+    dtype = t.get("dtype", "bf16")
+    if dtype not in RECIPES:
+        raise SpecError(f"{src}: train.dtype {dtype!r} unknown; allowed: {', '.join(RECIPES)}")
+    schedule = t.get("schedule", "1f1b")
+    if schedule not in SCHEDULES:
+        raise SpecError(f"{src}: train.schedule {schedule!r} unknown; allowed: {', '.join(SCHEDULES)}")
+    days = number(src, "train.max_days", t["max_days"]) if "max_days" in t else math.inf
+    if days == 0:
+        raise SpecError(f"{src}: train.max_days must be positive, got 0")
+    bytes_act, name, block = RECIPES[dtype]
+    twl = TrainWorkload(global_batch=float(integer(src, "train.global_batch", t["global_batch"])),
+                        micro_batch=1.0, seq=float(integer(src, "train.seq", t["seq"])),
+                        tokens=number(src, "train.tokens", t["tokens"]), bytes_act=bytes_act,
+                        compute_dtype=float(units.DTYPES.index(name)), scale_block=block)
+    return twl, schedule, days * ct.SECONDS_PER_DAY
 
 
 __all__ = ["problem_from_dict"]

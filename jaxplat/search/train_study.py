@@ -122,7 +122,7 @@ def measure(model, hw, par, twl, chips_eq, st):
     configuration: the engine's per-configuration function of a training
     study (engine.Engine._point). `chips_eq`: the chips axis' value."""
     par = replace(par, dp=chips_eq / (par.tp * par.pp * par.cp))
-    m = train_step(model, hw, par, _chip_recipe(twl, hw), st.train_options)
+    m = train_step(model, hw, par, chip_recipe(twl, hw), st.train_options)
     no = jnp.bool_(False)
     ok = m.feasible
     for c in checks(model, par, twl).values():
@@ -132,7 +132,7 @@ def measure(model, hw, par, twl, chips_eq, st):
     return m, ok, fails
 
 
-def _chip_recipe(twl, hw):
+def chip_recipe(twl, hw):
     """The FP8 recipe of the chip's generation (scale_block -1: MXFP8 blocks
     of 32 where the chip has an FP4 peak above its FP8 one, else per-tensor)."""
     fp4, fp8 = hw.flops[units.DTYPES.index("fp4")], hw.flops[units.DTYPES.index("fp8")]
