@@ -7,9 +7,11 @@ operator table) and dense FLOP/s x HBM bandwidth x link bandwidth x SRAM size
 rate is steady after the first step). Printed:
 
 * compile time of the engine (`Engine.compile`: tracing, the XLA compiles
-  of the step and of the hoisted outer part, and the outer part's run over
-  every outer point), seconds, cold and again with the persistent
+  of the step and of the operator tables' program, and that program's run
+  over every outer point), seconds, cold and again with the persistent
   compilation cache warm (a rerun/resume);
+* the equations grid_map sent to jax.vmap (search.gridmap.FALLBACKS: a
+  primitive or a parameter it has no rule for);
 * XLA's temp-buffer size for one step (compiled.memory_analysis()), and
   the step's kernels (fusions in the optimized HLO: on XLA:CPU each is
   compiled on its own, so their count drives the compile time);
@@ -52,7 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat import search
-from jaxplat.search import load_study, study_from_dict, vmap_last
+from jaxplat.search import gridmap, load_study, study_from_dict, vmap_last
 
 STUDY = dict(
     name="bench-1e9", models=["llama-3.1-70b"], workloads=["chatbot"], hardware="h200-sxm",
@@ -151,7 +153,9 @@ def main():
     mem = engine._compiled.memory_analysis()
     temp = getattr(mem, "temp_size_in_bytes", float("nan")) if mem is not None else float("nan")
     print(f"compile: {compile_s:.2f} s (trace, XLA compile of the step, of the top-k values' program and of "
-          f"the hoisted outer part, outer tables; cold cache; {compile_cpu:.1f} s of CPU time in this process)")
+          f"the operator tables' program and its run; cold cache; {compile_cpu:.1f} s of CPU time in this process)")
+    print(f"grid_map equations batched by jax.vmap instead of a rule (gridmap.FALLBACKS): "
+          f"{dict(gridmap.FALLBACKS) or 'none'}")
     # The same study again (a rerun or a resume), as `jaxplat sweep` does: the
     # persistent compilation cache (a fresh directory here) skips XLA.
     t = time.perf_counter()
