@@ -54,7 +54,8 @@ def existing_best(prob, chip, pp_extra=(16, 32, 64, 128)):
     par, wl = cd._candidate(p)
     m = jax.vmap(lambda pa, w: jp.evaluate(p.model, hw, pa, w, p.exact))(par, wl)
     ok = (np.asarray(m.feasible) & valid & (np.asarray(m.ttft) <= float(wl.ttft_slo[0]))
-          & (np.asarray(m.tpot) <= float(wl.tpot_slo[0])) & (np.asarray(m.chips) * float(hw.price) <= float(p.budget)))
+          & (np.asarray(m.tpot) <= float(wl.tpot_slo[0]))
+          & (np.asarray(m.chips) * float(hw.cost.price) <= float(p.budget)))
     obj = np.where(ok, np.asarray(m.cost_per_mtok_usd), np.inf)
     i = int(np.argmin(obj))
     return float(obj[i]), {k: float(v[i]) for k, v in cand.items()}

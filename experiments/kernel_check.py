@@ -51,7 +51,7 @@ MESSAGE = 4 * 2**30  # bytes per chip of a "large message" all-reduce (nccl-test
 def h800():
     """H800 SXM5: H100's compute and HBM, NVLink 400 GB/s both ways (200 per direction)."""
     hw = load_hardware("h100-sxm")
-    return replace(hw, net_bw=hw.net_bw.at[0].set(200e9))
+    return replace(hw, net_bw=hw.network.bandwidth.at[0].set(200e9))
 
 
 def _one_row(hw, dtype, kind, flops, a, w, o, mkn):
@@ -93,7 +93,8 @@ def busbw(hw, kind, n, nbytes=MESSAGE):
 
 def alltoall(hw, n, nbytes):
     """Seconds of one all-to-all of `nbytes` sent per rank (+ the stack's fixed cost per call)."""
-    return float(collective_time("alltoall", hw, jnp.float32(n), jnp.float32(nbytes))) + float(hw.collective_latency)
+    return (float(collective_time("alltoall", hw, jnp.float32(n), jnp.float32(nbytes)))
+            + float(hw.software.collective_latency))
 
 
 def _mnk(notes):
@@ -157,7 +158,7 @@ def deepep(rows):
         hw = load_hardware("b200") if "SM100" in r["chip"] else h800()
         low_latency = "low-latency" in r["notes"]
         if low_latency:  # pure RDMA: every peer across the NIC
-            hw = replace(hw, net_domain=hw.net_domain.at[0].set(1.0))
+            hw = replace(hw, net_domain=hw.network.domain.at[0].set(1.0))
         nbytes = _deepep_bytes(r, tokens)
         t = alltoall(hw, n, nbytes)
         if r["metric"].endswith("latency_us"):
@@ -192,27 +193,30 @@ def report(name, items, show_test):
 def implied(dg, fa, nets):
     """Efficiencies the fit rows imply, next to the shipped ones."""
     hw = load_hardware("h100-sxm")
-    shipped = float(hw.eff_compute * hw.eff_narrow)
+    shipped = float(hw.efficiency.compute * hw.efficiency.narrow_dtype)
     print("\n== implied efficiencies (fit rows), shipped values unchanged ==")
     big = [x for x in dg if x[0] == "fit" and "tflops" in x[1] and "M=4096" in x[1] and "grp" not in x[1]]
     ratio = statistics.median(m / p for _, _, p, m in big)
     print(f"  DeepGEMM dense FP8, M=4096: measured/predicted median {ratio:.3f} -> eff_compute x eff_narrow "
-          f"{shipped * ratio:.3f} (shipped {float(hw.eff_compute):.3f} x {float(hw.eff_narrow):.3f} = {shipped:.3f})")
+          f"{shipped * ratio:.3f} (shipped {float(hw.efficiency.compute):.3f} x "
+          f"{float(hw.efficiency.narrow_dtype):.3f} = {shipped:.3f})")
     grp = [x for x in dg if x[0] == "fit" and "tflops" in x[1] and "grp" in x[1]]
     if grp:
         r = statistics.median(m / p for _, _, p, m in grp)
-        print(f"  DeepGEMM grouped FP8 (contiguous): measured/predicted {r:.3f} -> eff_moe {float(hw.eff_moe) * r:.3f} "
-              f"(shipped {float(hw.eff_moe):.3f}; at most 1: grouped run as dense)")
+        print(f"  DeepGEMM grouped FP8 (contiguous): measured/predicted {r:.3f} -> eff_moe "
+              f"{float(hw.efficiency.moe) * r:.3f} "
+              f"(shipped {float(hw.efficiency.moe):.3f}; at most 1: grouped run as dense)")
     long_seq = [x for x in fa if x[0] == "fit" and "bf16" in x[1] and "S=16384" in x[1]]
     if long_seq:
         r = statistics.median(m / p for _, _, p, m in long_seq)
         print(f"  FA3 BF16 at S=16k: measured/predicted {r:.3f} -> eff_compute x eff_attention "
-              f"{float(hw.eff_compute * hw.eff_attention) * r:.3f} (shipped {float(hw.eff_compute * hw.eff_attention):.3f})")
+              f"{float(hw.efficiency.compute * hw.efficiency.attention) * r:.3f} "
+              f"(shipped {float(hw.efficiency.compute * hw.efficiency.attention):.3f})")
     for what, items in nets:
         if items:
             r = statistics.median(m / p for _, _, p, m in items)
-            print(f"  {what}: measured/predicted {r:.3f} -> eff_network {float(hw.eff_network) * r:.3f} "
-                  f"(shipped {float(hw.eff_network):.3f})")
+            print(f"  {what}: measured/predicted {r:.3f} -> eff_network {float(hw.efficiency.network) * r:.3f} "
+                  f"(shipped {float(hw.efficiency.network):.3f})")
 
 
 def main(argv=None):

@@ -45,7 +45,7 @@ def main(argv=None):
             need[k[:2]] = min(need.get(k[:2], np.inf), k[2])
     bound = {name: float(closed_forms(jp.load_model(name), jp.Parallel(), wl, jp.Options())["mem_bytes"])
              for name, _ in models}
-    cap = {hname: float(np.asarray(hw.mem_size).sum() + np.asarray(hw.sram_size)) for hname, hw in hws}
+    cap = {hname: float(np.asarray(hw.memory.size).sum() + np.asarray(hw.memory.sram_size)) for hname, hw in hws}
     print("Fewest chips (power of two) with a feasible TP x PP split, chat, batch 1, fp8; "
           "(lower bound: weights + KV / chip memory)")
     rows = [[lab, f"{bound[n] / c.GB:.4g} GB"] +

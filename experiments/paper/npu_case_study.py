@@ -44,7 +44,7 @@ def main():
     model, base = jp.load_model(a.model), jp.load_hardware(a.hardware)
     wl0 = jp.replace(jp.load_workload("chatbot"), batch=1.0, beams=1.0, output=1.0)
     par = jp.Parallel()
-    peak = 2.0 * float(base.array_rows * base.array_cols * base.cores * base.clock_hz)
+    peak = 2.0 * float(base.chip.array_rows * base.chip.array_cols * base.chip.cores * base.chip.clock_hz)
 
     ttft, util = {}, {}
     for label, r, c, n in DESIGNS:

@@ -95,12 +95,13 @@ def hardware_for(chip: str):
     run's power cap, `power_cap`), or None."""
     if chip.startswith("A100-40GB"):
         hw = load_hardware("a100-80gb")  # A100 40GB datasheet: 40 GB HBM2, 1,555 GB/s
-        return replace(hw, mem_size=hw.mem_size.at[0].set(40.0 * 2**30), mem_bw=hw.mem_bw.at[0].set(1.555e12))
+        return replace(hw, mem_size=hw.memory.size.at[0].set(40.0 * 2**30),
+                       mem_bw=hw.memory.bandwidth.at[0].set(1.555e12))
     if chip.startswith("A100"):
         return load_hardware("a100-80gb")
     if chip.startswith("H100 SXM 96GB"):
         hw = load_hardware("h100-sxm")
-        return replace(hw, mem_size=hw.mem_size.at[0].set(96.0 * 2**30))
+        return replace(hw, mem_size=hw.memory.size.at[0].set(96.0 * 2**30))
     if chip.startswith("H100"):
         return load_hardware("h100-sxm")
     if chip.startswith("B200"):

@@ -310,7 +310,7 @@ def run(args) -> int:
                   for k, v in vars(metrics).items() if k in JSON_KEYS}
         print(json_text({
             "model": args.model, "hardware": args.hardware, "workload": args.workload, "profile": args.profile,
-            "software": args.software, **values, "sram_bytes": float(hw.sram_size),
+            "software": args.software, **values, "sram_bytes": float(hw.memory.sram_size),
             "slo": {f"{k}_s": float(f"{target:.7g}") for k, (_, target, _) in slo.items()},  # float32 -> as written
             "meets_slo": all(met for *_, met in slo.values()),
             "slo_missed": [k for k, (*_, met) in slo.items() if not met],
@@ -329,7 +329,8 @@ def _print_text(args, hw, wl, opts, res, slo, reasons, served):
           f"{float(res['batching'][0]):g} micro-batch(es)), workload {spec_label(args.workload)}: "
           f"batch {float(wl.batch):g}, prompt {float(wl.prompt):g}, output {float(wl.output):g}, "
           f"beams {float(wl.beams):g}, profile {args.profile}, software {args.software}\n")
-    offchip, sram = float(np.sum(np.asarray(hw.mem_size))), float(hw.sram_size)  # host sum: no compiled unstack
+    # host sum: no compiled unstack
+    offchip, sram = float(np.sum(np.asarray(hw.memory.size))), float(hw.memory.sram_size)
     rows = [
         ["TTFT (prefill)", units.fmt_time(float(m.ttft)), _slo_cell(slo, "ttft")],
         ["TPOT (mean per output token)", units.fmt_time(float(m.tpot)), _slo_cell(slo, "tpot")],

@@ -114,7 +114,7 @@ def validate(args, model) -> int:
 def train_workload(args, hw) -> TrainWorkload:
     """The `TrainWorkload` of the flags: dtype recipe, recompute, ZeRO."""
     dtypes = units.DTYPES
-    has_fp4 = float(hw.flops[dtypes.index("fp4")]) > float(hw.flops[dtypes.index("fp8")])
+    has_fp4 = float(hw.chip.flops[dtypes.index("fp4")]) > float(hw.chip.flops[dtypes.index("fp8")])
     recipe = RECIPES[args.dtype]  # the recipes of a training study's dtype axis (search.train_study)
     block = (32.0 if has_fp4 else 0.0) if recipe[2] < 0 else recipe[2]  # fp8: MXFP8 on Blackwell, per-tensor on Hopper
     return TrainWorkload(global_batch=float(args.global_batch), micro_batch=float(args.micro_batch),

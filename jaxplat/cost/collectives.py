@@ -85,7 +85,7 @@ def level_factors(hw: Hardware, n: jax.Array, stride=1.0) -> jax.Array:
 def reach_levels(hw: Hardware, n, stride=1.0):
     """[..., levels] members of the group within level l's domain, and within l-1's."""
     n, stride = jnp.broadcast_arrays(jnp.asarray(n, jnp.float32), jnp.asarray(stride, jnp.float32))
-    reach = jnp.minimum(n[..., None], jnp.maximum(hw.net_domain / stride[..., None], 1.0))
+    reach = jnp.minimum(n[..., None], jnp.maximum(hw.network.domain / stride[..., None], 1.0))
     below = jnp.concatenate([jnp.ones_like(reach[..., :1]), reach[..., :-1]], axis=-1)
     return reach, below
 
@@ -96,8 +96,8 @@ def chips_available(hw: Hardware) -> jax.Array:
     Padded levels (domain >= UNBOUNDED_DOMAIN) do not count, so a spec whose
     outermost level is a 256-GPU pod offers 256 chips.
     """
-    real = hw.net_domain < UNBOUNDED_DOMAIN
-    return jnp.where(jnp.any(real), chosen_max(jnp.where(real, hw.net_domain, 1.0), -1), UNBOUNDED_DOMAIN)
+    real = hw.network.domain < UNBOUNDED_DOMAIN
+    return jnp.where(jnp.any(real), chosen_max(jnp.where(real, hw.network.domain, 1.0), -1), UNBOUNDED_DOMAIN)
 
 
 def smooth_min(times, p=SMOOTH_MIN_P):
@@ -214,15 +214,15 @@ def _algorithm_affine(kinds: tuple, hw: Hardware, n, stride):
     algs = kept_algorithms(kinds)
     coefs, F, lvl, fc = _algorithm_coefficients(kinds, hw, n, jnp.ones_like(n), stride)
     R, L = F.shape[0], F.shape[1] - 1
-    inv_beta = safe_div(1.0, hw.net_bw * hw.eff_network)  # 0 for a level without bandwidth
-    alpha = jnp.concatenate([jnp.broadcast_to(hw.net_latency, (R, L)), hw.net_latency[lvl][:, None]], axis=-1)
+    inv_beta = safe_div(1.0, hw.network.bandwidth * hw.efficiency.network)  # 0 for a level without bandwidth
+    alpha = jnp.concatenate([jnp.broadcast_to(hw.network.latency, (R, L)), hw.network.latency[lvl][:, None]], axis=-1)
     inv_b = jnp.concatenate([jnp.broadcast_to(inv_beta, (R, L)), inv_beta[lvl][:, None]], axis=-1)
     fixed, per_byte = [], []
     for a in algs:
         c_alpha, c_beta = coefs[a]
         runs = np.array([_RUNS[k][a] for k in kinds], bool)[:, None]
         if a == _NVLS:  # only where the switch reduces (the flat form: at the level it runs on)
-            reduce = hw.net_switch_reduce > 0.5
+            reduce = hw.network.switch_reduction > 0.5
             runs = runs & jnp.concatenate([jnp.broadcast_to(reduce, (R, L)), reduce[lvl][:, None]], axis=-1)
         if a == _DIRECT:  # only over point-to-point links to every peer
             runs = runs & fc
@@ -253,16 +253,16 @@ def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
     # The flat form as one more level: n chips at the outermost level reached.
     span = n * stride
     lvl = first_holding(hw, span)
-    topo_flat = jnp.where(span > hw.net_domain[0], jnp.float32(TOPOLOGIES.index("switch")), hw.net_topology[0])
+    topo_flat = jnp.where(span > hw.network.domain[0], jnp.float32(TOPOLOGIES.index("switch")), hw.network.topology[0])
     R, L = f.shape
     F = jnp.concatenate([f, n[:, None]], axis=-1)  # [R, L + 1]
     P = jnp.concatenate([pay, bytes_[:, None]], axis=-1)
-    topo = jnp.concatenate([jnp.broadcast_to(hw.net_topology, (R, L)), topo_flat[:, None]], axis=-1)
+    topo = jnp.concatenate([jnp.broadcast_to(hw.network.topology, (R, L)), topo_flat[:, None]], axis=-1)
     steps, rbf, hops = _topology_terms_vec(topo, F)
     # Fully connected mesh: D - 1 links per chip, each 1/(D - 1) of the level's bandwidth
     # (the flat form is one only inside level 0's domain, topo_flat).
     fc = jnp.abs(topo - _FULLY_CONNECTED) < 0.5
-    dom = jnp.concatenate([jnp.broadcast_to(hw.net_domain, (R, L)), jnp.broadcast_to(hw.net_domain[0], (R, 1))],
+    dom = jnp.concatenate([jnp.broadcast_to(hw.network.domain, (R, L)), jnp.broadcast_to(hw.network.domain[0], (R, 1))],
                           axis=-1)
     links = jnp.where(fc, jnp.maximum(dom - 1.0, 1.0), 1.0)
     rbf = jnp.where(fc, 1.0 / links, rbf)  # a ring step uses one link
@@ -330,9 +330,9 @@ def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride
     n, bytes_, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, bytes_, stride)))
     big = n[..., None] > 1.0
     if kind == "sendrecv":
-        beta = hw.net_bw * hw.eff_network
+        beta = hw.network.bandwidth * hw.efficiency.network
         first = first_holding(hw, n)
-        t = hw.net_latency + safe_div(bytes_[..., None], beta)
+        t = hw.network.latency + safe_div(bytes_[..., None], beta)
         return jnp.where((jnp.arange(MAX_NET_LEVELS) == first[..., None]) & big, t, 0.0)
     if kind not in _RUNS:
         raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
@@ -344,7 +344,7 @@ def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride
 
 def first_holding(hw: Hardware, n):
     """[...] index of the innermost level whose domain holds n chips."""
-    holds = hw.net_domain >= jnp.asarray(n)[..., None]
+    holds = hw.network.domain >= jnp.asarray(n)[..., None]
     return jnp.where(jnp.any(holds, axis=-1), jnp.argmax(holds, axis=-1), MAX_NET_LEVELS - 1)
 
 
@@ -424,7 +424,7 @@ def _genz_rows(kinds: tuple, hw: Hardware, n, bytes_) -> jax.Array:
     (n-1)·bytes/(n·β); message pass = α + bytes/β. Never derated.
     """
     kinds_a = np.array(kinds)
-    alpha, beta = hw.net_latency[0], hw.net_bw[0]
+    alpha, beta = hw.network.latency[0], hw.network.bandwidth[0]
     steps = n - 1.0
     mult = np.where(kinds_a == "allreduce", 2.0, 1.0).astype(np.float32)
     t_coll = GENZ_COLLECTIVE_OVERHEAD + mult * (steps * alpha + safe_div(steps * bytes_, n * beta))

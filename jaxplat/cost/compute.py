@@ -49,9 +49,9 @@ from jaxplat.model import Hardware, Options, Workload
 
 def offload_mask(table: OpTable, hw: Hardware) -> np.ndarray:
     """[rows] 1.0 where the row runs on the host (static: from names, groups
-    and `hw.offload`). An entry names a group, an operator, or an operator's
+    and `hw.host.offload`). An entry names a group, an operator, or an operator's
     decode halves (logit -> logit_prefix, logit_suffix)."""
-    names = set(hw.offload)
+    names = set(hw.host.offload)
 
     def hit(name, group):
         return group in names or name in names or any(name.startswith(x + "_") for x in names)
@@ -70,13 +70,14 @@ def gemm_rows(table: OpTable):
 
 def array_peak(hw: Hardware):
     """Dense FLOP/s of the systolic arrays: 2 x rows x cols x cores x clock."""
-    return 2.0 * hw.array_rows * hw.array_cols * hw.cores * hw.clock_hz
+    return 2.0 * hw.chip.array_rows * hw.chip.array_cols * hw.chip.cores * hw.chip.clock_hz
 
 
 def _cycles(m, n, k, groups, hw: Hardware, smooth):
     """Cycles the arrays are busy with `groups` m x k x n GEMMs: SCALE-Sim's
     "Total Cycles" counts from 0, so the count is one more."""
-    return gemm_cycles(m, n, k, hw.array_rows, hw.array_cols, hw.dataflow, hw.cores, smooth, groups) + 1.0
+    c = hw.chip
+    return gemm_cycles(m, n, k, c.array_rows, c.array_cols, c.dataflow, c.cores, smooth, groups) + 1.0
 
 
 def array_utilization(table: OpTable, hw: Hardware, smooth: bool = False):
@@ -93,14 +94,14 @@ def array_utilization(table: OpTable, hw: Hardware, smooth: bool = False):
     ms, ks, ns = (jnp.where(gemm, x, 1.0) for x in (m, k, n))
     groups = jnp.where(gemm, table.f0 / (2.0 * ms * ks * ns), 1.0)
     cyc = jnp.maximum(_cycles(ms, ns, ks, groups, hw, smooth), 1.0)
-    pes = hw.array_rows * hw.array_cols * hw.cores
+    pes = hw.chip.array_rows * hw.chip.array_cols * hw.chip.cores
     u0 = jnp.where(gemm, jnp.clip(ms * ns * ks * groups / (cyc * pes), 1e-9, 1.0), 1.0)
 
     _, grow = gemm_rows(table)
     live = lambda x: jnp.where(grow & (x > 0), x, 1.0)  # noqa: E731
     per_key = 2.0 * live(m) * live(k) * live(n)
     groups1 = jnp.where(grow, table.f1 / per_key, 1.0)  # groups x keys added per generated token
-    big = 4.0 * hw.array_rows * hw.array_cols * hw.cores  # every fold and wave count linear beyond this
+    big = 4.0 * hw.chip.array_rows * hw.chip.array_cols * hw.chip.cores  # every fold and wave count linear beyond this
 
     def at(g):  # smooth cycles with the growing (zero) dim set to g keys
         return _cycles(*(jnp.where(grow & (x == 0), g, live(x)) for x in (m, n, k)), groups1, hw, True)
@@ -117,21 +118,21 @@ def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options,
     """
     f0, f1 = table.f0, table.f1
     gemm, grow = gemm_rows(table)
-    vec = jnp.where(hw.vector_flops > 0, hw.vector_flops * hw.eff_compute, peak)
-    if hw.dataflow:
+    vec = jnp.where(hw.chip.vector_flops > 0, hw.chip.vector_flops * hw.efficiency.compute, peak)
+    if hw.chip.dataflow:
         u0, cycles1 = array_utilization(table, hw, opts.smooth)
-        eff = hw.eff_compute * kernel_kind(table, hw, wl, opts)
+        eff = hw.efficiency.compute * kernel_kind(table, hw, wl, opts)
         rate0 = array_peak(hw) * u0 * eff
         c0 = jnp.where(gemm, f0 / rate0, f0 / vec)
-        c1 = jnp.where(grow, cycles1 / (hw.clock_hz * eff), jnp.where(gemm, f1 / rate0, f1 / vec))
+        c1 = jnp.where(grow, cycles1 / (hw.chip.clock_hz * eff), jnp.where(gemm, f1 / rate0, f1 / vec))
     else:
         # No array: GEMMs at their row's achievable peak; element-wise rows on
         # the vector unit when the spec gives one (else at the peak too).
         ew = ~(gemm | grow)
         c0, c1 = jnp.where(ew, f0 / vec, f0 / peak), jnp.where(ew, f1 / vec, f1 / peak)
-    if hw.offload:
+    if hw.host.offload:
         off = jnp.asarray(offload_mask(table, hw)) > 0
-        host = jnp.where(off, hw.host_flops, 1.0)
+        host = jnp.where(off, hw.host.flops, 1.0)
         c0, c1 = jnp.where(off, f0 / host, c0), jnp.where(off, f1 / host, c1)
     return c0, c1
 
@@ -139,12 +140,12 @@ def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options,
 def offload_memory_times(table: OpTable, hw: Hardware, m0, m1):
     """(m0, m1) with the offloaded rows' memory time replaced by their link
     transfer: off-chip A, W and O bytes at host_bw, plus host_latency per call."""
-    if not hw.offload:
+    if not hw.host.offload:
         return m0, m1
     off = jnp.asarray(offload_mask(table, hw)) > 0
     link = lambda a, w, o: ((1.0 - table.on_a) * a + (1.0 - table.on_w) * w + (1.0 - table.on_o) * o)  # noqa: E731
-    t0 = safe_div(link(table.a0, table.w0, table.o0), hw.host_bw) + hw.host_latency
-    t1 = safe_div(link(table.a1, table.w1, table.o1), hw.host_bw)
+    t0 = safe_div(link(table.a0, table.w0, table.o0), hw.host.bandwidth) + hw.host.latency
+    t1 = safe_div(link(table.a1, table.w1, table.o1), hw.host.bandwidth)
     return jnp.where(off, t0, m0), jnp.where(off, t1, m1)
 
 

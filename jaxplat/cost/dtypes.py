@@ -25,7 +25,7 @@ def computed_workload(hw: Hardware, wl: Workload, opts: Options) -> Workload:
     / bytes per element: Conventions.peak "bf16_scaled")."""
     if opts.conv.peak == "bf16_scaled":
         return wl
-    run = jnp.take(hw.gemm_dtype, wl.compute_dtype.astype(jnp.int32))
+    run = jnp.take(hw.chip.gemm_dtype, wl.compute_dtype.astype(jnp.int32))
     emulated = run != wl.compute_dtype
     width = jnp.take(jnp.asarray(_WIDTHS, jnp.float32), run.astype(jnp.int32))
     return replace(wl, compute_dtype=jnp.where(emulated, run, wl.compute_dtype),
@@ -38,7 +38,7 @@ def emulated_dtype(hw: Hardware, wl: Workload, opts: Options):
     if opts.conv.peak == "bf16_scaled":
         return None
     cd = int(wl.compute_dtype)
-    run = int(hw.gemm_dtype[cd])
+    run = int(hw.chip.gemm_dtype[cd])
     return None if run == cd else (DTYPES[cd], DTYPES[run])
 
 

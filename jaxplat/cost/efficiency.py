@@ -125,14 +125,14 @@ def grouped_tile_m(m, hw: Hardware):
     """Row tile of a grouped GEMM whose groups hold m rows each: the shortest
     power of two that holds them, between GROUPED_MIN_TILE_M and the chip's
     tile_m (a discrete choice: no gradient flows through it)."""
-    return jnp.clip(_pow2_rows(m), GROUPED_MIN_TILE_M, jnp.maximum(hw.tile_m, GROUPED_MIN_TILE_M))
+    return jnp.clip(_pow2_rows(m), GROUPED_MIN_TILE_M, jnp.maximum(hw.chip.tile_m, GROUPED_MIN_TILE_M))
 
 
 def dense_tile_m(m, hw: Hardware):
     """Row tile of a dense GEMM of m rows: the shortest power of two that
     holds them, between DENSE_MIN_TILE_M (or the chip's tile_m if smaller)
     and the chip's tile_m (no gradient flows through it)."""
-    return jnp.clip(_pow2_rows(m), jnp.minimum(DENSE_MIN_TILE_M, hw.tile_m), hw.tile_m)
+    return jnp.clip(_pow2_rows(m), jnp.minimum(DENSE_MIN_TILE_M, hw.chip.tile_m), hw.chip.tile_m)
 
 
 def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=None, peak=None):
@@ -155,15 +155,15 @@ def quantization(m, n, k, groups, hw: Hardware, smooth: bool = False, tile_m=Non
     `peak`: [rows] datasheet FLOP/s of the chip in each GEMM's dtype (None:
     its bf16 peak).
     """
-    tm, tn, tk = (hw.tile_m if tile_m is None else tile_m), hw.tile_n, hw.tile_k
-    ok = (hw.units > 0) & (m * n * k > 0)
+    tm, tn, tk = (hw.chip.tile_m if tile_m is None else tile_m), hw.chip.tile_n, hw.chip.tile_k
+    ok = (hw.chip.units > 0) & (m * n * k > 0)
     ms, ns, ks = (jnp.where(ok, x, 1.0) for x in (m, n, k))
-    units = jnp.where(ok, hw.units, 1.0)
+    units = jnp.where(ok, hw.chip.units, 1.0)
     fit = 1.0 - 1e-5  # mean-field shapes (fractional batches) land a rounding error above a whole tile
     steps = fold_count(ks / tk * fit, smooth)
     iters = groups * fold_count(ms / tm * fit, smooth) * fold_count(ns / tn * fit, smooth) * steps
-    peak = hw.flops[DTYPES.index("bf16")] if peak is None else peak
-    overhead = hw.tile_latency * peak / (2.0 * tm * tn * tk * units)  # k-steps
+    peak = hw.chip.flops[DTYPES.index("bf16")] if peak is None else peak
+    overhead = hw.efficiency.tile_latency * peak / (2.0 * tm * tn * tk * units)  # k-steps
     # It stretches every tile's time by (steps + overhead) / steps, outside the
     # wave count's ceil so that it keeps a gradient in exact mode.
     paid = wave_count(iters * fit, units, smooth) * units * tm * tn * tk * (1.0 + overhead / steps)
@@ -198,18 +198,18 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
         return jnp.ones(len(table.kinds), jnp.float32)
     attn, moe = (jnp.asarray(mask(table)) > 0 for mask in (attention_mask, moe_mask))
     if memory:
-        experts = hw.eff_moe_memory ** quantized_experts(wl)
+        experts = hw.efficiency.moe_memory ** quantized_experts(wl)
     else:  # FP4 grouped GEMMs (FP4 activations) pay eff_moe_fp4 on top, as dense ones pay eff_fp4
-        experts = hw.eff_moe ** quantized_experts(wl) * hw.eff_moe_fp4 ** narrow_steps(wl.bytes_act)[1]
-    return jnp.where(attn, hw.eff_attention, jnp.where(moe, experts, 1.0))
+        experts = hw.efficiency.moe ** quantized_experts(wl) * hw.efficiency.moe_fp4 ** narrow_steps(wl.bytes_act)[1]
+    return jnp.where(attn, hw.efficiency.attention, jnp.where(moe, experts, 1.0))
 
 
 def gemm_peak(hw: Hardware, dtype, bytes_per_element):
     """FLOP/s a large, well-shaped GEMM reaches in `dtype` (an index):
     peak x eff_compute, x eff_narrow at 8 bits and below, x eff_fp4 at 4."""
     to8, to4 = narrow_steps(bytes_per_element)
-    dtype_share = hw.eff_narrow ** to8 * hw.eff_fp4 ** to4
-    return hw.flops[dtype.astype(jnp.int32)] * hw.eff_compute * dtype_share
+    dtype_share = hw.efficiency.narrow_dtype ** to8 * hw.efficiency.narrow_fp4 ** to4
+    return hw.chip.flops[dtype.astype(jnp.int32)] * hw.efficiency.compute * dtype_share
 
 
 def row_dtypes(table: OpTable, wl: Workload, opts: Options):
@@ -261,7 +261,7 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     moe = jnp.asarray(moe_mask(table)) > 0
     tile_m = jnp.where(moe, grouped_tile_m(table.m, hw), dense_tile_m(table.m, hw))
     q = jnp.where(attn > 0, 1.0, quantization(table.m, table.n, table.k, groups, hw, opts.smooth, tile_m,
-                                              hw.flops[dtype.astype(jnp.int32)]))
+                                              hw.chip.flops[dtype.astype(jnp.int32)]))
     peak = gemm_peak(hw, dtype, width) * q * kernel_kind(table, hw, wl, opts)
     return peak, 1.0 / kernel_kind(table, hw, wl, opts, memory=True), fixed_times(table, hw, opts)
 
@@ -278,19 +278,19 @@ def fixed_times(table: OpTable, hw: Hardware, opts: Options):
     mkn = table.m * table.k * table.n
     groups = gemm_problems(table)
     experts = jnp.where((jnp.asarray(moe_mask(table)) > 0) & (mkn > 0), groups, 0.0)
-    return (hw.kernel_latency * kernel_counts(table, hw, opts) + hw.expert_latency * experts
-            + hw.fabric_latency * operator_counts(table))
+    return (hw.software.kernel_latency * kernel_counts(table, hw, opts) + hw.efficiency.expert_latency * experts
+            + hw.chip.fabric_latency * operator_counts(table))
 
 
 def kernel_counts(table: OpTable, hw: Hardware, opts: Options):
     """[rows] kernels each row runs as, after the software stack's fusion.
 
     A weight or expert GEMM with work is one kernel. The attention operator
-    (its score, softmax and weighted-sum rows) is `hw.attention_kernels`
+    (its score, softmax and weighted-sum rows) is `hw.software.attention_kernels`
     kernels, charged on its score row (1: one fused FlashAttention-style
     kernel; without `Options.fused_attention` each of its rows is its own).
     An element-wise row (norm, RoPE, activation, residual add, the MoE
-    permute) is `hw.elementwise_kernels` kernels (0: fused into a GEMM's
+    permute) is `hw.software.elementwise_kernels` kernels (0: fused into a GEMM's
     epilogue, the attention kernel or the all-reduce), a state-space kernel
     one. Collectives pay `collective_latency` instead (tables_comm_times).
     The counts belong to the software stack (specs/software), not the chip.
@@ -300,11 +300,11 @@ def kernel_counts(table: OpTable, hw: Hardware, opts: Options):
     mask = lambda ks: jnp.asarray(kind_mask(table, ks)) > 0  # noqa: E731
     gemm = mask((OpKind.GEMM, OpKind.WIDE_GEMM, OpKind.EXPERT_GEMM)) & (mkn > 0)
     if opts.fused_attention:
-        attention = jnp.where(mask(OpKind.SCORES) & (mkn > 0), hw.attention_kernels, 0.0)
+        attention = jnp.where(mask(OpKind.SCORES) & (mkn > 0), hw.software.attention_kernels, 0.0)
     else:
         attention = jnp.where(mask(OpKind.ATTENTION) & work, 1.0, 0.0)
     elementwise = jnp.where(mask((OpKind.ELEMENTWISE, OpKind.LOOKUP, OpKind.CACHE_WRITE)) & work,
-                            hw.elementwise_kernels, 0.0)
+                            hw.software.elementwise_kernels, 0.0)
     ssm = jnp.where(mask((OpKind.SCAN, OpKind.SSM)) & work, 1.0, 0.0)
     return jnp.where(gemm, 1.0, 0.0) + attention + elementwise + ssm
 
@@ -321,17 +321,17 @@ def operator_counts(table: OpTable):
 def with_host(device, host, hw: Hardware, p=None):
     """Seconds of an engine step whose device part takes `device` and whose
     host part (per-sequence scheduling, efficiency.host_time) takes `host`:
-    the longer of the two where the stack overlaps them (hw.host_overlap 1:
+    the longer of the two where the stack overlaps them (hw.software.host_overlap 1:
     an overlap scheduler prepares step n+1 while the device runs step n),
     their sum where it does not (0), linear between. `p`: smooth max's
     sharpness (smooth mode), None for the exact max."""
     longer = jnp.maximum(device, host) if p is None else smooth_max(device, host, p)
-    return hw.host_overlap * longer + (1.0 - hw.host_overlap) * (device + host)
+    return hw.software.host_overlap * longer + (1.0 - hw.software.host_overlap) * (device + host)
 
 
 def iteration_overhead(hw: Hardware, opts: Options):
     """Seconds per engine iteration outside the kernels (0 with "flat")."""
-    return 0.0 if opts.conv.efficiency == "flat" else hw.iteration_overhead
+    return 0.0 if opts.conv.efficiency == "flat" else hw.software.iteration_overhead
 
 
 def collective_latency(hw: Hardware, opts: Options):
@@ -343,7 +343,7 @@ def collective_latency(hw: Hardware, opts: Options):
     nccl-tests' 8-GPU all-reduce bottoms out near 10-20 µs for small messages
     on NVSwitch, not at 7 α.
     """
-    return 0.0 if opts.conv.efficiency == "flat" else hw.collective_latency
+    return 0.0 if opts.conv.efficiency == "flat" else hw.software.collective_latency
 
 
 # The host the fitted TensorRT-LLM rows ran on: DGX H100 / DGX H200, two
@@ -367,8 +367,8 @@ def host_time(hw: Hardware, opts: Options, sequences):
     """
     if opts.conv.efficiency == "flat":
         return 0.0
-    clock = jnp.where(hw.host_clock_hz > 0, hw.host_clock_hz, REFERENCE_HOST_CLOCK_HZ)
-    return hw.sequence_overhead * (REFERENCE_HOST_CLOCK_HZ / clock) * sequences
+    clock = jnp.where(hw.host.clock_hz > 0, hw.host.clock_hz, REFERENCE_HOST_CLOCK_HZ)
+    return hw.software.sequence_overhead * (REFERENCE_HOST_CLOCK_HZ / clock) * sequences
 
 
 __all__ = ["DENSE_MIN_TILE_M", "GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "collective_latency",

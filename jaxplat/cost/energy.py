@@ -69,7 +69,7 @@ def collective_bytes(kind: str, hw: Hardware, n, nbytes, stride=1.0) -> jax.Arra
     """
     n, nbytes, stride = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float32) for x in (n, nbytes, stride)))
     if kind == "sendrecv":
-        lvl = jnp.arange(hw.net_bw.shape[0]) == first_holding(hw, n)[..., None]
+        lvl = jnp.arange(hw.network.bandwidth.shape[0]) == first_holding(hw, n)[..., None]
         return jnp.where(lvl & (n[..., None] > 1), nbytes[..., None], 0.0)
     reach, below = reach_levels(hw, n, stride)
     return _spread_bytes(np.asarray(kind == "allreduce"), np.asarray(kind == "alltoall"), reach, below, n, nbytes)
@@ -96,12 +96,12 @@ def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
     kinds = np.array(table.comm_kinds)
     idx = np.flatnonzero(kinds != "")
     if idx.size == 0:
-        return jnp.zeros_like(hw.net_bw)
+        return jnp.zeros_like(hw.network.bandwidth)
     # All collective rows at once, each kind selected per row by static masks
     # (one set of ops instead of one per kind).
     kinds = kinds[idx]
     n, nbytes, stride = table.comm_n[idx], table.comm_b[idx], table.comm_s[idx]
-    b = jnp.zeros((idx.size, hw.net_bw.shape[0]), nbytes.dtype)
+    b = jnp.zeros((idx.size, hw.network.bandwidth.shape[0]), nbytes.dtype)
     if (kinds != "sendrecv").any():
         reach, below = reach_levels(hw, n, stride)
         b = _spread_bytes(kinds == "allreduce", kinds == "alltoall", reach, below, n, nbytes)
@@ -122,11 +122,11 @@ def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, pa
     """
     tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
     dtype, _ = row_dtypes(table, wl, opts)
-    flops = jnp.sum(tot(table.f0, table.f1) * hw.energy_flop[dtype.astype(jnp.int32)])
+    flops = jnp.sum(tot(table.f0, table.f1) * hw.power.energy_flop[dtype.astype(jnp.int32)])
     prices = memory.byte_prices(table, hw, wl, wl.output, opts.hierarchy) if prices is None else prices
     mem = jnp.sum(prices.energy(tot(table.a0, table.a1), tot(table.w0, table.w1), tot(table.o0, table.o1)))
     net = passes * comm_bytes(table, hw, opts)
-    return flops + mem + jnp.sum(net * hw.energy_net)
+    return flops + mem + jnp.sum(net * hw.power.energy_net)
 
 
 def phase_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: Options, steps, steps_sum, copies,
@@ -169,8 +169,8 @@ def power_floor(dynamic_j, hw: Hardware, chips) -> jax.Array:
     slowdown (lower clocks at lower voltage also lower it). TDP = 0 (a chip
     built in code without one): no limit, 0 s.
     """
-    budget = chips * jnp.maximum(hw.tdp - hw.static_power, _MIN_DYNAMIC_SHARE * hw.tdp)
-    return jnp.where(hw.tdp > 0, safe_div(dynamic_j, budget), 0.0)
+    budget = chips * jnp.maximum(hw.power.tdp - hw.power.static_power, _MIN_DYNAMIC_SHARE * hw.power.tdp)
+    return jnp.where(hw.power.tdp > 0, safe_div(dynamic_j, budget), 0.0)
 
 
 def per_token(energy, wl: Workload):

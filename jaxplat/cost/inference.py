@@ -86,9 +86,9 @@ def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Arr
     row's shape derates it further (efficiency.row_rates).
     """
     if opts.conv.peak == "bf16_scaled":
-        return hw.flops[DTYPES.index("bf16")] * 2.0 / wl.bytes_act * hw.eff_compute
+        return hw.chip.flops[DTYPES.index("bf16")] * 2.0 / wl.bytes_act * hw.efficiency.compute
     if opts.conv.efficiency == "flat":
-        return hw.flops[wl.compute_dtype.astype(jnp.int32)] * hw.eff_compute
+        return hw.chip.flops[wl.compute_dtype.astype(jnp.int32)] * hw.efficiency.compute
     return efficiency.gemm_peak(hw, wl.compute_dtype, wl.bytes_act)
 
 
@@ -287,7 +287,7 @@ def operator_tables(model: Model, hw: Hardware, par: Parallel, wl: Workload, opt
     (step 2 prices them: `evaluate(..., tables=...)`).
 
     The tables read the model, the parallel degrees, the workload and, of
-    the hardware, only `hw.gemm_dtype` (the dtype the GEMMs run in:
+    the hardware, only `hw.chip.gemm_dtype` (the dtype the GEMMs run in:
     dtypes.computed_workload): tables built once serve every chip with the
     same dtypes, e.g. a sweep over bandwidths, FLOP/s or SRAM sizes
     (search.Engine builds them once per outer point)."""
@@ -403,7 +403,7 @@ def _footprint(model, hw, par, wl, pre, ub, options):
     if conv.footprint == "summed_stages":
         w = memory.weights_bytes(pre)
         kv = state_bytes(model, par, replace(wl, batch=ub), options)
-        return w, kv, act, w + kv <= jnp.sum(hw.mem_size) * par.pp
+        return w, kv, act, w + kv <= jnp.sum(hw.memory.size) * par.pp
     w = memory.weights_bytes(dataclasses.replace(pre, count=pre.stage))
     resident = replace(wl, batch=jnp.ceil(wl.batch / par.ep))
     layers_stage = stage_counts(model, par, options.smooth)["layer"][1]
@@ -467,7 +467,8 @@ def _evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
     bubble = fill * safe_div(par.pp - 1.0, nmb + par.pp - 1.0)
     # Energy of the request batch on one replica (static power over e2e on
     # every chip), average power and cost per token (cost.energy, cost.money).
-    e_req = ph.e_pre + ph.e_dec + parallel.tp * parallel.ep * parallel.cp * parallel.pp * hardware.static_power * e2e
+    chips_used = parallel.tp * parallel.ep * parallel.cp * parallel.pp
+    e_req = ph.e_pre + ph.e_dec + chips_used * hardware.power.static_power * e2e
     power = energy.average_power(e_req, e2e, parallel.dp)
     return Metrics(ttft=ttft, tpot=tpot, e2e=e2e, throughput=throughput, prefill_time=ttft,
                    decode_time=decode_time, comm_time=ph.comm_time, weights_bytes=w, kv_bytes=kv,

@@ -70,8 +70,8 @@ def capacity_bytes(hw: Hardware) -> jax.Array:
     H100's 50 MB L2 is a cache of HBM, NVIDIA H100 whitepaper), not extra
     room; a chip with no off-chip memory (Groq LPU, Cerebras WSE) holds
     everything in its SRAM."""
-    offchip = jnp.sum(hw.mem_size)
-    return jnp.where(offchip > 0, offchip, hw.sram_size)
+    offchip = jnp.sum(hw.memory.size)
+    return jnp.where(offchip > 0, offchip, hw.memory.sram_size)
 
 
 # --------------------------------------------------------------- hierarchy
@@ -119,8 +119,8 @@ def levels(hw: Hardware, sram_reserve) -> tuple[jax.Array, jax.Array]:
     """Capacities [1 + MAX_MEM_LEVELS] bytes and bandwidths (derated, bytes/s)
     of the levels residents may use, fastest first: SRAM less the tiling
     reserve, then the off-chip levels. Padded levels have size 0."""
-    sizes = jnp.concatenate([jnp.maximum(hw.sram_size - sram_reserve, 0.0)[None], hw.mem_size])
-    bws = jnp.concatenate([hw.sram_bw[None], hw.mem_bw]) * hw.eff_memory
+    sizes = jnp.concatenate([jnp.maximum(hw.memory.sram_size - sram_reserve, 0.0)[None], hw.memory.size])
+    bws = jnp.concatenate([hw.memory.sram_bandwidth[None], hw.memory.bandwidth]) * hw.efficiency.memory
     return sizes, bws
 
 
@@ -198,7 +198,7 @@ def tiling_reserve(table: OpTable, hw: Hardware) -> jax.Array:
     gemm, attn = _tiled_rows(table)
     need = chosen_max(jnp.where(gemm, jnp.minimum(table.a0, table.w0), 0.0), -1)  # not jnp.max (NaN derivative)
     attn_need = chosen_max(jnp.where(attn, _attention_resident(table), 0.0), -1)
-    return jnp.minimum(hw.sram_size, jnp.maximum(need, attn_need))
+    return jnp.minimum(hw.memory.sram_size, jnp.maximum(need, attn_need))
 
 
 def _tiled_rows(table: OpTable):
@@ -257,18 +257,18 @@ def byte_prices(table: OpTable, hw: Hardware, wl: Workload, s_final, hierarchy: 
     paid where the time of that byte is (Horowitz, ISSCC 2014: energy per
     access grows with the level's distance), for every re-read.
     """
-    sram_bw = hw.sram_bw * hw.eff_memory
+    sram_bw = hw.memory.sram_bandwidth * hw.efficiency.memory
     on_s = lambda on: safe_div(on, sram_bw)  # noqa: E731
-    on_j = lambda on: on * hw.energy_sram  # noqa: E731
+    on_j = lambda on: on * hw.power.energy_sram  # noqa: E731
     if not hierarchy:
-        main_bw = hw.mem_bw[0] * hw.eff_memory
-        e_main = hw.energy_mem[0]
+        main_bw = hw.memory.bandwidth[0] * hw.efficiency.memory
+        e_main = hw.power.energy_mem[0]
         sec = [(1.0 - on) / main_bw + on_s(on) for on in (table.on_a, table.on_w, table.on_o)]
         jou = [(1.0 - on) * e_main + on_j(on) for on in (table.on_a, table.on_w, table.on_o)]
         return BytePrices(*sec, *jou)
     reserve = tiling_reserve(table, hw)
     sizes, bws = levels(hw, reserve)
-    e_levels = jnp.concatenate([hw.energy_sram[None], hw.energy_mem])  # as `levels` orders them
+    e_levels = jnp.concatenate([hw.power.energy_sram[None], hw.power.energy_mem])  # as `levels` orders them
     # at least one byte per class, so an empty class is priced where its next byte would go
     placed = place(jnp.maximum(table_footprint(table, s_final), 1.0), sizes)
     tau_w, tau_kv, tau_act = seconds_per_byte(placed, bws)
@@ -276,7 +276,7 @@ def byte_prices(table: OpTable, hw: Hardware, wl: Workload, s_final, hierarchy: 
     # Each of a multi-core chip's cores tiles its share of a GEMM in its own
     # share of the SRAM: the re-read bound ~2mnk/sqrt(S) summed over cores is
     # that of one buffer of S / cores (cores = 1 without a compute block).
-    r_a, r_w = tiling_factors(table, reserve / hw.cores, wl.bytes_act)
+    r_a, r_w = tiling_factors(table, reserve / hw.chip.cores, wl.bytes_act)
     kv_r, kv_o = kv_read_mask(table), kv_write_mask(table)
     mix = lambda mask, yes, no: mask * yes + (1.0 - mask) * no  # noqa: E731
     off_a, off_w, off_o = 1.0 - table.on_a, 1.0 - table.on_w, 1.0 - table.on_o

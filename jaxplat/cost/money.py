@@ -23,12 +23,12 @@ from jaxplat.specs.units import DTYPES
 
 def capex_per_s(hw: Hardware, chips) -> jax.Array:
     """USD per second of the deployment's hardware: chips x price / lifetime."""
-    return safe_div(chips * hw.price, hw.lifetime)
+    return safe_div(chips * hw.cost.price, hw.cost.lifetime)
 
 
 def energy_cost_per_s(hw: Hardware, power_w) -> jax.Array:
     """USD per second of facility energy: IT power x PUE x price per J."""
-    return power_w * hw.pue * hw.energy_price
+    return power_w * hw.cost.pue * hw.cost.energy_price
 
 
 def cost_per_mtok(hw: Hardware, chips, power_w, throughput) -> jax.Array:
@@ -97,11 +97,11 @@ def priced_chip(hw: Hardware, tech: Technology) -> Hardware:
     its own numbers (bf16 peak, or its arrays' peak and cores; SRAM, HBM
     stacks for its level-0 size and bandwidth, scale-up link), not from its spec. Energies per operation
     stay the chip's."""
-    flops = hw.flops[DTYPES.index("bf16")]
+    flops = hw.chip.flops[DTYPES.index("bf16")]
     cores = 0.0
-    if hw.dataflow:  # systolic arrays: their peak and their cores' own area (a `compute:` block)
-        flops = 2.0 * hw.array_rows * hw.array_cols * hw.cores * hw.clock_hz
-        cores = hw.cores
-    stacks = hbm_stacks(tech, hw.mem_size[0], hw.mem_bw[0])
-    area, tdp, price = chip_numbers(tech, flops, hw.sram_size, stacks, hw.net_bw[0], cores)
+    if hw.chip.dataflow:  # systolic arrays: their peak and their cores' own area (a `compute:` block)
+        flops = 2.0 * hw.chip.array_rows * hw.chip.array_cols * hw.chip.cores * hw.chip.clock_hz
+        cores = hw.chip.cores
+    stacks = hbm_stacks(tech, hw.memory.size[0], hw.memory.bandwidth[0])
+    area, tdp, price = chip_numbers(tech, flops, hw.memory.sram_size, stacks, hw.network.bandwidth[0], cores)
     return replace(hw, price=price, tdp=tdp, static_power=tech.leakage * area)

@@ -65,15 +65,15 @@ def closed_forms(model: Model, parallel: Parallel, workload: Workload, options: 
 def scale_chip(hw: Hardware, k) -> Hardware:
     """The chip `hw` with its numbers scaled by k = [3]: every dtype's peak
     FLOP/s (k[0]), the main memory's bandwidth (k[1]) and size (k[2])."""
-    return replace(hw, flops=hw.flops * k[0], mem_bw=hw.mem_bw.at[0].multiply(k[1]),
-                   mem_size=hw.mem_size.at[0].multiply(k[2]))
+    return replace(hw, flops=hw.chip.flops * k[0], mem_bw=hw.memory.bandwidth.at[0].multiply(k[1]),
+                   mem_size=hw.memory.size.at[0].multiply(k[2]))
 
 
 def knob_values(hw: Hardware, wl: Workload, options: Options) -> np.ndarray:
     """[3] the numbers the knobs stand for: peak FLOP/s in the compute dtype
     (before efficiency, as the profile reads it), main-memory bytes/s and bytes."""
-    flops = peak_flops(hw, computed_workload(hw, wl, options), options) / hw.eff_compute
-    return np.array([float(flops), float(hw.mem_bw[0]), float(hw.mem_size[0])])
+    flops = peak_flops(hw, computed_workload(hw, wl, options), options) / hw.efficiency.compute
+    return np.array([float(flops), float(hw.memory.bandwidth[0]), float(hw.memory.size[0])])
 
 
 @functools.partial(jax.jit, static_argnames=("options",))
@@ -146,7 +146,8 @@ def requirements(model: Model, hw: Hardware, par: Parallel, wl: Workload, option
             ttft, tpot, mem, throttle = top[i]
             what = (f"TTFT is still {ttft:.4g} s", f"TPOT is still {tpot:.4g} s", f"{mem:.4g} B still do not fit")[i]
             if i < 2 and throttle > 1.01:  # the energy of the work over the chips' TDP sets the time
-                what += (f", held by the chips' power limit (tdp_w {float(hw.tdp):g} W: the work's energy at this "
+                what += (f", held by the chips' power limit (tdp_w {float(hw.power.tdp):g} W: the work's energy at "
+                         "this "
                          "chip's J per FLOP and per byte takes longer than the SLO at that power; a higher tdp_w, "
                          "less energy per FLOP or byte, or more chips would move it)")
             reasons[key + "_model"] = (f"{slo[i]} not met at {SPAN:g} x the base chip's value (the other numbers "

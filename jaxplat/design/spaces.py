@@ -45,7 +45,7 @@ def chip_vector(x, space: str, base):
     if space == "chip":
         return x
     rows, cols, cores, sram_core, stacks, link = (x[..., i] for i in range(6))
-    flops = 2.0 * rows * cols * cores * base.clock_hz
+    flops = 2.0 * rows * cols * cores * base.chip.clock_hz
     return jnp.stack([flops, cores * sram_core, stacks, link], axis=-1)
 
 
@@ -63,15 +63,15 @@ def array_fields(x, space: str) -> dict:
 
 def defaults(space: str, base, tech) -> dict:
     """Each variable's value on the base chip (the study's fixed default)."""
-    stacks = max(round(float(base.mem_bw[0]) / float(tech.stack_bw)), 1)
+    stacks = max(round(float(base.memory.bandwidth[0]) / float(tech.stack_bw)), 1)
     if space == "chip":
         from jaxplat.specs.units import DTYPES
-        return {"flops": float(base.flops[DTYPES.index("bf16")]), "sram": max(float(base.sram_size), 1e6),
-                "hbm_stacks": stacks, "link_bw": float(base.net_bw[0])}
-    cores = float(base.cores)
-    return {"rows": float(base.array_rows), "cols": float(base.array_cols), "cores": cores,
-            "sram_per_core": max(float(base.sram_size), 1e6) / cores, "hbm_stacks": stacks,
-            "link_bw": float(base.net_bw[0])}
+        return {"flops": float(base.chip.flops[DTYPES.index("bf16")]), "sram": max(float(base.memory.sram_size), 1e6),
+                "hbm_stacks": stacks, "link_bw": float(base.network.bandwidth[0])}
+    cores = float(base.chip.cores)
+    return {"rows": float(base.chip.array_rows), "cols": float(base.chip.array_cols), "cores": cores,
+            "sram_per_core": max(float(base.memory.sram_size), 1e6) / cores, "hbm_stacks": stacks,
+            "link_bw": float(base.network.bandwidth[0])}
 
 
 __all__ = ["INFLATE", "INTEGER", "SPACES", "UNITS", "array_fields", "chip_vector", "cores", "defaults", "space_of"]

@@ -69,7 +69,7 @@ def _set(field):
 
 def _set_flops(hw, v):
     # v is the bf16 peak; every other dtype keeps the base chip's ratio to it.
-    base = hw.flops
+    base = hw.chip.flops
     return replace(hw, flops=base * (v / base[units.DTYPES.index("bf16")]))
 
 
@@ -461,13 +461,13 @@ def study_from_dict(d: dict, src="study", calibration=None, software=None) -> St
         outer.append(Axis("hardware", np.arange(len(chips), dtype=np.float64), chip_names))
     for name, spec in axes_raw.items():
         vals, labels = _values(src, name, spec)
-        next_domain = min(float(h.net_domain[1]) for h in chips)
+        next_domain = min(float(h.network.domain[1]) for h in chips)
         if name == "domain" and np.any(vals >= next_domain):
             raise SpecError(f"{src}: axes.domain must stay below the next network level's domain "
                             f"({next_domain:g} chips)")
-        if name in _ARRAY_AXES and not hardware.dataflow:
+        if name in _ARRAY_AXES and not hardware.chip.dataflow:
             raise SpecError(f"{src}: axes.{name} needs a chip with systolic arrays (a compute.array block)")
-        if name == "flops" and hardware.dataflow:
+        if name == "flops" and hardware.chip.dataflow:
             raise SpecError(f"{src}: axes.flops: this chip's GEMMs run on its systolic arrays; "
                             "sweep array_rows, array_cols, cores or clock instead")
         (inner if AXIS_KINDS[name].group == "hardware" else outer).append(Axis(name, vals, labels))

@@ -17,7 +17,7 @@ def kv_transfer_time(model, hw, par_prefill, wl, opts, level: int = 1):
     decode pool over network level `level` (each prefill chip sends its
     shard in parallel: bytes per chip / derated link bandwidth + latency)."""
     m = evaluate(model, hw, par_prefill, replace(wl, batch=1.0, output=0.0), opts)
-    return hw.net_latency[level] + safe_div(m.kv_bytes, hw.net_bw[level] * hw.eff_network)
+    return hw.network.latency[level] + safe_div(m.kv_bytes, hw.network.bandwidth[level] * hw.efficiency.network)
 
 
 def disaggregated(model: Model, hw: Hardware, par_prefill: Parallel, par_decode: Parallel,

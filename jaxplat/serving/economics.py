@@ -49,8 +49,8 @@ def operating_point(model: Model, hw: Hardware, par: Parallel, wl: Workload, opt
     b = jnp.maximum(jnp.asarray(batch, jnp.float32), 1.0)
     m = evaluate(model, hw, par, replace(wl, batch=b), opts)
     replica_chips = safe_div(m.chips, par.dp)
-    dynamic = m.energy_per_token_j - safe_div(hw.static_power * replica_chips * m.e2e, b * wl.output)  # energy.per_token's basis
-    per_token = dynamic + safe_div(hw.static_power * m.chips, throughput)
+    dynamic = m.energy_per_token_j - safe_div(hw.power.static_power * replica_chips * m.e2e, b * wl.output)  # energy.per_token's basis
+    per_token = dynamic + safe_div(hw.power.static_power * m.chips, throughput)
     power = per_token * throughput
     return OperatingPoint(energy_per_token_j=per_token, power_w=power,
                           cost_per_mtok_usd=money.cost_per_mtok(hw, m.chips, power, throughput),

@@ -55,7 +55,7 @@ def engine_memory(model: Model, hw: Hardware, par: Parallel, wl: Workload, m: Me
     srv = serving() if srv is None else srv
     act = activation_reserve(model, hw, par, wl, srv.budget, opts, sharpness, tables)
     w, kv = m.weights_bytes, m.kv_bytes
-    room = jnp.where(w + act <= hw.mem_size[0], hw.mem_size[0], m.capacity_bytes)
+    room = jnp.where(w + act <= hw.memory.size[0], hw.memory.size[0], m.capacity_bytes)
     fits = kv <= srv.mem_fraction * (room - w - act)
     fill = safe_div(w + act + safe_div(kv, srv.mem_fraction), room)
     feasible = m.divisible & m.chips_ok & m.context_ok & fits  # as evaluate's, with this fit

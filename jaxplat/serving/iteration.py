@@ -47,7 +47,7 @@ def capacity(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servi
     # (GH200's LPDDR over NVLink-C2C) holds it only where the weights
     # themselves spill there (SambaNova's DDR), not by default.
     w = one.weights_bytes
-    room = jnp.where(w + act <= hw.mem_size[0], hw.mem_size[0], one.capacity_bytes)
+    room = jnp.where(w + act <= hw.memory.size[0], hw.memory.size[0], one.capacity_bytes)
     pool = jnp.maximum(srv.mem_fraction * (room - w - act), 0.0)
     # Paged KV grows with each sequence. Clients in step (fixed lengths)
     # reach prompt + output together, so each needs all of it; with spread
