@@ -23,31 +23,56 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Meanings of the keys whose tuples in the code carry none (hardware_spec._HW_KEYS & co.).
+# Meanings of the keys whose tuples in the code carry none (hardware_layout.SECTIONS & co.).
 HARDWARE_KEYS = {
     "name": "the chip's name (reports, top-k tables)",
     "description": "free text",
-    "flops": "dense peak FLOP/s per dtype (`{bf16: 989e12, fp8: 1979e12}`); a dtype the chip lacks runs on the "
-             "first listed unit its values are exact on (FP4 on FP8; FP8/INT8 on BF16/FP16; 16-bit on FP32), FP32/TF32 "
-             "wider than every unit as 6/3 BF16 passes; may be left out when `compute.array` gives the peak",
+    "chip": "the chip's compute (keys below): peaks, a tensor-core chip's units and tile or systolic arrays, "
+            "its execution",
     "memory": "memory levels, fastest first (list of mappings; keys below). A level named `sram` is on-chip. "
               "`size` in bytes: GPU datasheets' GB are binary (an \"80 GB\" H100 holds 80 GiB = 85.9e9 B)",
     "network": "network levels, innermost first (list of mappings; keys below)",
-    "efficiency": "fitted efficiency parameters (table below); a spec that leaves one out gets the shipped "
-                  "calibration's",
+    "power": "board power and energy (keys below; `tdp_w` required)",
+    "cost": "price and the cost of ownership's basis (keys below)",
+    "host": "the serving host CPU and, for a chip that offloads operators, the offload target (keys below)",
+    "efficiency": "FITTED efficiency parameters (table below); a spec that leaves one out gets the shipped "
+                  "calibration's (specs/calibration/default.yaml, where each value comes from)",
     "software": "the engine part the chip always runs (`rocm` on the AMD chips: every engine on it takes that "
                 "part's calibration values)",
-    "compute": "the compute structure (keys below): systolic arrays or a tensor-core chip's units and tile",
-    "tdp_w": "board power in W (required): static power is a share of it, and a phase whose average power would "
-             "pass chips x TDP runs slower until it does not (`power_throttle`)",
-    "price_usd": "price per chip in USD (the capital part of $/Mtok)",
-    "energy": "energy per operation (`pj_per_flop` per dtype, ...; defaults by process node in "
-              "`jaxplat/model/hardware_spec.py`, with sources)",
-    "tco": "cost of ownership: `lifetime_years`, `usd_per_kwh`, `pue` (defaults below)",
-    "host_cpu": "the serving host's CPU `{name, clock_hz}` (maximum clock): its per-sequence work scales with the "
-                "inverse, the reference being the DGX H100's 3.8 GHz Xeon 8480C",
+}
+CHIP_KEYS = {
+    "flops": "dense peak FLOP/s per dtype (`{bf16: 989e12, fp8: 1979e12}`); a dtype the chip lacks runs on the "
+             "first listed unit its values are exact on (FP4 on FP8; FP8/INT8 on BF16/FP16; 16-bit on FP32), FP32/TF32 "
+             "wider than every unit as 6/3 BF16 passes; may be left out when `array` gives the peak",
+    "units": "SMs or CUs of a tensor-core chip (tile and wave quantization)",
+    "tile": "a GEMM kernel's `[m, n, k]` tile (with `units`)",
+    "array": "systolic array `[rows, cols]` (then `flops` may be left out)",
+    "cores": "arrays per chip",
+    "dataflow": "`ws`, `os` or `is` (weight, output, input stationary)",
+    "clock_hz": "array clock",
+    "vector_flops": "FLOP/s of the element-wise (vector) unit",
     "execution": "`{kind: dataflow, fabric_hops, clock_hz}` for chips that run as dataflow (weights resident, "
                  "layers pipelined, no launches; Cerebras, Groq, SambaNova); default `kernels`",
+}
+POWER_KEYS = {
+    "tdp_w": "board power in W: static power is a share of it, and a phase whose average power would "
+             "pass chips x TDP runs slower until it does not (`power_throttle`)",
+    "static_w": "W drawn whatever the chip does (default 15% of `tdp_w`)",
+    "pj_per_flop": "pJ per FLOP per dtype (defaults by process node in `jaxplat/model/hardware_spec.py`, with "
+                   "sources); per-level `pj_per_bit` sits on the memory and network levels",
+}
+COST_KEYS = {
+    "price_usd": "price per chip in USD (the capital part of $/Mtok)",
+    "lifetime_years": "years the price is amortized over", "usd_per_kwh": "facility electricity price",
+    "pue": "power usage effectiveness (facility / IT energy, at least 1)",
+}
+HOST_KEYS = {
+    "name": "the serving host CPU's name",
+    "clock_hz": "its maximum clock, Hz: its per-sequence work scales with the inverse, the reference being the DGX "
+                "H100's 3.8 GHz Xeon 8480C",
+    "flops": "offload target's FLOP/s", "bandwidth": "link to the offload target, bytes/s",
+    "latency": "seconds per offloaded call",
+    "offload": "operators (or groups) that run on the offload target, e.g. `[logit, softmax, attend]`",
 }
 MEMORY_KEYS = {
     "name": "level name (`sram` = on-chip; `hbm`, `dram`, ...)",
@@ -74,19 +99,6 @@ TOPOLOGY_MEANINGS = {
     "fully_connected": "each chip linked to each peer by its own link; the level's bandwidth is their sum "
                        "(AMD Infinity Fabric)",
 }
-COMPUTE_KEYS = {
-    "array": "systolic array `[rows, cols]` (then `flops` may be left out)",
-    "cores": "arrays per chip",
-    "dataflow": "`ws`, `os` or `is` (weight, output, input stationary)",
-    "clock_hz": "array clock",
-    "vector_flops": "FLOP/s of the element-wise (vector) unit",
-    "host": "an offload host (`flops`, link `bandwidth`, `latency`)",
-    "offload": "operators (or groups) that run on the host, e.g. `[logit, softmax, attend]`",
-    "units": "SMs or CUs of a tensor-core chip (tile and wave quantization)",
-    "tile": "a GEMM kernel's `[m, n, k]` tile",
-}
-HOST_KEYS = {"flops": "host FLOP/s", "bandwidth": "link to the host, bytes/s", "latency": "link latency, s"}
-HOST_CPU_KEYS = {"name": "the CPU's name", "clock_hz": "maximum clock, Hz"}
 DATAFLOW_KEYS = {
     "kind": "`kernels` (default) or `dataflow`",
     "fabric_hops": "fabric hops an operator's data crosses (dataflow chips)",
@@ -116,8 +128,8 @@ STUDY_KEYS = {
     "constraints": "keys below; a sweep applies the workload's SLOs unless it says `ttft: none, tpot: none`",
     "objective": "`{maximize: METRIC}` or `{minimize: METRIC}` (metrics below)",
     "pareto": "two metrics for the Pareto front",
-    "top_k": "rows in the top-k table",
-    "group_by": "axes to group the top-k by",
+    "top_k": "rows in the top-k table (of each group_by value when group_by is set)",
+    "group_by": "an axis each of whose values keeps its own top_k best and per-axis summaries",
     "engine": "the sweep engine's settings (keys below; not a serving engine)",
     "price": "`fixed` (the base chip's price) or `technology` (default when a priced axis varies)",
     "technology": "the technology model pricing hypothetical chips (`n5`, specs/technology/)",
@@ -182,8 +194,8 @@ def render_specs() -> str:
     from jaxplat.model import hardware_spec as hs
     from jaxplat.model import software_spec as ss
     from jaxplat.model import workload_spec as ws
-    from jaxplat.model.compute_spec import COMPUTE_KEYS as CK
-    from jaxplat.model.compute_spec import HOST_KEYS as HK
+    from jaxplat.model.hardware import FLAT_NAMES
+    from jaxplat.model.hardware_layout import FLAT_KEYS, GROUPED_KEYS, SECTIONS
     from jaxplat.model.efficiency_spec import PARAMS
     from jaxplat.model.hardware import TOPOLOGIES
     from jaxplat.design import codesign as cd
@@ -191,24 +203,33 @@ def render_specs() -> str:
     from jaxplat.search import study as st
 
     out = ["## Hardware (`specs/hardware/*.yaml`)\n",
-           "Top-level keys (`jaxplat/model/hardware_spec.py`):\n", _keys(hs._HW_KEYS, HARDWARE_KEYS, "hardware",
-                                                                          ("memory", "network", "tdp_w")),
+           "Sections (`jaxplat/model/hardware_layout.py`), each one group of the `Hardware` pytree:\n",
+           _keys(GROUPED_KEYS, HARDWARE_KEYS, "hardware", ("chip", "memory", "network", "power")),
+           "\n### `chip:`\n", _keys(SECTIONS["chip"], CHIP_KEYS, "chip"),
+           "\n`chip.execution:`\n\n", _keys(ss._DATAFLOW_KEYS, DATAFLOW_KEYS, "execution"),
            "\n### `memory:` levels\n", _keys(hs._MEM_KEYS, MEMORY_KEYS, "memory", hs._MEM_KEYS[:3]),
-           "\n### `network:` levels\n", _keys(hs._NET_KEYS, NETWORK_KEYS, "network", ("domain", "bandwidth", "latency")),
+           "\n### `network:` levels\n",
+           _keys(hs._NET_KEYS, NETWORK_KEYS, "network", ("domain", "bandwidth", "latency")),
            "\n### Topologies (`network[i].topology`)\n", _keys(TOPOLOGIES, TOPOLOGY_MEANINGS, "topology"),
-           "\n### `compute:` block (`jaxplat/model/compute_spec.py`)\n", _keys(CK, COMPUTE_KEYS, "compute"),
-           "\n`compute.host:`\n\n", _keys(HK, HOST_KEYS, "compute.host"),
-           "\n### `host_cpu:`\n", _keys(hs._HOST_KEYS, HOST_CPU_KEYS, "host_cpu"),
-           "\n### `execution:`\n", _keys(ss._DATAFLOW_KEYS, DATAFLOW_KEYS, "execution"),
-           "\n### `tco:` (cost of ownership) and its defaults\n",
+           "\n### `power:`\n", _keys(SECTIONS["power"], POWER_KEYS, "power", ("tdp_w",)),
+           "\n### `cost:` and its defaults\n", _keys(SECTIONS["cost"], COST_KEYS, "cost"), "\n",
            _table(["key", "default", "source"], [
                ["`lifetime_years`", _num(hs.DEFAULT_LIFETIME_YEARS), "assumed; a common depreciation period for AI "
                                                                      "servers (4-6 years)"],
                ["`usd_per_kwh`", _num(hs.DEFAULT_USD_PER_KWH), "US industrial average (EIA Electric Power Monthly)"],
                ["`pue`", _num(hs.DEFAULT_PUE), "assumed modern AI data centre (facility / IT energy, at least 1)"]]),
+           "\n### `host:`\n", _keys(SECTIONS["host"], HOST_KEYS, "host"),
+           "\n### The flat layout of earlier versions\n",
+           "Spec files with the top-level keys below still load (one note on stderr per file); each key moved:\n\n",
+           _table(["flat key", "grouped key"], [[f"`{k}`", f"`{v}`"] for k, v in FLAT_KEYS.items()]),
+           "\n### The `Hardware` pytree\n",
+           "`hw.GROUP.FIELD` in SI units (`jaxplat/model/hardware.py`); the flat names of earlier versions stay "
+           "readable and `replace(hw, mem_bw=...)` routes them to their group.\n\n",
+           _table(["group", "field", "flat name"], [[f"`{g}`", f"`{f}`", f"`{n}`"]
+                                                   for n, (g, f) in FLAT_NAMES.items()]),
            "\n### `efficiency:` parameters (`jaxplat/model/efficiency_spec.py` `PARAMS`)\n",
            "Fractions lie in (0, 1]; times are seconds. Neutral values are ideal kernels.\n\n",
-           _table(["key", "field", "neutral", "unit", "meaning"],
+           _table(["key", "Hardware field", "neutral", "unit", "meaning"],
                   [[f"`{k}`", f"`{f}`", _num(n), u, m] for k, (f, n, u, m) in PARAMS.items()]),
            "\n## Software stacks (`specs/software/*.yaml`)\n",
            "Every key is `{value: number, source: text}` and required (`jaxplat/model/software_spec.py` "
@@ -327,6 +348,24 @@ def _pct(x) -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
 
 
+def _held_out_tables(fit: dict) -> list:
+    """The `fit.validation` / `fit.test` blocks (experiments/calibration_check.py --write): one table per role."""
+    titles = {"validation": "Validation rows of data/measured/inference_2026-12.csv (variants were chosen on them)",
+              "test": "Test rows of data/measured/inference_2026-12.csv (predicted once, after the fit was frozen)"}
+    out = []
+    for role, title in titles.items():
+        stacks = fit.get(role) or {}
+        if not stacks:
+            continue
+        rows = [[f"`{stack}`", cat, f"{_pct(e['median_abs'])} / {100 * e['median_signed']:+.1f}% (n={e['n']})"]
+                for stack, cats in stacks.items() for cat, e in cats.items()]
+        note = ("Stacks: `own` = the calibration's fitted stack and its engines' values, `default` = "
+                "graph-captured with the global values (what `estimate` gives). Static batches are judged on "
+                "end-to-end latency.\n\n")
+        out += [f"### {title}\n\n", note, _table(["stack", "rows", "median |error| / signed"], rows), "\n"]
+    return out
+
+
 def render_calibration() -> str:
     path = ROOT / "specs" / "calibration" / "default.yaml"
     text = path.read_text()
@@ -353,6 +392,7 @@ def render_calibration() -> str:
            _table(["measurement", *[t for _, t in cols]], rows),
            f"\nPer-chip MLPerf offline throughput ratios, leave one chip out: median |error| "
            f"{_pct(fit.get('chip_ratio_median_abs'))}.\n\n",
+           *_held_out_tables(fit),
            "### Fitted values\n\n",
            _table(["parameter", "value", "loss change at x1.2 or /1.2 (identification)"],
                   [[f"`{k}`", _num(v), _pct(fit.get("identification", {}).get(k))]

@@ -11,6 +11,7 @@ import pytest
 
 import jaxplat as jp
 from jaxplat.model import hardware_from_dict, workload_from_dict
+from jaxplat.model.hardware_layout import flat_layout
 from jaxplat.specs import SpecError, builtin_names, dtype_triple, read_yaml
 from jaxplat.specs.units import DTYPES
 
@@ -196,7 +197,7 @@ def test_no_filled_peak_beats_the_units_it_needs(name):
     fallback broke both: Groq's BF16 at its INT8 rate, TPU FP32 at INT8's."""
     from jaxplat.specs.units import BYTES_PER_ELEMENT as B
 
-    listed = read_yaml(Path(jp.specs.SPEC_ROOT) / "hardware" / f"{name}.yaml").get("flops")
+    listed = flat_layout(read_yaml(Path(jp.specs.SPEC_ROOT) / "hardware" / f"{name}.yaml")).get("flops")
     if not listed:
         return  # a systolic array's one peak serves every dtype
     hw = jp.load_hardware(name)

@@ -302,11 +302,10 @@ def _train_summary(prob: cd.Problem, i: int, chip_path, cfg: dict) -> dict:
     c = ct.describe(prob.cand, i)
     twl, dtype = prob.workload, cfg["dtype"]
     flags = {"chips": c["chips"], "tp": c["tp"], "pp": c["pp"], "vp": c["vp"], "cp": c["cp"], "ep": c["ep"],
-             "micro-batch": c["micro_batch"], "global-batch": float(twl.global_batch), "seq": float(twl.seq),
-             "tokens": float(twl.tokens)}
+             "micro-batch": c["micro_batch"], "global-batch": float(twl.global_batch), "seq": float(twl.seq)}
     cmd = (f"jaxplat train --model {cfg['model']} --hardware {chip_path} "
            + " ".join(f"--{k} {v:.0f}" for k, v in flags.items())
-           + f" --dtype {dtype} --recompute {c['recompute']} --zero {c['zero']:.0f}")
+           + f" --dtype {dtype} --recompute {c['recompute']} --zero {c['zero']:.0f} --tokens {float(twl.tokens):.6g}")
     return {"dp": c["dp"], "recompute": c["recompute"], "dtype": dtype, "schedule": prob.schedule,
             "command": cmd, "cost_basis": COST_BASIS}
 

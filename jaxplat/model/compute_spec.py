@@ -109,7 +109,7 @@ def compute_fields(d: dict | None, src="hardware") -> dict:
             raise SpecError(f"{src}: compute.offload names unknown operator {x!r}; allowed: groups "
                             f"{', '.join(OFFLOAD_GROUPS)} or operators {', '.join(OFFLOAD_NAMES)}")
     if offload and host is None:
-        raise SpecError(f"{src}: compute.offload needs compute.host (the target's flops and link bandwidth)")
+        raise SpecError(f"{src}: compute.offload needs compute.host (the target's FLOP/s and link bandwidth)")
     if offload:
         out["offload"] = tuple(offload)
     return out

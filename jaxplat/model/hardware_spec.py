@@ -8,6 +8,7 @@ import numpy as np
 from jaxplat.model.compute_spec import compute_fields
 from jaxplat.model.efficiency_spec import Calibration, default_calibration, efficiency_fields
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware, hardware_from_fields
+from jaxplat.model.hardware_layout import flat_layout, grouped_message, is_flat, note_flat
 from jaxplat.model.software_spec import Software, default_software, execution_fields, load_software
 from jaxplat.specs import SpecError, check_keys, dtype_name, number, read_yaml, resolve
 from jaxplat.specs.units import DTYPE_FALLBACK, DTYPES, EMULATION_PASSES, J_PER_KWH, SECONDS_PER_YEAR
@@ -131,7 +132,8 @@ _NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "switch_reduc
 
 def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None = None,
                        defaults: Calibration | None = None, software: Software | None = None) -> Hardware:
-    """Validate a hardware spec dict (schema in README) and build `Hardware`.
+    """Validate a hardware spec dict (either layout: jaxplat.model.hardware_layout;
+    schema in docs/spec_reference.md) and build `Hardware`.
 
     Efficiency parameters the spec leaves out are neutral, or `defaults`'
     (`load_hardware` passes the shipped calibration); `calibration`
@@ -141,6 +143,11 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
     (`software_spec.default_software`) when a calibration or defaults are
     given; a bare `Hardware` (GenZ's profile, tests) keeps neutral ones.
     """
+    if not is_flat(d, src):  # the grouped layout (hardware_layout): its sections' keys in the errors
+        try:
+            return hardware_from_dict(flat_layout(d, src), src, calibration, defaults, software)
+        except SpecError as e:
+            raise SpecError(grouped_message(str(e), src)) from None
     # tdp_w is required: static power defaults to a share of it, and the
     # chip is held to it (cost.energy.power_floor).
     check_keys(src, "", d, _HW_KEYS, required=("memory", "network"))
@@ -306,6 +313,8 @@ def load_hardware(name_or_path, calibration: Calibration | None = None, software
     path = resolve("hardware", name_or_path)
     d = read_yaml(path)
     d.setdefault("name", path.stem)
+    if isinstance(d, dict) and any(k in d for k in ("flops", "compute", "tdp_w")) and is_flat(d, str(path)):
+        note_flat(path)
     return hardware_from_dict(d, src=str(path), calibration=calibration, defaults=default_calibration(),
                               software=software)
 
@@ -317,6 +326,7 @@ def chip_software_stack(name_or_path, software: Software | None = None,
         return software.name
     if calibration is not None and calibration.software:
         return calibration.software
-    return default_software(read_yaml(resolve("hardware", name_or_path))).name
+    path = resolve("hardware", name_or_path)
+    return default_software(flat_layout(read_yaml(path), str(path))).name
 
 
