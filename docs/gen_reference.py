@@ -35,8 +35,9 @@ HARDWARE_KEYS = {
     "power": "board power and energy (keys below; `tdp_w` required)",
     "cost": "price and the cost of ownership's basis (keys below)",
     "host": "the serving host CPU and, for a chip that offloads operators, the offload target (keys below)",
-    "efficiency": "FITTED efficiency parameters (table below); a spec that leaves one out gets the shipped "
-                  "calibration's (specs/calibration/default.yaml, where each value comes from)",
+    "efficiency": "FITTED efficiency parameters (table below), each a number or `{value, source}` saying where it "
+                  "came from; a spec that leaves one out gets the shipped calibration's "
+                  "(specs/calibration/default.yaml, with its fit's record)",
     "software": "the engine part the chip always runs (`rocm` on the AMD chips: every engine on it takes that "
                 "part's calibration values)",
 }
@@ -152,14 +153,18 @@ RANGE_KEYS = {
 }
 CODESIGN_KEYS = {
     "name": "the study's name", "description": "free text",
-    "model": "one model", "workload": "one workload (its SLOs are the constraints)",
+    "model": "one model", "workload": "one workload (its SLOs are the constraints; inference only)",
+    "task": "`infer` (default) or `train` (implied by a training objective): what the chip is designed for",
+    "train": "training only: the run `{seq, global_batch, dtype, tokens, schedule, max_days}` (tokens per sequence, "
+             "sequences per step, `bf16`/`fp8`/`fp4`/`int8`, tokens to train on, `1f1b`/`gpipe`, a deadline in days)",
     "technology": "technology node pricing the chip (`n5`)", "hbm": "HBM generation (`hbm3e`)",
     "base": "the chip whose other numbers the designed chip keeps (default `h100-sxm`)",
     "objective": "what to minimize (objectives below)", "budget_usd": "a price cap per chip",
     "profile": "`default` or `genz`",
     "software": "the software stack the designed chips run (else the base chip's default)",
     "params": "chip parameter -> `[lo, hi]` (or a number: fixed); parameters below",
-    "candidates": "parallelism and batch candidates searched discretely (`tp`, `pp`, `ep`, `dp`, `batch`)",
+    "candidates": "parallelism and batch candidates searched discretely (`tp`, `pp`, `ep`, `dp`, `batch`; training: "
+                  "`chips` (required), `tp`, `pp`, `vp`, `cp`, `ep`, `micro_batch`, `recompute`, `zero`)",
     "optimizer": "`{starts, steps, seed}` of the gradient search",
     "grid": "points per parameter of the grid oracle the result is checked against",
 }
@@ -199,6 +204,7 @@ def render_specs() -> str:
     from jaxplat.model.efficiency_spec import PARAMS
     from jaxplat.model.hardware import TOPOLOGIES
     from jaxplat.design import codesign as cd
+    from jaxplat.design.codesign_train import TRAIN_OBJECTIVES
     from jaxplat.design import spaces as sp
     from jaxplat.search import study as st
 
@@ -257,7 +263,8 @@ def render_specs() -> str:
            "\n### `engine:` (sweep engine)\n", _keys(st._ENGINE_KEYS, ENGINE_KEYS, "study engine"),
            "\n## Co-design studies (`specs/studies/codesign-*.yaml`, `jaxplat/design/`)\n",
            _keys(_codesign_keys(), CODESIGN_KEYS, "codesign study"),
-           "\nObjectives: " + ", ".join(f"`{o}`" for o in cd.OBJECTIVES) + ".\n\n",
+           "\nObjectives: " + ", ".join(f"`{o}`" for o in cd.OBJECTIVES) + "; training: "
+           + ", ".join(f"`{o}`" for o in TRAIN_OBJECTIVES) + " (USD or days to train `train.tokens`).\n\n",
            _table(["parameter", "unit"], [[f"`{k}`", u] for k, u in sp.UNITS.items()]),
            "\n## Calibration files (`specs/calibration/*.yaml`)\n",
            _keys(_calibration_keys(), CALIBRATION_KEYS, "calibration")]
