@@ -111,13 +111,14 @@ def calculon_validation(args, tmp):
 def calculon_search(args, tmp, system):
     """(executions [(execution, stats)], total, wall s, Calculon's own calcs/s,
     CPU s of Calculon and its worker processes) of Calculon's
-    optimal-execution search of SEARCH on `system`."""
+    optimal-execution search of SEARCH on `system` (-m, as its README runs
+    it: stop raising the micro-batch once none fits)."""
     model, chips, batch = SEARCH
     out = tmp / "search.json"
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     log = calculon(args, "llm-optimal-execution", args.calculon / "models" / f"{model}.json", chips, batch,
-                   "float16", system, out, "-t", 1000000, "-c", args.cpus, "-n")
+                   "float16", system, out, "-m", "-t", 1000000, "-c", args.cpus, "-n")
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
