@@ -100,7 +100,8 @@ SWEEP_COUNTERS = (  # summary key -> row label
 # co-design
 OBJECTIVE_NAMES = {"cost_per_mtok": ("cost per million tokens", "USD/Mtok"),
                    "usd_per_tok_s": ("chip capex per token/s", "USD/(tok/s)"),
-                   "joules_per_token": ("energy per token", "J/tok")}
+                   "joules_per_token": ("energy per token", "J/tok"),
+                   "train_cost_usd": ("cost to train", "USD"), "train_days": ("time to train", "days")}
 CHIP_ROWS = (  # key in summary["chip"], name, unit, SI per unit, key in summary["bounds"]
     ("array_rows", "systolic array rows", "PEs", 1.0, "rows"),  # array space only (jaxplat.design.spaces)
     ("array_cols", "systolic array columns", "PEs", 1.0, "cols"),
@@ -125,6 +126,13 @@ CODESIGN_METRICS = (  # key in summary["metrics"], name, unit, SI per unit, SLO 
     ("cost_per_mtok_usd", "cost per million tokens", "USD/Mtok", 1.0, None),
     ("memory_bytes", "memory per chip", "GB", 1e9, None),
     ("chips", "chips used", "", 1.0, None),
+    # a training co-design's (design.codesign_train): TrainMetrics
+    ("step_time_s", "step time", "s", 1.0, None),
+    ("tokens_per_s_per_chip", "throughput per chip", "tok/s", 1.0, None),
+    ("mfu", "MFU", "%", 0.01, None),
+    ("train_time_s", "time to train", "days", 86400.0, "max_train_s"),
+    ("train_energy_j", "energy to train (IT)", "GWh", 3.6e12, None),
+    ("train_cost_usd", "cost to train", "USD", 1.0, None),
 )
 TRAJECTORY_PARAMS = (  # trajectory.csv column, name, unit, SI per unit
     ("flops", "dense BF16 compute", "TFLOP/s", 1e12),
@@ -133,7 +141,9 @@ TRAJECTORY_PARAMS = (  # trajectory.csv column, name, unit, SI per unit
     ("link_bw", "scale-up link", "GB/s", 1e9),
 )
 ELASTIC_METRIC_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "throughput": "throughput",
-                        "energy_per_token_j": "energy per token", "cost_per_mtok_usd": "cost per Mtok"}
+                        "energy_per_token_j": "energy per token", "cost_per_mtok_usd": "cost per Mtok",
+                        "step_time_s": "step time", "train_time_s": "time to train", "train_cost_usd": "cost to train",
+                        "memory_bytes": "memory per chip"}
 _HW_FIELDS = {  # Hardware "group.field" path -> name ({level} where it has levels)
     "chip.flops": "peak compute", "memory.sram_size": "SRAM capacity", "memory.sram_bandwidth": "SRAM bandwidth",
     "memory.size": "{level} capacity", "memory.bandwidth": "{level} bandwidth",
