@@ -134,3 +134,15 @@ def test_groups_say_what_is_fitted():
         assert field == key and group in ("efficiency", "software")
         assert field in {f.name for f in dataclasses.fields(GROUPS[group])}
     assert [f.name for f in dataclasses.fields(Hardware)] == list(GROUPS)
+
+
+def test_efficiency_values_may_say_where_they_came_from():
+    d = _grouped("h100-sxm")
+    plain = hardware_from_dict({**d, "efficiency": {"compute": 0.61}}, src="x.yaml")
+    sourced = hardware_from_dict({**d, "efficiency": {"compute": {"value": 0.61, "source": "a DeepGEMM run"}}},
+                                 src="x.yaml")
+    assert float(sourced.efficiency.compute) == float(plain.efficiency.compute) == pytest.approx(0.61)
+    for bad in ({"value": 0.61}, {"value": 0.61, "source": " "}, {"value": 2.0, "source": "x"}):
+        with pytest.raises(SpecError, match=r"^x.yaml: efficiency.compute ") as e:
+            hardware_from_dict({**d, "efficiency": {"compute": bad}}, src="x.yaml")
+        assert "\n" not in str(e.value)

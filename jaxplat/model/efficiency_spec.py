@@ -198,6 +198,23 @@ def select_engine(path=None, engine=None):
     return select_calibration(path, engine), None
 
 
+def sourced_values(src, block):
+    """A hardware spec's `efficiency:` block with each value a number or
+    `{value: number, source: where it came from}` -> {name: value} (a
+    non-mapping block is left to check_params to refuse)."""
+    if not isinstance(block, dict):
+        return block
+    out = {}
+    for k, v in block.items():
+        if isinstance(v, dict):
+            if set(v) != {"value", "source"} or not isinstance(v["source"], str) or not v["source"].strip():
+                raise SpecError(f"{src}: efficiency.{k} must be a number or {{value: <number>, source: <where it "
+                                "came from: a fit, a microbenchmark>}}")
+            v = v["value"]
+        out[k] = v
+    return out
+
+
 def efficiency_fields(d: dict, src="hardware", defaults: Calibration | None = None,
                       calibration: Calibration | None = None, stack: dict | None = None) -> dict:
     """{"group.field": value} of the efficiency parameters (precedence in the
@@ -218,7 +235,7 @@ def efficiency_fields(d: dict, src="hardware", defaults: Calibration | None = No
         values.update(defaults.for_chip(name))
     stack = {path.rpartition(".")[2]: v for path, v in (stack or {}).items()}  # by YAML key
     values.update({k: v for k, v in stack.items() if k in PARAMS})
-    values.update(check_params(src, "efficiency.", d.get("efficiency", {}) or {}))
+    values.update(check_params(src, "efficiency.", sourced_values(src, d.get("efficiency", {}) or {})))
     if calibration is not None:
         values.update(calibration.for_chip(name))
     out = {PARAMS[k][0]: v for k, v in values.items()}

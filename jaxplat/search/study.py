@@ -36,6 +36,7 @@ from jaxplat.model import (
     Options,
     chip_software_stack,
     default_calibration,
+    get,
     hardware_from_dict,
     load_hardware,
     load_model,
@@ -58,8 +59,8 @@ from jaxplat.specs import SpecError, check_keys, number, read_yaml, spec_label, 
 
 
 def _set_at(field, i):
-    def setter(tree, v):
-        return replace(tree, **{field: getattr(tree, field).at[i].set(v)})
+    def setter(tree, v):  # field: a pytree field or a "group.field" path (Hardware)
+        return replace(tree, **{field: get(tree, field).at[i].set(v)})
     return setter
 
 
@@ -140,31 +141,31 @@ AXIS_KINDS = {
     # hardware numbers (jaxplat.hardware.Hardware), SI
     "flops": AxisKind("hardware", _set_flops, "FLOP/s", "dense bf16 peak (other dtypes keep the chip's ratio)",
                       better="more"),
-    "hbm_bandwidth": AxisKind("hardware", _set_at("mem_bw", 0), "B/s", "main-memory bandwidth", better="more"),
-    "hbm_size": AxisKind("hardware", _set_at("mem_size", 0), "B", "main-memory capacity", better="more"),
-    "sram_size": AxisKind("hardware", _set("sram_size"), "B", "on-chip SRAM capacity", better="more"),
-    "sram_bandwidth": AxisKind("hardware", _set("sram_bw"), "B/s", "on-chip SRAM bandwidth", better="more"),
-    "link_bandwidth": AxisKind("hardware", _set_at("net_bw", 0), "B/s", "scale-up link, per chip per direction",
+    "hbm_bandwidth": AxisKind("hardware", _set_at("memory.bandwidth", 0), "B/s", "main-memory bandwidth", better="more"),
+    "hbm_size": AxisKind("hardware", _set_at("memory.size", 0), "B", "main-memory capacity", better="more"),
+    "sram_size": AxisKind("hardware", _set("memory.sram_size"), "B", "on-chip SRAM capacity", better="more"),
+    "sram_bandwidth": AxisKind("hardware", _set("memory.sram_bandwidth"), "B/s", "on-chip SRAM bandwidth", better="more"),
+    "link_bandwidth": AxisKind("hardware", _set_at("network.bandwidth", 0), "B/s", "scale-up link, per chip per direction",
                                better="more"),
-    "link_latency": AxisKind("hardware", _set_at("net_latency", 0), "s", "scale-up link latency", better="less"),
-    "domain": AxisKind("hardware", _set_at("net_domain", 0), "chips", "scale-up domain size", better="more"),
-    "scaleout_bandwidth": AxisKind("hardware", _set_at("net_bw", 1), "B/s", "scale-out link, per chip", better="more"),
-    "scaleout_latency": AxisKind("hardware", _set_at("net_latency", 1), "s", "scale-out latency", better="less"),
-    "eff_compute": AxisKind("hardware", _set("eff_compute"), "", "achievable fraction of peak FLOP/s", better="more"),
-    "eff_memory": AxisKind("hardware", _set("eff_memory"), "", "achievable fraction of memory bandwidth",
+    "link_latency": AxisKind("hardware", _set_at("network.latency", 0), "s", "scale-up link latency", better="less"),
+    "domain": AxisKind("hardware", _set_at("network.domain", 0), "chips", "scale-up domain size", better="more"),
+    "scaleout_bandwidth": AxisKind("hardware", _set_at("network.bandwidth", 1), "B/s", "scale-out link, per chip", better="more"),
+    "scaleout_latency": AxisKind("hardware", _set_at("network.latency", 1), "s", "scale-out latency", better="less"),
+    "eff_compute": AxisKind("hardware", _set("efficiency.compute"), "", "achievable fraction of peak FLOP/s", better="more"),
+    "eff_memory": AxisKind("hardware", _set("efficiency.memory"), "", "achievable fraction of memory bandwidth",
                            better="more"),
-    "eff_network": AxisKind("hardware", _set("eff_network"), "", "achievable fraction of link bandwidth",
+    "eff_network": AxisKind("hardware", _set("efficiency.network"), "", "achievable fraction of link bandwidth",
                             better="more"),
-    "price": AxisKind("hardware", _set("price"), "USD", "price per chip", better="less"),
-    "tdp": AxisKind("hardware", _set("tdp"), "W", "board power", better="less"),
+    "price": AxisKind("hardware", _set("cost.price"), "USD", "price per chip", better="less"),
+    "tdp": AxisKind("hardware", _set("power.tdp"), "W", "board power", better="less"),
     # compute structure (the `compute:` block; array axes need a chip with systolic arrays)
-    "array_rows": AxisKind("hardware", _set("array_rows"), "PEs", "systolic array rows", better="more"),
-    "array_cols": AxisKind("hardware", _set("array_cols"), "PEs", "systolic array columns", better="more"),
-    "cores": AxisKind("hardware", _set("cores"), "", "systolic array cores", better="more"),
-    "clock": AxisKind("hardware", _set("clock_hz"), "Hz", "systolic array clock", better="more"),
-    "vector_flops": AxisKind("hardware", _set("vector_flops"), "FLOP/s", "element-wise (vector) unit", better="more"),
-    "host_flops": AxisKind("hardware", _set("host_flops"), "FLOP/s", "offload host", better="more"),
-    "host_bandwidth": AxisKind("hardware", _set("host_bw"), "B/s", "link to the offload host", better="more"),
+    "array_rows": AxisKind("hardware", _set("chip.array_rows"), "PEs", "systolic array rows", better="more"),
+    "array_cols": AxisKind("hardware", _set("chip.array_cols"), "PEs", "systolic array columns", better="more"),
+    "cores": AxisKind("hardware", _set("chip.cores"), "", "systolic array cores", better="more"),
+    "clock": AxisKind("hardware", _set("chip.clock_hz"), "Hz", "systolic array clock", better="more"),
+    "vector_flops": AxisKind("hardware", _set("chip.vector_flops"), "FLOP/s", "element-wise (vector) unit", better="more"),
+    "host_flops": AxisKind("hardware", _set("host.flops"), "FLOP/s", "offload host", better="more"),
+    "host_bandwidth": AxisKind("hardware", _set("host.bandwidth"), "B/s", "link to the offload host", better="more"),
 }
 _ARRAY_AXES = ("array_rows", "array_cols", "cores", "clock")
 
