@@ -57,6 +57,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -262,6 +263,8 @@ def main():
     args.calculon = Path(args.calculon).resolve()
     if not (args.calculon / "bin" / "calculon").exists():
         sys.exit(f"--calculon {args.calculon}: no bin/calculon there (give a clone of calculon-ai/calculon)")
+    if not shutil.which(args.python):
+        sys.exit(f"--python {args.python}: no such interpreter (give Calculon's, with pandas and psutil)")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         val = calculon_validation(args, tmp)
