@@ -140,3 +140,38 @@ def test_objective_name_implies_training():
     d = {k: v for k, v in STUDY.items() if k != "task"}
     p, run = problem_from_dict({**d, "objective": "train_days"})
     assert p.task == "train" and p.objective == "train_days" and run["dtype"] == "bf16"
+
+
+def test_codesign_command_on_a_training_study(tmp_path):
+    """`jaxplat codesign STUDY --json` on a training study: the objective is
+    the cost to train of the written chip on the way it names, the way as
+    `jaxplat train`'s flags, the deadline among the constraints, the
+    sensitivities of the searched numbers by autodiff beside finite
+    differences."""
+    import contextlib
+    import io
+    import json
+
+    import yaml
+
+    from jaxplat.cli import main
+
+    path = tmp_path / "train-chip.yaml"
+    path.write_text(yaml.safe_dump({**STUDY, "train": {**STUDY["train"], "max_days": 1000}}))
+    argv = ["codesign", str(path), "--out", str(tmp_path / "out"), "--starts", "4", "--steps", "80", "--no-grid",
+            "--json"]
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(argv) == 0
+    s = json.loads(out.getvalue())
+    assert s["objective_name"] == "train_cost_usd" and s["objective_unit"] == "USD to train the tokens"
+    assert s["metrics"]["train_cost_usd"] == pytest.approx(s["objective"], rel=1e-5)
+    assert s["slo"] == {"max_train_s": pytest.approx(1000 * 86400.0)}
+    assert s["metrics"]["train_time_s"] <= 1000 * 86400.0
+    cmd = s["train"]["command"]
+    assert cmd.startswith("jaxplat train --model llama-3.1-8b --hardware ") and "--recompute " in cmd
+    assert "profile genz" in cmd  # this study's profile is not a flag of jaxplat train: the command says so
+    p = s["parallel"]
+    assert s["train"]["dp"] == p["chips"] / (p["tp"] * p["pp"] * p["cp"])
+    sens = s["sensitivities"]
+    assert set(sens) == {"flops", "sram", "hbm_stacks", "link_bw"}
+    assert sens["flops"]["step_time_s"] < 0  # more FLOP/s, shorter steps

@@ -306,6 +306,10 @@ def _train_summary(prob: cd.Problem, i: int, chip_path, cfg: dict) -> dict:
     cmd = (f"jaxplat train --model {cfg['model']} --hardware {chip_path} "
            + " ".join(f"--{k} {v:.0f}" for k, v in flags.items())
            + f" --dtype {dtype} --recompute {c['recompute']} --zero {c['zero']:.0f} --tokens {float(twl.tokens):.6g}")
+    apart = [f"profile {prob.profile}"] * (prob.profile != "default") + [f"schedule {prob.schedule}"] * (
+        prob.schedule != "1f1b")
+    if apart:  # what jaxplat train has no flag for: its numbers differ from the study's
+        cmd += f"  # the study's {', '.join(apart)} are not flags of jaxplat train"
     return {"dp": c["dp"], "recompute": c["recompute"], "dtype": dtype, "schedule": prob.schedule,
             "command": cmd, "cost_basis": COST_BASIS}
 
