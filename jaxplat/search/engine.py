@@ -468,7 +468,7 @@ class Engine(Merging):
             return self._merge(run, self._block_summary(start + gidx, tables)), None
 
         # The carry varies over devices (each runs its own blocks).
-        init = jax.tree.map(lambda x: lax.pcast(x, ("d",), to="varying"), self.empty())
+        init = jax.tree.map(lambda x: vary_over(x, ("d",)), self.empty())
         run, _ = lax.scan(body, init, jnp.arange(self.blocks_per_step, dtype=jnp.int32))
         return jax.tree.map(lambda x: x[None], run)
 

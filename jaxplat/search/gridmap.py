@@ -224,7 +224,8 @@ def _apply(eqn, ins, sizes):
         ins = _match_vma(ins)
     mo = _union([m for _, m in ins]) if ins else _NONE(k)
     if not any(mo):  # nothing on the grid: run it as traced
-        out = prim.bind(*(x for x, _ in ins), **prim.get_bind_params(params))  # (custom_jvp_call: its subfuns)
+        subfuns, bind = _bind_params(prim, params)  # (custom_jvp_call: its subfuns)
+        out = prim.bind(*subfuns, *(x for x, _ in ins), **bind)
         return [(o, mo) for o in out] if prim.multiple_results else [(out, mo)]
     if (sub := sub_jaxpr(eqn)) is not None:
         return _eval(*sub, ins, sizes)
@@ -283,6 +284,14 @@ def _unsplit(sharding) -> bool:
         and not getattr(spec, "unreduced", None) and not getattr(spec, "reduced", None)
 
 
+def _bind_params(prim, params):
+    """(subfuns, params) that `prim.bind` takes for an equation's params:
+    JAX before 0.9 returns both from get_bind_params, later ones the params
+    only (the subfuns among them)."""
+    out = prim.get_bind_params(params)
+    return out if isinstance(out, tuple) else ((), out)
+
+
 def sub_jaxpr(eqn):
     """(jaxpr, consts) that a call-like equation (jit, closed_call, custom
     JVP/VJP, remat) runs, else None."""
@@ -330,8 +339,12 @@ def varying_axes(x):
 
 def vary_over(x, axes):
     """`x` marked varying over the mesh axes in `axes` it does not vary over yet."""
-    more = frozenset(axes) - varying_axes(x)
-    return lax.pcast(x, tuple(sorted(more)), to="varying") if more else x
+    more = tuple(sorted(frozenset(axes) - varying_axes(x)))
+    if not more:
+        return x
+    if hasattr(lax, "pcast"):
+        return lax.pcast(x, more, to="varying")
+    return lax.pvary(x, more)  # JAX before 0.8
 
 
 def _fallback(eqn, ins, mo, sizes):
