@@ -124,6 +124,10 @@ BAD = (
     ({"candidates": {"chips": [64], "batch": [8]}}, "batch"),
     ({"candidates": {"chips": [63], "tp": [2]}}, "no candidate"),
     ({"workload": "chatbot"}, "workload"),
+    ({"train": [4096]}, "train"),
+    ({"train": {"seq": 4096.5, "global_batch": 256, "tokens": 1e12}}, "train.seq"),
+    ({"candidates": {"chips": [], "tp": [2]}}, "candidates.chips"),
+    ({"candidates": {"chips": list(range(1, 65)), "tp": list(range(1, 65)), "pp": [1, 2]}}, "candidates"),
 )
 
 

@@ -24,6 +24,7 @@ _STUDY_KEYS = ("name", "description", "task", "model", "workload", "train", "tec
                "budget_usd", "profile", "software", "params", "candidates", "optimizer", "grid")
 # A training co-design's `train:` block: the run (tokens per sequence, sequences per step, GEMM recipe, tokens
 # to train on, pipeline schedule) and its deadline in days (none when absent).
+MAX_CANDIDATES = 4096
 _TRAIN_KEYS = ("seq", "global_batch", "dtype", "tokens", "schedule", "max_days")
 
 
@@ -162,6 +163,9 @@ def _candidates(src, cd, keys, task) -> tuple[dict, int]:
             if task == "train" and any(x != round(x) for x in vals):
                 raise SpecError(f"{src}: candidates.{k} must list whole numbers >= 1, got {v!r}")
             lists.append(vals)
+    if math.prod(len(v) for v in lists) > MAX_CANDIDATES:
+        raise SpecError(f"{src}: candidates give {math.prod(len(v) for v in lists):,} combinations; at most "
+                        f"{MAX_CANDIDATES:,} (each is costed on every chip the optimizer and the grid try)")
     combos = np.array(np.meshgrid(*lists, indexing="ij")).reshape(len(keys), -1)
     n = combos.shape[1]
     pad = _pow2(n)  # bucketed size: studies with similar candidate counts share one compile
