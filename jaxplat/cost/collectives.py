@@ -1,7 +1,7 @@
 """Collective communication time on a hierarchy of network levels (α-β model).
 
 Each network level l has a domain D_l (chips it connects), a per-chip
-bandwidth β_l (bytes/s per direction, derated by eff_network), a latency α_l
+bandwidth β_l (bytes/s per direction, derated by efficiency.network), a latency α_l
 (s per message step) and a topology (TOPOLOGIES). A group of n chips placed
 on consecutive ranks joins f_l = min(n, D_l) / min(n, D_{l-1}) sub-groups at
 level l (`level_factors`).
@@ -353,8 +353,8 @@ def collective_time(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, p=
 
     Args:
       kind: static, one of KINDS.
-      hw: uses net_domain, net_bw (bytes/s per chip per direction),
-        net_latency (s), net_topology and eff_network.
+      hw: uses network.domain, network.bandwidth (bytes/s per chip per direction),
+        network.latency (s), network.topology and efficiency.network.
       n: chips in the group (float, any shape [...]); for sendrecv, the rank
         span between the two ends (2 for neighbours).
       bytes_: payload per chip in bytes (broadcast with n): the full buffer

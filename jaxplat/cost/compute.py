@@ -5,21 +5,21 @@ seconds (at s = 0 and per generated token, as the table's FLOPs):
 
   * GEMM rows on a chip without systolic arrays: FLOPs / the row's
     achievable FLOP/s, `peak` from efficiency.row_rates: the dtype's peak x
-    eff_compute x the tile and wave quantization of the GEMM on the chip's
+    efficiency.compute x the tile and wave quantization of the GEMM on the chip's
     SMs (microarch piece counts; a tensor-core `compute:` block's units and
-    tile) x its kernel kind (eff_attention, eff_moe); the plain peak under
+    tile) x its kernel kind (efficiency.attention, efficiency.moe); the plain peak under
     the flat (GenZ) convention or without a compute block;
   * GEMM rows on a chip with systolic arrays: the same form, FLOPs /
-    (array peak x array utilization x eff_compute x kernel kind), the
+    (array peak x array utilization x efficiency.compute x kernel kind), the
     utilization being the useful multiply-adds over the PE-cycles the GEMM
     occupies:
         u = m n k groups / (cycles x rows x cols x cores),
     cycles from `microarch.gemm_cycles` (SCALE-Sim's fold, fill and drain
     arithmetic; waves over the cores). Equivalently cycles / clock /
-    (eff_compute x kind): one mechanism, peak x utilization(shape from the
+    (efficiency.compute x kind): one mechanism, peak x utilization(shape from the
     microarchitecture) x efficiency, for tensor cores and arrays alike;
   * element-wise rows (no GEMM dims: softmax, norms, activations): the
-    vector unit, FLOPs / (vector_flops x eff_compute) when the chip gives
+    vector unit, FLOPs / (vector_flops x efficiency.compute) when the chip gives
     one, else the chip's peak;
   * rows named in `Hardware.offload`: the host, FLOPs / host_flops.
 

@@ -2,12 +2,12 @@
 
 A datasheet peak is reached by no kernel. What a kernel reaches depends on
   * the chip's kernels in general: a large, well-shaped 16-bit GEMM reaches a
-    share `eff_compute` of the dense peak (clock and power limits, the
-    mainloop's bubbles), a long stream `eff_memory` of the bandwidth;
-  * the dtype: 8-bit and narrower kernels keep a share `eff_narrow` of that
+    share `efficiency.compute` of the dense peak (clock and power limits, the
+    mainloop's bubbles), a long stream `efficiency.memory` of the bandwidth;
+  * the dtype: 8-bit and narrower kernels keep a share `efficiency.narrow_dtype` of that
     (FP8 and FP4 peaks are harder to feed: twice the operands per cycle
     through the same register file and shared memory), FP4 kernels a share
-    `eff_fp4` of FP8's on top (their per-block scales are applied in the
+    `efficiency.narrow_fp4` of FP8's on top (their per-block scales are applied in the
     mainloop; NVIDIA, "NVFP4" / OCP MX formats: one scale per 16 or 32
     elements);
   * the shape, through the chip's structure (`Hardware.units` SMs or CUs and
@@ -21,10 +21,10 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     merge sequences of different lengths, so they carry no one GEMM shape;
     its length dependence is in its FLOPs and bytes);
   * the kind of kernel: attention (FlashAttention, paged decode attention)
-    reaches `eff_attention` of what GEMMs reach, on compute and bandwidth,
+    reaches `efficiency.attention` of what GEMMs reach, on compute and bandwidth,
     and the routed experts' grouped GEMMs over quantized weights (8 bits
-    and narrower: block-scaled FP8, NVFP4, MXFP4, INT4) `eff_moe` on
-    compute (x `eff_moe_fp4` where they compute in FP4), `eff_moe_memory`
+    and narrower: block-scaled FP8, NVFP4, MXFP4, INT4) `efficiency.moe` on
+    compute (x `efficiency.moe_fp4` where they compute in FP4), `efficiency.moe_memory`
     on their memory time; 16-bit grouped GEMMs run like dense ones
     (`quantized_experts`);
   * fixed costs: `tile_latency` seconds per GEMM output tile outside its
@@ -186,11 +186,11 @@ def quantized_experts(wl: Workload):
 
 def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memory: bool = False):
     """[rows] efficiency of each row's kernel relative to a dense GEMM's:
-    eff_attention for the attention kernel's rows, eff_moe for the routed
-    experts' grouped GEMMs over quantized weights (eff_moe_memory on their
+    efficiency.attention for the attention kernel's rows, efficiency.moe for the routed
+    experts' grouped GEMMs over quantized weights (efficiency.moe_memory on their
     memory time, `memory` static: a grouped GEMM that streams its experts'
     weights loses less than one that computes small, uneven tiles; both
-    raised to `quantized_experts`, so 1 for 16-bit experts; eff_moe_fp4 on
+    raised to `quantized_experts`, so 1 for 16-bit experts; efficiency.moe_fp4 on
     top where they compute in FP4), 1 for the rest
     (1 everywhere under the "flat" convention). Tensor cores (row_rates)
     and systolic arrays (compute.row_compute_times) both derate by it."""
@@ -199,14 +199,14 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
     attn, moe = (jnp.asarray(mask(table)) > 0 for mask in (attention_mask, moe_mask))
     if memory:
         experts = hw.efficiency.moe_memory ** quantized_experts(wl)
-    else:  # FP4 grouped GEMMs (FP4 activations) pay eff_moe_fp4 on top, as dense ones pay eff_fp4
+    else:  # FP4 grouped GEMMs (FP4 activations) pay efficiency.moe_fp4 on top, as dense ones pay efficiency.narrow_fp4
         experts = hw.efficiency.moe ** quantized_experts(wl) * hw.efficiency.moe_fp4 ** narrow_steps(wl.bytes_act)[1]
     return jnp.where(attn, hw.efficiency.attention, jnp.where(moe, experts, 1.0))
 
 
 def gemm_peak(hw: Hardware, dtype, bytes_per_element):
     """FLOP/s a large, well-shaped GEMM reaches in `dtype` (an index):
-    peak x eff_compute, x eff_narrow at 8 bits and below, x eff_fp4 at 4."""
+    peak x efficiency.compute, x efficiency.narrow_dtype at 8 bits and below, x efficiency.narrow_fp4 at 4."""
     to8, to4 = narrow_steps(bytes_per_element)
     dtype_share = hw.efficiency.narrow_dtype ** to8 * hw.efficiency.narrow_fp4 ** to4
     return hw.chip.flops[dtype.astype(jnp.int32)] * hw.efficiency.compute * dtype_share
@@ -255,7 +255,7 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     # Attention rows of an engine iteration merge sequences of different
     # lengths (serving.iteration_table), so their m, k, n are no one GEMM's
     # shape: their length dependence is the FLOPs and bytes, their kernels'
-    # efficiency eff_attention.
+    # efficiency efficiency.attention.
     # The routed experts' grouped GEMMs size their row tile to each expert's
     # tokens (grouped_tile_m), the dense GEMMs to their rows (dense_tile_m).
     moe = jnp.asarray(moe_mask(table)) > 0
