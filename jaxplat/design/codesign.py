@@ -161,10 +161,12 @@ def chip_hardware(x, tech: Technology, base: Hardware, space: str = "chip") -> H
     return replace(
         base, **spaces.array_fields(x, space), flops=flops * tech.flops_ratio, sram_size=sram,
         sram_bw=flops * tech.sram_bw_per_flops,
-        mem_size=base.mem_size.at[0].set(stacks * tech.stack_bytes),
-        mem_bw=base.mem_bw.at[0].set(stacks * tech.stack_bw), net_bw=base.net_bw.at[0].set(link),
+        mem_size=base.memory.size.at[0].set(stacks * tech.stack_bytes),
+        mem_bw=base.memory.bandwidth.at[0].set(stacks * tech.stack_bw),
+        net_bw=base.network.bandwidth.at[0].set(link),
         tdp=tdp, price=price, energy_flop=tech.energy_flop, energy_sram=tech.energy_sram,
-        energy_mem=base.energy_mem.at[0].set(tech.energy_hbm), energy_net=base.energy_net.at[0].set(tech.energy_link),
+        energy_mem=base.power.energy_mem.at[0].set(tech.energy_hbm),
+        energy_net=base.power.energy_net.at[0].set(tech.energy_link),
         static_power=tech.leakage * area)
 
 
@@ -219,7 +221,7 @@ def objective_value(m, hw: Hardware, objective: str):
     if objective == "cost_per_mtok":
         return m.cost_per_mtok_usd
     if objective == "usd_per_tok_s":
-        return m.chips * hw.price / jnp.maximum(m.throughput, 1e-30)
+        return m.chips * hw.cost.price / jnp.maximum(m.throughput, 1e-30)
     return m.power_w / jnp.maximum(m.throughput, 1e-30)
 
 
@@ -246,7 +248,7 @@ def candidate_losses(z, prob: Problem, k, p, w):
     else:
         pen = (_hinge(_log(m.ttft / wl.ttft_slo), k) + _hinge(_log(m.tpot / wl.tpot_slo), k)
                + _hinge(_log(fill), k))
-        pen = pen + _hinge(_log(m.chips * hw.price / jnp.minimum(prob.budget, 1e30)), k)  # inf: no budget
+        pen = pen + _hinge(_log(m.chips * hw.cost.price / jnp.minimum(prob.budget, 1e30)), k)  # inf: no budget
     ok = jnp.asarray(prob.valid)
     loss = jnp.where(ok, _log(objective_value(m, hw, prob.objective)) + w * pen, INVALID_LOSS)
     area, tdp, _ = design_numbers(x, prob)
@@ -344,7 +346,7 @@ def chip_objectives(hw: Hardware, chip_ok, prob: Problem):
         feas = jnp.asarray(prob.valid) & chip_ok & ct.meets(m, hw, prob.budget, prob.deadline)
         return jnp.where(feas, objective_value(m, hw, prob.objective), jnp.inf), feas
     feas = (jnp.asarray(prob.valid) & m.feasible & (m.ttft <= wl.ttft_slo) & (m.tpot <= wl.tpot_slo) & chip_ok
-            & (m.chips * hw.price <= prob.budget))
+            & (m.chips * hw.cost.price <= prob.budget))
     return jnp.where(feas, objective_value(m, hw, prob.objective), jnp.inf), feas
 
 
@@ -365,7 +367,8 @@ def base_comparison(prob: Problem) -> dict:
     obj, _ = jax.device_get(jax.jit(chip_objectives)(hw, jnp.bool_(True), prob))
     best = int(np.argmin(obj))
     finite = bool(np.isfinite(obj[best]))
-    return {"price_usd": float(hw.price), "street_price_usd": float(prob.base.price), "tdp_w": float(hw.tdp),
+    return {"price_usd": float(hw.cost.price), "street_price_usd": float(prob.base.cost.price),
+            "tdp_w": float(hw.power.tdp),
             "objective": float(obj[best]) if finite else math.inf, "candidate": best if finite else None}
 
 
@@ -538,7 +541,7 @@ def candidate_validity(model: Model, base: Hardware, workload: Workload, cand: d
     """[C] bool: the candidate is feasible apart from memory (degrees divide
     what they split, chips exist): the cost model's own `feasible` flag on
     `base` with unbounded memory, evaluated once on the host."""
-    roomy = replace(base, mem_size=base.mem_size.at[0].set(1e30))
+    roomy = replace(base, mem_size=base.memory.size.at[0].set(1e30))
     prob = Problem(model=model, workload=workload, base=roomy, tech=None, lo=None, hi=None, cand=cand,
                    valid=None)
     par, wl = _candidate(prob)

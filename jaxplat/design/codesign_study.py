@@ -65,7 +65,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
         software = load_software(d["software"])
     base = load_hardware(d.get("base", "h100-sxm"), calibration, software)
     settings["software"] = chip_software_stack(d.get("base", "h100-sxm"), software, calibration)
-    if float(base.sram_size) <= 0 or float(base.mem_size[0]) <= 0:
+    if float(base.memory.sram_size) <= 0 or float(base.memory.size[0]) <= 0:
         raise SpecError(f"{src}: base chip must list an sram level, then its HBM (e.g. h100-sxm)")
     objective = d.get("objective", "cost_per_mtok" if task == "infer" else "train_cost_usd")
     allowed = OBJECTIVES if task == "infer" else ct.TRAIN_OBJECTIVES
@@ -81,7 +81,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
     if not space:
         raise SpecError(f"{src}: params mix the chip space ({', '.join(PARAMS)}) with the array space "
                         f"({', '.join(spaces.SPACES['array'])}); use one")
-    if space == "array" and not base.dataflow:
+    if space == "array" and not base.chip.dataflow:
         raise SpecError(f"{src}: params {', '.join(params)} need a base chip with systolic arrays "
                         "(a compute.array block, e.g. base: npu-case-study-iv)")
     names = spaces.SPACES[space]

@@ -69,13 +69,13 @@ def objective_value(m, objective: str):
 
 def penalty(m, fill, hw, budget, deadline, k, hinge, log):
     """[C] sum of smooth hinges: memory fill, capex budget, deadline (s)."""
-    return (hinge(log(fill), k) + hinge(log(m.chips * hw.price / jnp.minimum(budget, 1e30)), k)
+    return (hinge(log(fill), k) + hinge(log(m.chips * hw.cost.price / jnp.minimum(budget, 1e30)), k)
             + hinge(log(m.train_time_s / jnp.minimum(deadline, 1e30)), k))
 
 
 def meets(m, hw, budget, deadline):
     """[C] bool: exactly feasible (checks, memory), within budget and deadline."""
-    return m.feasible & (m.chips * hw.price <= budget) & (m.train_time_s <= deadline)
+    return m.feasible & (m.chips * hw.cost.price <= budget) & (m.train_time_s <= deadline)
 
 
 def validity(model, workload: TrainWorkload, cand: dict) -> np.ndarray:

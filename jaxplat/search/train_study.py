@@ -135,7 +135,7 @@ def measure(model, hw, par, twl, chips_eq, st):
 def chip_recipe(twl, hw):
     """The FP8 recipe of the chip's generation (scale_block -1: MXFP8 blocks
     of 32 where the chip has an FP4 peak above its FP8 one, else per-tensor)."""
-    fp4, fp8 = hw.flops[units.DTYPES.index("fp4")], hw.flops[units.DTYPES.index("fp8")]
+    fp4, fp8 = hw.chip.flops[units.DTYPES.index("fp4")], hw.chip.flops[units.DTYPES.index("fp8")]
     return replace(twl, scale_block=jnp.where(twl.scale_block < 0, jnp.where(fp4 > fp8, 32.0, 0.0), twl.scale_block))
 
 
