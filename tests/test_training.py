@@ -212,9 +212,11 @@ def specs(tmp_path_factory):
     d = tmp_path_factory.mktemp("train")
     (d / "config.json").write_text(json.dumps(CONFIG))
     import yaml
-    (d / "chip.yaml").write_text(yaml.safe_dump({"name": "chip", **HW}))
-    (d / "small.yaml").write_text(yaml.safe_dump({"name": "small", **HW, "memory": [
-        {"name": "hbm", "size": 1e6, "bandwidth": 1e18}]}))
+
+    from jaxplat.model.hardware_layout import grouped_layout  # files in today's layout: no flat-layout note
+    (d / "chip.yaml").write_text(yaml.safe_dump(grouped_layout({"name": "chip", **HW})))
+    (d / "small.yaml").write_text(yaml.safe_dump(grouped_layout({"name": "small", **HW, "memory": [
+        {"name": "hbm", "size": 1e6, "bandwidth": 1e18}]})))
     return str(d / "config.json"), str(d / "chip.yaml"), str(d / "small.yaml")
 
 

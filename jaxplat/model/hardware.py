@@ -2,7 +2,7 @@
 float leaves (SI units).
 
 A reader sees what each number is by its group, and each group's field names
-are the hardware spec's keys (specs/hardware/*.yaml, docs/spec_reference.md):
+are the hardware spec's keys (specs/hardware/*.yaml, docs/reference/specs.md):
 
   hw.chip        datasheet compute: peaks, tensor-core tiles, systolic arrays
   hw.memory      on-chip SRAM and the off-chip levels (HBM, then host/DDR)

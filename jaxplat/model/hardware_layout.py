@@ -2,7 +2,7 @@
 see, as `Hardware`'s groups) and the flat one of earlier versions, which
 still loads (one note on stderr per file, `load_hardware`).
 
-Grouped (specs/hardware/*.yaml; docs/spec_reference.md):
+Grouped (specs/hardware/*.yaml; docs/reference/specs.md):
 
     name: h100-sxm
     chip:     {flops: {bf16: 989.4e12, ...}, units: 132, tile: [128, 128, 64]}
@@ -55,7 +55,7 @@ def is_flat(d: dict, src="hardware") -> bool:
     grouped = [k for k in SECTIONS if k in d]
     if flat and grouped:
         raise SpecError(f"{src}: mixes the flat layout ({flat[0]}:) with sections ({grouped[0]}:); put "
-                        f"{flat[0]} under {FLAT_KEYS[flat[0]].split('.')[0]}: (docs/spec_reference.md)")
+                        f"{flat[0]} under {FLAT_KEYS[flat[0]].split('.')[0]}: (docs/reference/specs.md)")
     return bool(flat) or not grouped
 
 
@@ -122,4 +122,4 @@ def note_flat(path) -> None:
     _noted.add(str(path))
     print(f"note: {path} uses the flat hardware layout of earlier versions (flops:, compute:, tdp_w:, price_usd:, "
           "energy:, tco:, host_cpu: at the top); it loads as before. The grouped layout puts them under chip:, "
-          "power:, cost:, host: (docs/spec_reference.md)", file=sys.stderr)
+          "power:, cost:, host: (docs/reference/specs.md)", file=sys.stderr)

@@ -133,7 +133,7 @@ _NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "switch_reduc
 def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None = None,
                        defaults: Calibration | None = None, software: Software | None = None) -> Hardware:
     """Validate a hardware spec dict (either layout: jaxplat.model.hardware_layout;
-    schema in docs/spec_reference.md) and build `Hardware`.
+    schema in docs/reference/specs.md) and build `Hardware`.
 
     Efficiency parameters the spec leaves out are neutral, or `defaults`'
     (`load_hardware` passes the shipped calibration); `calibration`
