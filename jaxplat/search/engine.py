@@ -53,7 +53,7 @@ from jaxplat.search.grid import Grid
 from jaxplat.search.gridmap import block_grid, digits, grid_map, vary_over, varying_axes, vmap_last
 from jaxplat.search.merge import AMONG_ALL, COUNTERS, Merging
 from jaxplat.search.reduce import identity, pick, variadic_reduce
-from jaxplat.search.runtime import compile_lowered
+from jaxplat.search.runtime import compile_lowered, shard_map
 from jaxplat.search.served import served_metrics, served_point, served_tables  # noqa: F401 (served_metrics)
 from jaxplat.search.study import METRICS, Study
 from jaxplat.specs import SpecError
@@ -172,7 +172,7 @@ class Engine(Merging):
         self.top_k = study.top_k * study.n_groups  # the study's top_k of each group-by value
         self.n_pareto = study.pareto_points
         self.bins = study.histogram_bins
-        local = jax.shard_map(self._local_step, mesh=self.mesh, in_specs=(P(), P()), out_specs=P("d"))
+        local = shard_map(self._local_step, self.mesh, in_specs=(P(), P()), out_specs=P("d"))
         self._step = jax.jit(local)
         self._compiled = None
         self._values = None   # the compiled program of `values`
@@ -507,10 +507,10 @@ class Engine(Merging):
         points, the operator tables, which only the outer axes fix, are
         built apart (`_tables_of`, step 1): compiled as their own program
         with XLA's cheapest settings, beside the step, and run once here for
-        every outer point; the step gathers and prices them (step 2). With `fast_compile` on the CPU backend, XLA uses its
-        older loop emitters for the step: less compile time and fewer
-        configs/s (`experiments/bench_sweep.py --fast-compile`), for short
-        studies.
+        every outer point; the step gathers and prices them (step 2).
+        With `fast_compile` on the CPU backend, XLA uses its older loop
+        emitters for the step: less compile time and fewer configs/s
+        (`experiments/bench_sweep.py --fast-compile`), for short studies.
         """
         t = time.perf_counter()
         platform = self.mesh.devices.flat[0].platform

@@ -334,6 +334,8 @@ def varying_axes(x):
     aval = jax.typeof(x)
     if hasattr(aval, "manual_axis_type"):
         return frozenset(aval.manual_axis_type.varying)
+    if not hasattr(lax, "pvary") and not hasattr(lax, "pcast"):
+        return frozenset()  # JAX before 0.6: no varying types
     return frozenset(aval.vma)
 
 
@@ -344,7 +346,9 @@ def vary_over(x, axes):
         return x
     if hasattr(lax, "pcast"):
         return lax.pcast(x, more, to="varying")
-    return lax.pvary(x, more)  # JAX before 0.8
+    if hasattr(lax, "pvary"):
+        return lax.pvary(x, more)  # JAX before 0.8
+    return x  # JAX before 0.6: no varying types
 
 
 def _fallback(eqn, ins, mo, sizes):

@@ -16,7 +16,7 @@ def compile_lowered(lowered, platform: str, fast_compile=False, cheap=False):
     On CPU: no YNNPACK fusions (in profiles of jax 0.10.2 they ran the
     engine's elementwise tails slower than XLA's own loops); with
     `fast_compile`, XLA's older loop emitters; `cheap` (a program run once:
-    the hoisted outer part) adds no LLVM optimization. Falls back to the
+    the operator tables' program) adds no LLVM optimization. Falls back to the
     defaults on an XLA without these options.
     """
     opts = {}
@@ -30,6 +30,15 @@ def compile_lowered(lowered, platform: str, fast_compile=False, cheap=False):
         return lowered.compile(compiler_options=opts)
     except jax.errors.JaxRuntimeError:
         return lowered.compile()
+
+
+def shard_map(f, mesh, in_specs, out_specs):
+    """`jax.shard_map` (JAX 0.6+), or before it jax.experimental's, without
+    its replication check (the engine's outputs are per device: P('d'))."""
+    if hasattr(jax, "shard_map"):
+        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    from jax.experimental.shard_map import shard_map as old
+    return old(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
 
 
 def split_cpu_devices(n=None) -> int | None:
