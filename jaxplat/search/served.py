@@ -14,10 +14,12 @@ function (search.train_study.measure), whose tables are built per block.
 The two steps replaced a pass that split the jaxpr of the whole function
 at its shared inputs (search/staging.py, removed), hoisting all of what the
 outer axes fix, not only the tables. On experiments/bench_sweep.py (2
-shared CPU cores, load ~10, jax 0.10.2; runs alternated) the sweep ran at
-1.56e7 and 1.64e7 configurations per CPU-second against 1.24e7 and 1.32e7
-before, and the engine's compile took 22.2 and 22.9 s of CPU against 19.2
-and 18.7 s (a step of 419 XLA kernels against 273).
+shared CPU cores, jax 0.10.2; runs alternated) the sweep ran at 1.56e7,
+1.64e7 and 1.78e7 configurations per CPU-second against 1.24e7, 1.32e7 and
+1.26e7 before (9.0e6 against 8.3e6 configs/s of wall time at load 5), and
+the engine's compile took 22.2, 22.9 and 18.3 s of CPU against 19.2, 18.7
+and 18.9 s (18.2 against 15.4 s of wall time; a step of 421 XLA kernels
+against 273).
 """
 
 import jax.numpy as jnp
