@@ -30,13 +30,15 @@ def test_tables_priced_over_hardware_equal_each_point_from_scratch(setup):
     model, hw, wl = setup
     par = jp.Parallel(tp=4, pp=2)
     rng = np.random.default_rng(3)
-    logu = lambda lo, hi: np.exp(rng.uniform(np.log(lo), np.log(hi), 5)).astype(np.float32)
+
+    def logu(lo, hi):
+        return np.exp(rng.uniform(np.log(lo), np.log(hi), 5)).astype(np.float32)
     bw, link, sram = logu(1e12, 2e13), logu(5e10, 2e12), logu(1e7, 1e9)
 
-    def chip(b, l, s):
-        return jp.replace(hw, mem_bw=hw.mem_bw.at[0].set(b), net_bw=hw.net_bw.at[0].set(l), sram_size=s)
+    def chip(b, k, s):
+        return jp.replace(hw, mem_bw=hw.mem_bw.at[0].set(b), net_bw=hw.net_bw.at[0].set(k), sram_size=s)
     tables = operator_tables(model, hw, par, wl, jp.Options())
-    priced = jax.jit(jax.vmap(lambda b, l, s: jp.evaluate(model, chip(b, l, s), par, wl, jp.Options(),
+    priced = jax.jit(jax.vmap(lambda b, k, s: jp.evaluate(model, chip(b, k, s), par, wl, jp.Options(),
                                                           tables=tables)))(bw, link, sram)
     for j in range(len(bw)):
         want = jp.evaluate(model, chip(bw[j], link[j], sram[j]), par, wl)
@@ -85,3 +87,28 @@ def test_served_point_with_tables_equals_without(setup, profile):
     assert bool(two[1]) == bool(one[1])
     for k in one[2]:
         assert bool(two[2][k]) == bool(one[2][k]), k
+
+
+def _equations(jaxpr) -> int:
+    """Equations of a jaxpr, those of the jaxprs its equations call included."""
+    n = 0
+    for e in jaxpr.eqns:
+        n += 1
+        for p in e.params.values():
+            sub = getattr(p, "jaxpr", None)
+            n += _equations(sub) if hasattr(sub, "eqns") else 0
+    return n
+
+
+def test_pricing_given_tables_builds_none_of_them(setup):
+    """`evaluate` with its tables given traces exactly the equations of
+    `evaluate` less those of `operator_tables`: step 2 rebuilds nothing
+    (the sweep's step program holds only the pricing)."""
+    model, hw, wl = setup
+    par, opts = jp.Parallel(tp=2), jp.Options()
+    whole = _equations(jax.make_jaxpr(lambda h: jp.evaluate(model, h, par, wl, opts).tpot)(hw).jaxpr)
+    tables = operator_tables(model, hw, par, wl, opts)
+    priced = _equations(jax.make_jaxpr(lambda h, t: jp.evaluate(model, h, par, wl, opts, tables=t).tpot)(
+        hw, tables).jaxpr)
+    built = _equations(jax.make_jaxpr(lambda h: operator_tables(model, h, par, wl, opts))(hw).jaxpr)
+    assert built > 100 and priced == whole - built
