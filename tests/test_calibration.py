@@ -127,11 +127,17 @@ def test_starts_flag_what_only_a_product_reaches(tmp_path, capsys):
     path = _write(tmp_path / "product.csv", rows)
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", str(path), "--out", str(out), "--fit", "compute", "narrow_dtype", "memory",
-                 "--steps", "40", "--no-holdout", "--starts", "4"]) == 0
+                 "--steps", "40", "--no-holdout", "--starts", "6"]) == 0
     doc, text = yaml.safe_load(out.read_text()), out.read_text()
-    starts = doc["fit"]["starts"]
-    assert len(starts) == 4
-    for s in starts:  # every start fits the rows, each through the same product and memory
+    assert len(doc["fit"]["starts"]) == 6
+    # the starts that fit the rows (loss within the `unpinned` criterion of the best: a start drawn near
+    # two bounds may end pressed against them, compute 0.90 and narrow_dtype 0.30 at 7000x the loss,
+    # with the 2026-12-04 calibration's other values), each through the same product and memory
+    from jaxplat.design.calibration import STARTS_FLOOR, STARTS_LOSS
+    best = min(s["loss"] for s in doc["fit"]["starts"])
+    starts = [s for s in doc["fit"]["starts"] if s["loss"] <= best * (1 + STARTS_LOSS) + STARTS_FLOOR]
+    assert len(starts) >= 3
+    for s in starts:
         assert s["values"]["compute"] * s["values"]["narrow_dtype"] == pytest.approx(0.3, rel=2e-2)
         assert s["values"]["memory"] == pytest.approx(0.85, rel=3e-2)
     computes = [s["values"]["compute"] for s in starts]
@@ -222,8 +228,11 @@ def test_shipped_defaults_are_a_fit_inside_the_physical_bounds():
         lo, hi = BOUNDS[name]
         assert lo <= cal.parameters[name] <= hi, name
     text = (SPEC_ROOT / "calibration" / "default.yaml").read_text()
-    assert "jaxplat calibrate data/measured/calibration_rows.csv" in text
-    assert "leave_one_hardware_out" in text and "leave_one_model_out" in text
+    assert "jaxplat calibrate data/measured/calibration_rows" in text
+    # held-out figures: leave-one-group-out refits, or (the 2026-12-04 refit, --no-holdout) the declared
+    # validation and test rows of inference_split.yaml (tests/test_calibration_guard.py recomputes them)
+    assert ("leave_one_hardware_out" in text and "leave_one_model_out" in text) or \
+        ("  validation:" in text and "  test:" in text)
     hw = jp.load_hardware("h100-sxm")
     assert float(hw.eff_moe) == pytest.approx(cal.parameters["moe"], rel=1e-6)
 
@@ -302,22 +311,23 @@ def test_the_shipped_rows_with_an_assumed_input_are_the_mlperf_ones():
 
 
 def test_estimate_runs_as_an_engine_of_the_shipped_calibration(capsys):
-    # The shipped file gives the dstack runs' engine releases values of their
-    # own, and AMD's ROCm kernels (`rocm`, the AMD chips' software); --engine
-    # picks one (the reference engine otherwise), and a name it lacks gets one
-    # line naming the ones it has.
+    # The shipped file gives engines that ran more than one model values of
+    # their own (the ANL static batches' vLLM and TensorRT-LLM, the MI300X's
+    # vLLM ROCm build) and AMD's ROCm kernels (`rocm`, the AMD chips'
+    # software); --engine picks one (the reference engine otherwise), and a
+    # name it lacks gets one line naming the ones it has.
     from jaxplat.model import default_calibration
     cal = default_calibration()
-    assert set(cal.engines) == {"vllm-0.7", "sglang-0.4", "trtllm-0.17", "rocm"}
-    hw = jp.load_hardware("h100-sxm", select_calibration(None, "vllm-0.7"))
-    assert float(hw.eff_compute) == pytest.approx(cal.engines["vllm-0.7"]["compute"], rel=1e-6)
+    assert set(cal.engines) == {"anl-vllm", "anl-trtllm", "anl-vllm-rocm", "rocm"}
+    hw = jp.load_hardware("h100-sxm", select_calibration(None, "anl-vllm"))
+    assert float(hw.eff_compute) == pytest.approx(cal.engines["anl-vllm"]["compute"], rel=1e-6)
     assert float(jp.load_hardware("h100-sxm").eff_compute) == pytest.approx(cal.parameters["compute"], rel=1e-6)
     assert float(jp.load_hardware("mi300x").eff_compute) == pytest.approx(cal.engines["rocm"]["compute"], rel=1e-6)
     assert main(["estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "vllm"]) == 2
     err = capsys.readouterr().err.strip()
     # the stacks of specs/software are named too (--engine also picks a software stack)
     assert err.startswith("jaxplat: error: --engine vllm: not a software stack (specs/software: ") and err.endswith(
-        "has no values for it; engines there: rocm, sglang-0.4, trtllm-0.17, vllm-0.7 (parts join with +)")
+        "has no values for it; engines there: anl-trtllm, anl-vllm, anl-vllm-rocm, rocm (parts join with +)")
 
 
 def test_a_chips_software_applies_once_however_the_engine_is_named(tmp_path):
