@@ -8,5 +8,5 @@ def add_calibration_arguments(p):
     p.add_argument("--engine", help="the software stack the chip runs: a spec of specs/software (graph-captured, "
                                     "the default; dataflow, the default of a dataflow chip; fitted-2026-12, the fixed "
                                     "costs fitted with the shipped calibration) or a YAML file; or a serving engine the "
-                                    "calibration has its own values for (e.g. vllm-0.7, parts joined by +: "
-                                    "vllm-0.7+rocm), run on the stack that calibration was fitted with")
+                                    "calibration has its own values for (e.g. anl-vllm, parts joined by +: "
+                                    "anl-vllm+rocm), run on the stack that calibration was fitted with")
