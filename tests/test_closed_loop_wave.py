@@ -77,7 +77,9 @@ def test_attention_data_parallel_ranks_schedule_their_own_budgets():
     prompts prefill in one iteration, one prompt per rank, so the wave's
     mean TTFT is that iteration's time. One 512-token budget for the whole
     replica would run them one by one: 8 iterations, mean (8 + 1) / 2 of
-    one prompt's."""
+    one prompt's. (With the 2026-12-04 calibration, `moe` 0.05, the 8-prompt
+    iteration costs 2.3 one-prompt ones, so the margin to that schedule's 4.5
+    is 1.95x: asserted at 0.6, was 0.5.)"""
     model, hw, par = jp.load_model("mixtral-8x7b"), jp.load_hardware("h100-sxm"), jp.Parallel(ep=8)
     srv = S.serving(max_num_tokens=512.0, prefill_first=1.0, max_batch=64.0)
     assert float(S.replica_budget(srv, par)) == 8 * 512
@@ -86,4 +88,4 @@ def test_attention_data_parallel_ranks_schedule_their_own_budgets():
     it = jax.jit(lambda m, h, n: S.iteration_time(m, h, par, WL, OPTS, 0.0, 512.0, 512.0 * one, 0.0 * one, n * one))
     t8, t1 = float(it(model, hw, 8.0)), float(it(model, hw, 1.0))
     assert float(cl.ttft) == pytest.approx(t8, rel=1e-3)
-    assert float(cl.ttft) < 0.5 * 4.5 * t1
+    assert float(cl.ttft) < 0.6 * 4.5 * t1
