@@ -57,7 +57,7 @@ def test_found_by_mutation(kind, name, path, value, match):
     (("constraints", "max_chips"), [], "constraints.max_chips must be a number"),
     (("constraints", "max_memory_fraction"), "x", "max_memory_fraction must be a number"),
     (("objective", "maximize"), [], "objective has unknown metric"),
-    (("axes", "batch"), {"pow2": [1, "1e400"]}, "pow2 needs 0 < lo <= hi"),
+    (("axes", "batch"), {"pow2": [1, "1e400"]}, r"pow2 must be a \[lo, hi\] pair of numbers"),
 ])
 def test_study_mutations(path, value, match):
     d = read_yaml(resolve("studies", "catalog-parallelism"))
