@@ -16,7 +16,7 @@ required: a stack is a whole description, not a patch.
 Which stack a run uses, in this order:
   1. `--engine NAME` (or a study's `software:`), when it names a software spec;
   2. the stack a calibration was fitted with (`Calibration.software`), for
-     its own measured rows and its engines' values (`--engine vllm-0.7`);
+     its own measured rows and its engines' values (`--engine anl-vllm`);
   3. the chip's default: `dataflow` for a spec that says `execution: dataflow`,
      else `graph-captured`.
 """
