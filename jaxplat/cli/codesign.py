@@ -80,7 +80,10 @@ def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
     spec = {
         "name": name,
         "description": f"co-designed chip: {float(area):.0f} mm², {stacks:g} HBM stacks (jaxplat codesign)",
-        "flops": {dt: float(hw.chip.flops[i]) for i, dt in enumerate(units.DTYPES)},
+        # only the dtypes the chip has units for: the others run in a wider one (hardware_spec's fallback),
+        # which a peak written for them would turn into native units
+        "flops": {dt: float(hw.chip.flops[i]) for i, dt in enumerate(units.DTYPES)
+                  if int(hw.chip.gemm_dtype[i]) == i},
         "memory": memory, "network": network,
         "efficiency": {k: float(get(hw, path)) for k, (path, *_) in EFFICIENCY_PARAMS.items()},
         **({"compute": base_d["compute"]} if "compute" in base_d else {}),
@@ -90,6 +93,8 @@ def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
         "tco": {"lifetime_years": float(hw.cost.lifetime) / SECONDS_PER_YEAR,
                 "usd_per_kwh": float(hw.cost.energy_price) * J_PER_KWH, "pue": float(hw.cost.pue)},
     }
+    # what the design does not change: the serving host, dataflow execution, the kernel libraries (rocm)
+    spec.update({k: base_d[k] for k in ("host_cpu", "execution", "software") if k in base_d})
     if prob.space == "array":  # the base's compute block with the design's array; the peak follows from it
         spec["compute"] = {**base_d["compute"], "array": [float(hw.chip.array_rows), float(hw.chip.array_cols)],
                            "cores": float(hw.chip.cores)}
