@@ -213,6 +213,18 @@ def test_an_engines_fixed_time_may_be_far_above_the_references(tmp_path):
     doc = yaml.safe_load(out.read_text())
     assert doc["parameters"]["iteration_overhead"] == pytest.approx(45e-6, rel=0.1)
     assert doc["engines"]["young"]["iteration_overhead"] == pytest.approx(3e-3, rel=1e-2)
+    # The fitted fixed cost is a software stack beside the file, which the file names: a run with
+    # --calibration FILE prices the reference's 45 us per iteration, the stack's other keys those of
+    # the stack the rows ran on (the shipped calibration's).
+    from jaxplat.model import default_calibration, load_calibration, load_hardware, load_software
+    assert doc["software"] == "cal-software.yaml" and (tmp_path / "cal-software.yaml").is_file()
+    mine, ran_on = load_calibration(out), load_software(default_calibration().software)
+    stack = load_software(mine.software)
+    assert stack.values["iteration_overhead"] == doc["parameters"]["iteration_overhead"]
+    assert {k: v for k, v in stack.values.items() if k != "iteration_overhead"} == \
+        {k: v for k, v in ran_on.values.items() if k != "iteration_overhead"}
+    hw = load_hardware("h100-sxm", mine)
+    assert float(hw.software.iteration_overhead) == pytest.approx(doc["parameters"]["iteration_overhead"], rel=1e-6)
 
 
 def test_shipped_defaults_are_a_fit_inside_the_physical_bounds():

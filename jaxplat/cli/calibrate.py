@@ -122,6 +122,38 @@ def _command(args) -> str:
     return " ".join(parts)
 
 
+def _fitted_stack(params: dict, fitted, command: str, out: Path) -> Path | None:
+    """Write the software stack a calibration's fixed costs were fitted as,
+    beside it (`<out stem>-software.yaml`, which the calibration's `software:`
+    names): the fitted fixed costs, every other key as in the stack the rows
+    ran on (the shipped calibration's, else graph-captured). None, with a note
+    on stderr, when no fixed cost was fitted or a fitted one lies outside a
+    software spec's bounds."""
+    from jaxplat.model import default_calibration
+    from jaxplat.model.software_spec import DEFAULT_STACK, SOFTWARE_KEYS, software_from_dict
+    from jaxplat.specs import read_yaml, resolve
+
+    keys = [k for k in SOFTWARE_KEYS if k in fitted]
+    if not keys:
+        return None
+    shipped = default_calibration()
+    base = shipped.software if shipped is not None and shipped.software else DEFAULT_STACK
+    d = read_yaml(resolve("software", base))
+    path = out.with_name(f"{out.stem}-software.yaml")
+    d["name"] = path.stem
+    d["description"] = (f"The fixed costs fitted with {out.name} ({command}); the other keys as in the "
+                        f"stack its rows ran on ({base}).")
+    for k in keys:
+        d[k] = {"value": float(f"{params[k]:.6g}"), "source": f"fitted {time.strftime('%Y-%m-%d')} ({command})"}
+    try:
+        software_from_dict(d, src=str(path))
+    except SpecError as e:
+        print(f"jaxplat: note: no software stack written beside {out}: {e}", file=sys.stderr)
+        return None
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    return path
+
+
 def _header(command, summary, flags, engines=None) -> str:
     """Comment lines opening a calibration file: how it was made, when, and
     its errors per kind of measurement (median |error|, median signed, rows)."""
@@ -247,6 +279,9 @@ def run(args) -> int:
                "parameters": {n: float(f"{params[n]:.6g}") for n in EFFICIENCY_PARAMS}}
         if engines:
             doc["engines"] = {e: {n: float(f"{v:.6g}") for n, v in own.items()} for e, own in engines.items()}
+        stack = _fitted_stack(params, args.fit, command, Path(args.out))
+        if stack is not None:  # the file's own rows, and runs with --calibration FILE, use the fitted fixed costs
+            doc["software"] = stack.name
         doc["fit"] = json.loads(json.dumps(summary))
         Path(args.out).write_text(_header(command, summary, flags, engines) + yaml.safe_dump(doc, sort_keys=False))
     if args.json:

@@ -26,6 +26,7 @@ and peaks through that function.
 
 import dataclasses
 import functools
+from pathlib import Path
 
 from jaxplat.specs import SPEC_ROOT, SpecError, check_keys, number, read_yaml
 
@@ -152,8 +153,13 @@ def calibration_from_dict(d: dict, src="calibration") -> Calibration:
 
 
 def load_calibration(path) -> Calibration:
-    """Read a calibration YAML (as `jaxplat calibrate --out` writes it)."""
-    return calibration_from_dict(read_yaml(path), src=str(path))
+    """Read a calibration YAML (as `jaxplat calibrate --out` writes it). Its
+    `software:` may name a built-in stack or a YAML file; a relative file
+    name is beside the calibration (where `calibrate --out` writes it)."""
+    cal = calibration_from_dict(read_yaml(path), src=str(path))
+    if cal.software.endswith((".yaml", ".yml")) and not Path(cal.software).is_absolute():
+        cal = dataclasses.replace(cal, software=str(Path(path).parent / cal.software))
+    return cal
 
 
 DEFAULT_CALIBRATION = SPEC_ROOT / "calibration" / "default.yaml"
