@@ -21,7 +21,9 @@ from jaxplat.design import codesign as cd
 from jaxplat.design import sensitivity
 from jaxplat.report import table
 
-KNOBS = (("mem_bw[0]", "HBM bandwidth"), ("flops[bf16]", "FLOP/s"), ("net_bw[0]", "scale-up link bandwidth"))
+# Sensitivity labels are the hardware numbers' paths (design.sensitivity; hardware groups).
+KNOBS = (("memory.bandwidth[0]", "HBM bandwidth"), ("chip.flops[bf16]", "FLOP/s"),
+         ("network.bandwidth[0]", "scale-up link bandwidth"))
 
 
 def main():
@@ -43,12 +45,12 @@ def main():
     print(table(["hardware number"] + metrics,
                 [[labels[i]] + [f"{grad[i, j]:+.3f} ({fd[i, j]:+.3f})" for j in range(len(metrics))]
                  for i in range(len(labels)) if keep[i]], "l" + "r" * len(metrics)))
-    # Whole numbers: net_domain is a chip count (at tp = domain size it sits on
-    # a kink, one-sided derivative); SMs and tile sides, a staircase.
+    # Whole numbers: a network domain is a chip count (at tp = domain size it sits
+    # on a kink, one-sided derivative); SMs and tile sides, a staircase.
     smooth_rows = [i for i, lab in enumerate(labels)
-                   if not lab.startswith("net_domain") and lab not in sensitivity.STAIRCASES]
+                   if not lab.startswith("network.domain") and lab not in sensitivity.STAIRCASES]
     print(f"max |autodiff - finite difference|: {np.abs(grad - fd)[smooth_rows].max():.2e} over the continuous "
-          "numbers (net_domain, SMs and tile sides are whole numbers: kinks and staircases)")
+          "numbers (network domains, SMs and tile sides are whole numbers: kinks and staircases)")
 
     numbers = cd.hardware_numbers(model, hw, par, wl, opts)
     index = {lab: j for j, (lab, *_) in enumerate(numbers)}
@@ -63,7 +65,7 @@ def main():
     base = np.asarray(sweep(jnp.zeros(len(numbers)), 1.0))
     for lab, name in KNOBS:
         if lab not in index:
-            continue
+            raise SystemExit(f"{lab}: not among the hardware numbers ({', '.join(index)})")
         onehot = jnp.zeros(len(numbers)).at[index[lab]].set(1.0)
         exact = np.stack([np.asarray(sweep(onehot, float(s))) for s in scales]) / base
         e = grad[labels.index(lab), [metrics.index("ttft"), metrics.index("tpot")]]
