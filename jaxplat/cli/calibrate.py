@@ -143,8 +143,9 @@ def _fitted_stack(params: dict, fitted, command: str, out: Path) -> Path | None:
     d["name"] = path.stem
     d["description"] = (f"The fixed costs fitted with {out.name} ({command}); the other keys as in the "
                         f"stack its rows ran on ({base}).")
+    source = f"fitted {time.strftime('%Y-%m-%d', time.gmtime())} ({command})"  # UTC, as the file's header
     for k in keys:
-        d[k] = {"value": float(f"{params[k]:.6g}"), "source": f"fitted {time.strftime('%Y-%m-%d')} ({command})"}
+        d[k] = {"value": float(f"{params[k]:.6g}"), "source": source}
     try:
         software_from_dict(d, src=str(path))
     except SpecError as e:
