@@ -92,6 +92,9 @@ def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Arr
     return efficiency.gemm_peak(hw, wl.compute_dtype, wl.bytes_act)
 
 
+# Nested jit: a caller's trace (serving models price a table or an iteration several
+# times, at the same shapes) traces it once and lowers one function; XLA inlines the calls.
+@functools.partial(jax.jit, static_argnames=("opts",))
 def row_components(table: OpTable, hw: Hardware, wl: Workload, opts: Options, p=None, comm=None, prices=None):
     """Per-row compute and memory time (affine in s) and communication time.
 

@@ -18,15 +18,14 @@ Every row describes one operator on one chip (after tensor/expert splits):
   comm_n/b/s  collective group size, payload bytes and rank stride between
               the group's members (collective rows only; collectives.py)
   m, k, n     GEMM dims (tokens, reduction, outputs) for display
-  problems    independent GEMM problems m, k, n are split into: sequences x
-              heads for attention (FlashAttention tiles each (sequence, head)
-              on its own), 1 otherwise
-  kinds       static: the kernel each row is (an `OpKind`), set where the row
-              is built; every consumer that treats rows apart reads it
+  problems    independent GEMM problems m, k, n are split into: sequences x heads
+              for attention (FlashAttention tiles each on its own), 1 otherwise
+  kinds       static: the kernel each row is (an `OpKind`), set where it is built
 Prefill rows have f1 = a1 = w1 = o1 = 0.
 """
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -515,6 +514,8 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
     r.collective("combine", "moe", "moe", "alltoall", ctx.ep, a2a * ctx.bs / ctx.ba, stride=ctx.ep_stride)
 
 
+# Nested jit: one trace per shape in a caller's trace (serving.iteration: several per program).
+@functools.partial(jax.jit, static_argnames=("phase", "opts"))
 def build_table(model: Model, par: Parallel, wl: Workload, phase: str, opts: Options) -> OpTable:
     """The operator table of one forward pass (prefill) or one decode step.
 

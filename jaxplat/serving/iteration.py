@@ -8,6 +8,8 @@ weights read once (fused GEMMs over all tokens of the iteration, as vLLM,
 TensorRT-LLM and SGLang run them) and attention costed per sequence.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -168,6 +170,9 @@ def iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies=No
     return merge_tables(dec, pre)
 
 
+# Nested jit: a caller's trace (serving models price a table or an iteration several
+# times, at the same shapes) traces it once and lowers one function; XLA inlines the calls.
+@functools.partial(jax.jit, static_argnames=("opts",))
 def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts: Options,
                    n_dec, ctx_dec, chunk, ctx0, copies=None, logits=1.0):
     """Seconds of one engine iteration on one replica.
