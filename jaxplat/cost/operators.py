@@ -20,7 +20,7 @@ Every row describes one operator on one chip (after tensor/expert splits):
   m, k, n     GEMM dims (tokens, reduction, outputs) for display
   problems    independent GEMM problems m, k, n are split into: sequences x heads
               for attention (FlashAttention tiles each on its own), 1 otherwise
-  kinds       static: the kernel each row is (an `OpKind`), set where it is built
+  kinds       static: the kernel each row is (an `OpKind`), which every consumer reads
 Prefill rows have f1 = a1 = w1 = o1 = 0.
 """
 
