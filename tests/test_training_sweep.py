@@ -107,3 +107,28 @@ def test_bad_training_study_keys(change, words):
         study_from_dict({**STUDY, **change}, src="t.yaml")
     msg = str(e.value)
     assert words in msg and "\n" not in msg and msg.startswith("t.yaml")
+
+
+def test_training_blocks_on_an_accelerator_are_capped(monkeypatch):
+    """On an accelerator the device's default block (up to 2^22, sized for
+    inference) is capped at train_study.ACCEL_BLOCK for a training study: the
+    405B study in one block of 1,382,400 was killed on an H200 after 303 s,
+    in blocks of 46,080 it ran at 5.99e6 configurations/s. A block the
+    command or the study asks for is kept; inference studies keep the
+    device's default; the CPU's own cap (2^15) is unchanged."""
+    from pathlib import Path
+
+    from jaxplat.search import devices, engine, load_study, train_study
+
+    studies = Path(__file__).resolve().parents[1] / "specs" / "studies"
+
+    gpu = devices.DeviceProfile("gpu", None, 2**22, 2, None)
+    monkeypatch.setattr(engine, "device_profile", lambda device=None: gpu)
+    big = load_study(studies / "training-llama405b-16k.yaml")
+    capped = engine.Engine(big)
+    assert capped.grid.co * capped.grid.ci <= train_study.ACCEL_BLOCK < big.size
+    assert capped.grid.n_blocks * capped.grid.co * capped.grid.ci >= big.size
+    asked = engine.Engine(big, block=2**20)
+    assert train_study.ACCEL_BLOCK < asked.grid.co * asked.grid.ci <= 2**20
+    infer = engine.Engine(load_study(studies / "catalog-parallelism.yaml")).grid
+    assert infer.co * infer.ci > train_study.ACCEL_BLOCK

@@ -140,7 +140,10 @@ class Engine(Merging):
         self._model_kind = np.array([kinds.index(t) for t in trees], np.int32)
         self._kind_models = [tuple(m if t == kind else next(x for x, tx in zip(study.models, trees) if tx == kind)
                                    for m, t in zip(study.models, trees)) for kind in kinds]
-        block = block or study.block or self.device.block
+        default = self.device.block
+        if getattr(study, "task", "infer") == "train" and self.device.platform != "cpu":
+            default = min(default, train_study.ACCEL_BLOCK)
+        block = block or study.block or default
         chunk = self.device.eval_chunk
         chunk = min(chunk, block, study.n_outer // (len(study.models) if len(kinds) > 1 else 1)) \
             if chunk and not self.st.inner else 1

@@ -47,6 +47,12 @@ from jaxplat.search.train_metrics import TRAIN_METRIC_NAMES, TRAIN_METRICS
 from jaxplat.specs import SpecError, check_keys, number, read_yaml, units
 
 TRAIN_DTYPES = ("bf16", "fp8", "fp4", "int8")
+# Default configurations per block on an accelerator (the engine's, when neither the study nor the
+# command sets one): a training step keeps far more per configuration than devices.BYTES_PER_CONFIG
+# allows for. On one H200 (jax 0.11.2), training-llama405b-16k.yaml's 1,382,400 configurations ran
+# in blocks of 46,080 (2^16 asked) at 5.99e6 configurations/s (13.6 s compile), in blocks of 829,440
+# at 2.36e6 (12 s); the device default, one block of all 1,382,400, was killed after 303 s (exit 137).
+ACCEL_BLOCK = 2**16
 ZERO_STAGES = (0, 1, 2, 3)
 # `--dtype` recipes of `jaxplat train` (GEMM operand bytes, units.DTYPES name, elements per scale; -1: the
 # chip's FP8 recipe, per-tensor scaling on Hopper, MXFP8 blocks of 32 where the chip has FP4 (Blackwell));
