@@ -347,3 +347,17 @@ def test_cli_rejects_bad_flags_in_one_line(flags, msg, capsys):
     assert main(["estimate", "--model", "llama-2-7b", "--hardware", "h100-sxm", *flags]) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_read_yaml_hands_out_copies_of_what_the_file_says_now(tmp_path):
+    """Parsed texts are cached (specs.core._parse): each caller still gets
+    its own dict, and a file rewritten with other text of the same length
+    is read anew."""
+    path = tmp_path / "chip.yaml"
+    path.write_text("name: a\nmemory: [{size: 80e9}]\n")
+    first = read_yaml(path)
+    first["memory"][0]["size"] = 1.0
+    first["extra"] = True
+    assert read_yaml(path) == {"name": "a", "memory": [{"size": 80e9}]}
+    path.write_text("name: b\nmemory: [{size: 90e9}]\n")
+    assert read_yaml(path) == {"name": "b", "memory": [{"size": 90e9}]}

@@ -7,7 +7,9 @@ ours, so an unknown key there is a typo and an error that names it. The
 pytrees built from specs live in `jaxplat.model` (`*_spec` modules).
 """
 
+import copy
 import difflib
+import functools
 import math
 import os
 import re
@@ -55,11 +57,18 @@ def read_text(path) -> str:
         raise SpecError(f"{path}: cannot read ({e.strerror or e})") from None
 
 
+@functools.lru_cache(maxsize=512)
+def _parse(text: str):
+    # Parsed once per text: a calibration run loads the same chip files for each of its 1,290 rows,
+    # and PyYAML's pure-Python parser is most of that time (read_yaml hands out copies).
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+
+
 def read_yaml(path: Path) -> dict:
-    """Parse a YAML (or JSON) file into a dict, or raise SpecError."""
+    """Parse a YAML (or JSON) file into a dict (the caller's own copy), or raise SpecError."""
     text = read_text(path)
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+        data = copy.deepcopy(_parse(text))
     except yaml.YAMLError as e:
         raise SpecError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict):
