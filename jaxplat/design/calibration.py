@@ -11,9 +11,8 @@ Each parameter is optimized in log space inside physical bounds
 (`BOUNDS`): value = exp(log lo + (log hi - log lo) sigmoid(z)). The loss is
 the mean Huber loss of log(predicted / measured) (robust to the odd
 outlier: quadratic inside `HUBER_DELTA`, linear beyond), minimized with
-optax's L-BFGS. Rows whose mean input length is an assumption (MLPerf's
-datasets) count up to one free factor per benchmark
-(`assumed_input_groups`): they compare chips, not set absolute efficiency.
+optax's L-BFGS. Rows whose mean input length is an assumption (MLPerf's datasets) count up to
+one free factor per benchmark (`assumed_input_groups`): they compare chips, not set efficiency.
 Predictions come from the one cost model: offline rows from
 `serving.max_load`, closed-loop rows from `serving.closed_loop`, Poisson
 rows from `serving.queueing`, static batches from `evaluate`; rows of one
@@ -105,6 +104,8 @@ SCANNED = ("sequence_overhead",)
 SCAN_POINTS = 13  # a factor 1.9 apart over (1e-7, 2e-4) s
 HUBER_DELTA = 0.1  # |log ratio| where the loss turns linear (~10%)
 RIDGE = 1e-7       # pull of z towards its start (keeps unidentified parameters put; far below the data)
+_LBFGS = optax.scale_by_lbfgs()
+_lbfgs_update = jax.jit(_LBFGS.update)  # eagerly, optax's update compiled a new scan at every step
 OPTS = Options()
 QUEUE_STEPS = 24  # fixed-point steps of the queueing model (converged to ~1e-4 at the loads measured)
 
@@ -395,14 +396,13 @@ def fit(pred: Predictor, weights=None, steps: int = 40, start=None, log=None):
     def descend(z, steps, history):
         # optax's L-BFGS direction; the line search runs here on the host, since
         # the predictions are compiled programs called one group at a time.
-        opt = optax.scale_by_lbfgs()
-        state = opt.init(z)
+        state = _LBFGS.init(z)
         for i in range(steps):
             value, grad = loss_and_grad(z)
             history.append(value)
             if log:
                 log(i, value)
-            direction, state = opt.update(grad, state, z)
+            direction, state = _lbfgs_update(grad, state, z)
             slope = float(jnp.dot(grad, direction))
             if not slope > 0:  # not a descent direction: fall back to the gradient
                 direction, slope = grad, float(jnp.dot(grad, grad))
