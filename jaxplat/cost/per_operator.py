@@ -148,7 +148,7 @@ def comm_breakdown(model: Model, hardware: Hardware, parallel: Parallel, workloa
     genz profile: at prompt + output); collectives do not depend on it.
     """
     tables = {phase: _tables(model, parallel, workload, phase, options) for phase in PHASES}
-    return comm_rows(tables, comm_arrays(tables, hardware, options), options)
+    return comm_rows(tables, _comm_arrays(tables, hardware, options), options)
 
 
 def comm_arrays(tables: dict, hardware: Hardware, options: Options) -> dict:
@@ -201,3 +201,7 @@ def comm_rows(tables: dict, arrays: dict, options: Options) -> list[dict]:
 @functools.partial(jax.jit, static_argnames=("phase", "options"))
 def _tables(model, parallel, workload, phase, options):
     return build_table(model, parallel, workload, phase, options)
+
+
+# One compiled call rather than op by op (eagerly, a deployment's report compiled ~250 small kernels).
+_comm_arrays = jax.jit(comm_arrays, static_argnames="options")
