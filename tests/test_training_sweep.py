@@ -6,6 +6,7 @@ import contextlib
 import io
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ from jaxplat.cli import main
 from jaxplat.cost.training import RECOMPUTE, TrainWorkload, train_step
 from jaxplat.cost.training_memory import checks
 from jaxplat.model import Parallel, load_hardware, load_model
-from jaxplat.search import study_from_dict
+from jaxplat.search import devices, engine, load_study, study_from_dict, train_study
 from jaxplat.specs import SpecError, units
 
 MODEL, HW = "llama-3.1-8b", "dgx-h100-pod"
@@ -115,13 +116,8 @@ def test_training_blocks_on_an_accelerator_are_capped(monkeypatch):
     405B study in one block of 1,382,400 was killed on an H200 after 303 s,
     in blocks of 46,080 it ran at 5.99e6 configurations/s. A block the
     command or the study asks for is kept; inference studies keep the
-    device's default; the CPU's own cap (2^15) is unchanged."""
-    from pathlib import Path
-
-    from jaxplat.search import devices, engine, load_study, train_study
-
+    device's default."""
     studies = Path(__file__).resolve().parents[1] / "specs" / "studies"
-
     gpu = devices.DeviceProfile("gpu", None, 2**22, 2, None)
     monkeypatch.setattr(engine, "device_profile", lambda device=None: gpu)
     big = load_study(studies / "training-llama405b-16k.yaml")
