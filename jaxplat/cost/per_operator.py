@@ -170,6 +170,10 @@ def comm_arrays(tables: dict, hardware: Hardware, options: Options) -> dict:
     return out
 
 
+# One compiled call rather than op by op (eagerly, a deployment's report compiled ~250 small kernels).
+_comm_arrays = jax.jit(comm_arrays, static_argnames="options")
+
+
 def comm_rows(tables: dict, arrays: dict, options: Options) -> list[dict]:
     """`comm_breakdown`'s rows from `tables` and their `comm_arrays` (host)."""
     out = []
@@ -202,6 +206,3 @@ def comm_rows(tables: dict, arrays: dict, options: Options) -> list[dict]:
 def _tables(model, parallel, workload, phase, options):
     return build_table(model, parallel, workload, phase, options)
 
-
-# One compiled call rather than op by op (eagerly, a deployment's report compiled ~250 small kernels).
-_comm_arrays = jax.jit(comm_arrays, static_argnames="options")

@@ -140,8 +140,9 @@ class Engine(Merging):
         self._model_kind = np.array([kinds.index(t) for t in trees], np.int32)
         self._kind_models = [tuple(m if t == kind else next(x for x, tx in zip(study.models, trees) if tx == kind)
                                    for m, t in zip(study.models, trees)) for kind in kinds]
+        training = getattr(study, "task", "infer") == "train"
         default = self.device.block
-        if getattr(study, "task", "infer") == "train" and self.device.platform != "cpu":
+        if training and self.device.platform != "cpu":
             default = min(default, train_study.ACCEL_BLOCK)
         block = block or study.block or default
         chunk = self.device.eval_chunk
@@ -160,7 +161,7 @@ class Engine(Merging):
         self.blocks_per_step = max(1, min(bps, -(-self.grid.n_blocks // self.n_dev)))
         self.metrics = available_metrics(study)
         # The per-configuration function, a static choice: inference or a training step.
-        self.measure = train_study.measure if getattr(study, "task", "infer") == "train" else served_point
+        self.measure = train_study.measure if training else served_point
         for name in (study.objective, *study.pareto):
             if name not in self.metrics:
                 raise SpecError(f"study {study.name}: metric {name!r} is not reported by this cost model")
