@@ -69,13 +69,12 @@ def python_loop_rate(engine, n=200) -> float:
     """Configurations/s of the per-configuration path: jitted `jaxplat.evaluate`
     called once per configuration (Engine.values' code for one point)."""
     study = engine.study
-    one = jax.jit(engine._values_point)
-    flats = np.random.default_rng(0).integers(0, study.size, n)
-    o, i = (x.astype(np.int32) for x in np.divmod(flats, engine.grid.n_inner))
-    one(o[0], i[0]).block_until_ready()  # compile
+    one = jax.jit(engine._flat_point)
+    values = engine.axis_values(np.random.default_rng(0).integers(0, study.size, n))
+    jax.block_until_ready(one(values[0]))  # compile
     t = time.perf_counter()
     for j in range(n):
-        float(one(o[j], i[j])[0])
+        float(one(values[j])[0][0])
     return n / (time.perf_counter() - t)
 
 

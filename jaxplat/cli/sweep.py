@@ -197,7 +197,6 @@ def collapse_frames(engine, frames) -> dict:
     from jaxplat.report import sweep_tables
     from jaxplat.search import alike
 
-    fn = alike.evaluator(engine)
     out = {}
     cols = metric_columns(engine.metrics)
     for name in ("top_k", "pareto"):
@@ -205,7 +204,7 @@ def collapse_frames(engine, frames) -> dict:
         if not len(df):
             out[name] = df.assign(covers=np.zeros(0, int))
             continue
-        reps, covered, masks = alike.collapse(engine, df["index"].to_numpy(), df[cols].to_numpy(), fn)
+        reps, covered, masks = alike.collapse(engine, df["index"].to_numpy(), df[cols].to_numpy())
         out[name] = sweep_tables.collapsed_frame(engine.study, df, masks, {"positions": reps, "covered_by": covered})
         if name == "top_k":
             df["same_as_rank"] = df["rank"].to_numpy()[covered]

@@ -69,6 +69,9 @@ HOIST_POINTS = 4096
 # compile dominates (`jaxplat sweep` prints both, e.g. on
 # specs/studies/parallelism-llama405b-h200.yaml with and without --fast-compile).
 FAST_COMPILE_UP_TO = 1_000_000
+# Points per call of the program that reports every metric (Engine.evaluate_flat:
+# the top-k and front, then their neighbours in search.alike): one compile, padded.
+VALUES_CHUNK = 1024
 
 
 # --------------------------------------------------------------- metrics
@@ -246,47 +249,49 @@ class Engine(Merging):
         return lax.switch(which, [functools.partial(self._point, kind=j, names=names)
                                   for j in range(len(self.kinds))], ov, iv)
 
-    def _values_point(self, o, i):
-        """[metrics] every reported metric of the configuration at outer
-        index `o` and inner index `i` (int32 scalars)."""
-        _, ov = self._outer_values(o)
-        iv = [jnp.asarray(a.values, jnp.float32)[d]
-              for a, d in zip(self.st.inner, digits(i, [len(a) for a in self.st.inner]))]
+    def _flat_point(self, values):
+        """(every reported metric [metrics], ok, feasible) of one
+        configuration from its axis values ([axes] float32, the study's axis
+        order): `point_any_kind` asked for every metric."""
+        n_out = len(self.st.outer)
+        r = self.point_any_kind([values[j] for j in range(n_out)],
+                                [values[j] for j in range(n_out, len(self.st.axes))], names=self.metrics)
+        return r["keys"], r["ok"], r["feasible"]
 
-        def kind_values(kind):
-            return _metric_values(self.metrics, self.measure(*self._configure(ov, iv, kind), self.st)[0])
-        if len(self.kinds) == 1:
-            return kind_values(0)
-        return lax.switch(self._kind_of(o), [functools.partial(kind_values, j) for j in range(len(self.kinds))])
+    def axis_values(self, flat) -> np.ndarray:
+        """[n, axes] float32 axis values of flat indices (host ints)."""
+        flat = np.asarray(flat, np.int64).reshape(-1)
+        sizes = [len(a) for a in self.study.axes]
+        strides = [math.prod(sizes[j + 1:]) for j in range(len(sizes))]
+        cols = [np.asarray(a.values, np.float32)[(flat // s) % n] for a, s, n in zip(self.study.axes, strides, sizes)]
+        return np.stack(cols, axis=1) if cols else np.zeros((flat.size, 0), np.float32)
 
-    def _kind_of(self, o):
-        """Kind index (into `kinds`) of the model at outer index `o`."""
-        seg = o // (self.st.n_outer // len(self.st.models))  # the model axis is the first outer axis
-        return jnp.asarray(self._model_kind, jnp.int32)[seg]
+    def evaluate_flat(self, flat):
+        """(vals [n, metrics] float32, ok [n], feasible [n]) of the
+        configurations at these flat indices (host ints): the reported
+        values of the top-k and front (`values`) and of their neighbours
+        (search.alike), by one compiled program over VALUES_CHUNK points at
+        a time (padded), compiled beside the step."""
+        values = self.axis_values(flat)
+        if self._values is None:
+            self._values = self._values_program()
+        out = []
+        for s in range(0, len(values), VALUES_CHUNK):
+            part = values[s:s + VALUES_CHUNK]
+            pad = np.concatenate([part, np.repeat(part[:1], VALUES_CHUNK - len(part), axis=0)])
+            out.append(tuple(np.asarray(x)[:len(part)] for x in jax.device_get(self._values(pad))))
+        if not out:
+            return np.zeros((0, len(self.metrics)), np.float32), np.zeros(0, bool), np.zeros(0, bool)
+        return tuple(np.concatenate(x) for x in zip(*out))
 
     def values(self, flat) -> np.ndarray:
         """[n, metrics] float32: every reported metric of the configurations
-        at these flat indices (host ints), by one compiled program over a
-        fixed number of points (padded), compiled beside the step."""
-        flat = np.asarray(flat, np.int64).reshape(-1)
-        out = np.zeros((flat.size, len(self.metrics)), np.float32)
-        if self._values is None:
-            self._values = self._values_program()
-        k = self.values_batch
-        for s in range(0, flat.size, k):
-            part = flat[s:s + k]
-            pad = np.concatenate([part, np.full(k - part.size, part[0] if part.size else 0)])
-            o, i = np.divmod(pad, self.grid.n_inner)
-            out[s:s + part.size] = np.asarray(self._values(o.astype(np.int32), i.astype(np.int32)))[:part.size]
-        return out
-
-    @property
-    def values_batch(self) -> int:
-        return self.top_k + self.n_pareto
+        at these flat indices (host ints; `evaluate_flat`)."""
+        return self.evaluate_flat(flat)[0]
 
     def _values_program(self):
-        spec = jax.ShapeDtypeStruct((self.values_batch,), jnp.int32)
-        lowered = jax.jit(jax.vmap(self._values_point)).lower(spec, spec)
+        spec = jax.ShapeDtypeStruct((VALUES_CHUNK, len(self.st.axes)), jnp.float32)
+        lowered = jax.jit(jax.vmap(self._flat_point)).lower(spec)
         return compile_lowered(lowered, self.mesh.devices.flat[0].platform, fast_compile=True)
 
     # ---- one block
