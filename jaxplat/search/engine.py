@@ -70,8 +70,10 @@ HOIST_POINTS = 4096
 # specs/studies/parallelism-llama405b-h200.yaml with and without --fast-compile).
 FAST_COMPILE_UP_TO = 1_000_000
 # Points per call of the program that reports every metric (Engine.evaluate_flat:
-# the top-k and front, then their neighbours in search.alike): one compile, padded.
-VALUES_CHUNK = 1024
+# the top-k and front, then their neighbours in search.alike): one compile, padded
+# to the power of two that holds the top-k and front, within these bounds (a
+# call's every point is evaluated; neighbours take several calls).
+VALUES_CHUNK = (64, 1024)
 
 
 # --------------------------------------------------------------- metrics
@@ -270,15 +272,16 @@ class Engine(Merging):
         """(vals [n, metrics] float32, ok [n], feasible [n]) of the
         configurations at these flat indices (host ints): the reported
         values of the top-k and front (`values`) and of their neighbours
-        (search.alike), by one compiled program over VALUES_CHUNK points at
-        a time (padded), compiled beside the step."""
+        (search.alike), by one compiled program over `values_chunk` points
+        at a time (padded), compiled beside the step."""
         values = self.axis_values(flat)
         if self._values is None:
             self._values = self._values_program()
         out = []
-        for s in range(0, len(values), VALUES_CHUNK):
-            part = values[s:s + VALUES_CHUNK]
-            pad = np.concatenate([part, np.repeat(part[:1], VALUES_CHUNK - len(part), axis=0)])
+        k = self.values_chunk
+        for s in range(0, len(values), k):
+            part = values[s:s + k]
+            pad = np.concatenate([part, np.repeat(part[:1], k - len(part), axis=0)])
             out.append(tuple(np.asarray(x)[:len(part)] for x in jax.device_get(self._values(pad))))
         if not out:
             return np.zeros((0, len(self.metrics)), np.float32), np.zeros(0, bool), np.zeros(0, bool)
@@ -289,8 +292,13 @@ class Engine(Merging):
         at these flat indices (host ints; `evaluate_flat`)."""
         return self.evaluate_flat(flat)[0]
 
+    @property
+    def values_chunk(self) -> int:
+        lo, hi = VALUES_CHUNK
+        return min(hi, max(lo, 1 << max(0, self.top_k + self.n_pareto - 1).bit_length()))
+
     def _values_program(self):
-        spec = jax.ShapeDtypeStruct((VALUES_CHUNK, len(self.st.axes)), jnp.float32)
+        spec = jax.ShapeDtypeStruct((self.values_chunk, len(self.st.axes)), jnp.float32)
         lowered = jax.jit(jax.vmap(self._flat_point)).lower(spec)
         return compile_lowered(lowered, self.mesh.devices.flat[0].platform, fast_compile=True)
 
