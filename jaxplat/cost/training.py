@@ -17,7 +17,9 @@ row (times scale the priced forward rows; shapes as in the forward):
   low precision  FP8/MXFP8/NVFP4/int8 GEMMs run at the chip's peak for that
              dtype through the existing dtype efficiency
              (efficiency.gemm_peak via row_components); the scaling costs a
-             memory-bound cast pass per GEMM operand (`SCALING_READS`).
+             memory-bound cast pass per GEMM operand (`SCALING_READS`);
+             the routed experts' quantized grouped GEMMs at the training
+             kernels' measured rate (`TrainWorkload.eff_moe`).
   optimizer  Adam over this chip's shard, memory-bound (`ADAM_BYTES`).
 The table is built for the training step with its LM head over every token
 (not the last prompt token) and, with Megatron's sequence parallelism (on
@@ -46,13 +48,15 @@ product of the degrees inside it):
       Engine's ring attention overlaps each step's send/recv with the
       previous block), so only the excess is exposed.
   ep  all-to-all dispatch and combine of each MoE layer (the table's rows:
-      one copy per destination rank), again in backward (and recompute).
+      one copy per destination rank), again in backward (and recompute);
+      exposed unless `TrainWorkload.ep_overlap` says otherwise (a dispatch
+      feeds its own layer's experts).
   pp  a send of the micro-batch's hidden states per virtual stage, forward
       and backward, the sequence-parallel shard (1/tp of it) with SP.
-      tp, ep and pp: a share `Parallel.overlap` of them runs beside the
-      pass's compute (Megatron-Core's tp_comm_overlap, MoE all-to-all
-      overlap, overlapped P2P), hidden up to the pass's compute time; the
-      rest is exposed (overlap 0, the default: all of it).
+      tp and pp: a share `Parallel.overlap` of them runs beside the
+      pass's compute (Megatron-Core's tp_comm_overlap, overlapped P2P),
+      hidden up to the pass's compute time; the rest is exposed (overlap 0,
+      the default: all of it).
   dp  ZeRO 0: all-reduce of the gradients; ZeRO 1/2: reduce-scatter of the
       gradients and all-gather of the updated 16-bit weights (Megatron's
       distributed optimizer); both in buckets, the gradients' overlapped
@@ -145,6 +149,22 @@ class TrainWorkload:
       bandwidth on 8 H100s is 365-370 of 450 GB/s, NVIDIA/nccl issue 1455,
       0.82); it replaces the chip's calibrated `eff_network`, fitted on
       inference's small all-reduces. 0: the chip's own.
+    eff_moe: the training stack's grouped-GEMM rate over a dense GEMM's
+      for the routed experts that a low-precision recipe quantizes, in
+      (0, 1]; it replaces the chip's calibrated `efficiency.moe`, fitted on
+      inference engines' grouped GEMMs (0.050, at its lower bound). Training
+      runs them in the contiguous layout (thousands of tokens per expert),
+      which DeepGEMM's kernel measurements put at the dense rate
+      (experiments/kernel_check.py: measured/predicted 20.6 at 0.050, so
+      1.03; bounded at 1). 0: the chip's own.
+    ep_overlap: share of the expert-parallel all-to-alls hidden behind
+      compute, 0..1. 0 (default): exposed. A dispatch feeds the experts
+      after it and a combine waits for them, so within one micro-batch
+      neither runs beside its own layer's compute (`Parallel.overlap` hides
+      TP and PP collectives behind the pass's GEMMs); Megatron-Core hides
+      them only by interleaving two micro-batches' layers (its EP
+      all-to-all overlap), which none of the measured rows' published
+      settings names.
     dropout: 1 when the model trains with dropout (its masks are kept for
       the backward: GPT in Megatron), 0 without (Llama and most since).
     backward_efficiency: the backward kernels' achieved rate over the
@@ -190,6 +210,8 @@ class TrainWorkload:
     bytes_grad_comm: jax.Array = _f32(4.0)
     dp_overlap: jax.Array = _f32(1.0)
     eff_network: jax.Array = _f32(0.82)
+    eff_moe: jax.Array = _f32(1.0)
+    ep_overlap: jax.Array = _f32(0.0)
     dropout: jax.Array = _f32(0.0)
     backward_efficiency: jax.Array = _f32(0.775)  # fitted on dev rows: experiments/training/fit_backward.py
     attention_kernel_speed: jax.Array = _f32(1.0)
@@ -352,13 +374,14 @@ def _row_comm(t: OpTable, names, kinds, hw, w, opts, p, scale=1.0, nbytes=None):
     return tot, lv
 
 
-def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows):
+def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows, ep_overlap):
     """{"tp", "cp", "ep", "pp"}: (total s, exposed [levels] s) per
     micro-batch on the busiest rank (module doc). `windows`: the compute
     seconds of the micro-batch's forward, backward and recompute that TP,
     EP and PP collectives overlap with (`Parallel.overlap` of the shorter
-    of the two hidden in each pass: Megatron-Core's tp_comm_overlap,
-    MoE all-to-all overlap and overlapped P2P run beside the GEMMs)."""
+    of the two hidden in each pass: Megatron-Core's tp_comm_overlap and
+    overlapped P2P run beside the GEMMs); EP's all-to-alls a share
+    `ep_overlap` (TrainWorkload.ep_overlap), each against the pass's compute."""
     opts, sp = topts.options, topts.sequence_parallel
     tp_kinds = ("allgather", "reducescatter") if sp else ("allreduce",)
     fwd_tp, lv_tp = _row_comm(t, LAYER_TP, tp_kinds, hw, w, opts, p)
@@ -374,14 +397,15 @@ def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows):
     send_scale = 1.0 / par.tp if sp else 1.0
     pp, lv_pp = _row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
     # Per pass: forward, backward (the conjugate collectives, the gradients' sends), full recompute (no sends).
-    ov = jnp.clip(par.overlap, 0.0, 1.0)
-    fwd_all, rec_all = fwd_tp + ep + pp, fwd_tp + ep
-    exposed = sum((1.0 - ov) * c + ov * jnp.maximum(c - win, 0.0)
-                  for c, win in ((fwd_all, windows[0]), (fwd_all, windows[1]), (rec_full * rec_all, windows[2])))
-    total = 2.0 * fwd_all + rec_full * rec_all
-    share = safe_div(exposed, total)
+    def exposed(c, ov, win):  # c s of collectives, a share ov of them beside win s of the pass's compute
+        return (1.0 - ov) * c + ov * jnp.maximum(c - win, 0.0)
+    ov, ov_ep = jnp.clip(par.overlap, 0.0, 1.0), jnp.clip(ep_overlap, 0.0, 1.0)
+    tp_pp = (fwd_tp + pp, fwd_tp + pp, rec_full * fwd_tp)
+    share = safe_div(sum(exposed(c, ov, win) for c, win in zip(tp_pp, windows)), sum(tp_pp))
+    eps = (ep, ep, rec_full * ep)
+    share_ep = safe_div(sum(exposed(c, ov_ep, win) for c, win in zip(eps, windows)), sum(eps))
     out = {"tp": ((2.0 + rec_full) * fwd_tp, share * (2.0 + rec_full) * lv_tp),
-           "ep": ((2.0 + rec_full) * ep, share * (2.0 + rec_full) * lv_ep),
+           "ep": ((2.0 + rec_full) * ep, share_ep * (2.0 + rec_full) * lv_ep),
            "pp": (2.0 * pp, share * 2.0 * lv_pp)}
     cp, lv_cp = _row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
     cp_total = (3.0 + rec_full) * cp  # K/V forward, K/V and their gradients backward
@@ -477,6 +501,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     p = sharpness if opts.smooth else None
     twl = computed_workload(hw, twl, opts)  # the dtype the chip's GEMMs run in (FP8 on an A100: bf16)
     hw = replace(hw, eff_network=jnp.where(twl.eff_network > 0, twl.eff_network, hw.efficiency.network),
+                 eff_moe=jnp.where(twl.eff_moe > 0, twl.eff_moe, hw.efficiency.moe),
                  eff_attention=hw.efficiency.attention * jnp.clip(twl.attention_kernel_speed, 0.05, 1.0))
     t, wl = forward_table(model, par, twl, options)
     w = rank_weights(t, par)
@@ -496,7 +521,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     t_rec = r_full * jnp.sum(w * (1.0 - once) * fwd) + r_sel * attn_fwd
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
 
-    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec))
+    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec), twl.ep_overlap)
     dense, expert = _params(t, par, twl)
     dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = _dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
                                                                      opts, p)

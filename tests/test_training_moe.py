@@ -1,0 +1,73 @@
+"""A MoE training step (cost.training, issue 38): the routed experts' grouped
+GEMMs at the training kernels' rate (TrainWorkload.eff_moe), not at the
+inference calibration's `efficiency.moe`, and the expert-parallel
+all-to-alls exposed unless TrainWorkload.ep_overlap hides them.
+
+The tiny MoE: 4 Mixtral layers, hidden 64, 4 heads of 16, 8 experts of
+SwiGLU width 128, 2 per token, vocabulary 256, trained with an FP8 recipe
+(its experts quantized, the case the inference derate reaches). Its chip:
+1 TFLOP/s bf16 and 2 FP8, memory and the vector unit so fast that only GEMM
+and attention FLOPs take time, an 8-chip 100 GB/s switch.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxplat.cost.training import COMM_NAMES, TrainWorkload, train_step
+from jaxplat.model import Parallel, hardware_from_dict, model_from_config
+from jaxplat.specs.units import DTYPES
+
+CONFIG = {"model_type": "mixtral", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+          "num_key_value_heads": 4, "intermediate_size": 128, "num_local_experts": 8, "num_experts_per_tok": 2,
+          "vocab_size": 256, "max_position_embeddings": 4096, "tie_word_embeddings": True}
+L, D, FF, TOPK = 4, 64, 128, 2
+EP = COMM_NAMES.index("ep")
+
+
+def chip(moe):
+    return hardware_from_dict({
+        "flops": {"bf16": 1e12, "fp8": 2e12}, "memory": [{"name": "hbm", "size": 80e9, "bandwidth": 1e18}],
+        "network": [{"name": "nvlink", "domain": 8, "bandwidth": 1e11, "latency": 0.0, "topology": "switch"}],
+        "compute": {"vector_flops": 1e30}, "efficiency": {"moe": moe}, "tdp_w": 700})
+
+
+@pytest.fixture(scope="module")
+def model():
+    return model_from_config(CONFIG)
+
+
+def step(model, hw, par=None, **kw):
+    kw = {"global_batch": 2.0, "micro_batch": 2.0, "seq": 128.0, "bytes_act": 1.0, "bytes_param": 2.0,
+          "compute_dtype": float(DTYPES.index("fp8")), "eff_network": 0.0, "backward_efficiency": 1.0, **kw}
+    return jax.device_get(train_step(model, hw, par or Parallel(), TrainWorkload(**kw)))
+
+
+def test_grouped_gemms_run_at_the_training_kernels_rate(model):
+    """With eff_moe set (default 1, DeepGEMM's contiguous grouped GEMMs), the
+    chip's calibrated `moe` derate does not reach the step; eff_moe 0 takes
+    the chip's. By hand: the experts' forward FLOPs are 256 tokens x 2
+    experts x 3 GEMMs of 2·64·128 per layer, at 2 TFLOP/s FP8; at eff_moe
+    0.5 they take twice as long."""
+    derated, plain = chip(0.05), chip(1.0)
+    default = step(model, derated)
+    assert default.step_time_s == pytest.approx(float(step(model, plain).step_time_s), rel=1e-6)
+    assert step(model, derated, eff_moe=0.0).forward > 10 * default.forward  # the chip's own: 1/0.05
+    experts = L * 256 * TOPK * 3 * 2 * D * FF / 2e12
+    half = step(model, plain, eff_moe=0.5)
+    np.testing.assert_allclose(half.forward - default.forward, experts, rtol=1e-4)
+
+
+def test_expert_parallel_all_to_alls_are_exposed_unless_ep_overlap_hides_them(model):
+    """`Parallel.overlap` hides TP and PP collectives behind the pass's
+    GEMMs, not EP's dispatch and combine (a dispatch feeds its own layer's
+    experts): with overlap 1 they stay exposed; ep_overlap hides its share
+    (the compute here is far longer than these all-to-alls)."""
+    hw = chip(1.0)
+    par = Parallel(dp=2, ep=2, overlap=1.0)
+    r = step(model, hw, par, global_batch=4.0)
+    assert r.comm_total[EP] > 0 and np.sum(r.comm[EP]) == pytest.approx(float(r.comm_total[EP]), rel=1e-6)
+    half = step(model, hw, par, global_batch=4.0, ep_overlap=0.5)
+    assert np.sum(half.comm[EP]) == pytest.approx(float(r.comm_total[EP]) / 2, rel=1e-6)
+    assert np.sum(step(model, hw, par, global_batch=4.0, ep_overlap=1.0).comm[EP]) == 0.0
+    assert half.step_time_s < r.step_time_s
