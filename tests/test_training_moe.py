@@ -16,6 +16,7 @@ import pytest
 
 from jaxplat.cost.training import COMM_NAMES, TrainWorkload, train_step
 from jaxplat.model import Parallel, hardware_from_dict, model_from_config
+from jaxplat.search.train_study import TRAIN_AXIS_KINDS
 from jaxplat.specs.units import DTYPES
 
 CONFIG = {"model_type": "mixtral", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
@@ -71,3 +72,11 @@ def test_expert_parallel_all_to_alls_are_exposed_unless_ep_overlap_hides_them(mo
     assert np.sum(half.comm[EP]) == pytest.approx(float(r.comm_total[EP]) / 2, rel=1e-6)
     assert np.sum(step(model, hw, par, global_batch=4.0, ep_overlap=1.0).comm[EP]) == 0.0
     assert half.step_time_s < r.step_time_s
+
+
+def test_a_training_study_sweeps_ep_overlap_as_a_workload_axis():
+    """`ep_overlap` is a study axis: it sets TrainWorkload.ep_overlap (the
+    engine applies workload-group setters to the training workload)."""
+    kind = TRAIN_AXIS_KINDS["ep_overlap"]
+    twl = kind.setter(TrainWorkload(global_batch=4.0, micro_batch=2.0, seq=128.0), 0.25)
+    assert kind.group == "workload" and float(twl.ep_overlap) == 0.25

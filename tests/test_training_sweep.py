@@ -98,6 +98,7 @@ def test_top_k_rows_through_jaxplat_train(swept):
     (dict(axes={**GRID, "recompute": ["some"]}), "axes.recompute must be a list"),
     (dict(axes={**GRID, "zero": [4]}), "ZeRO stages among 0, 1, 2, 3"),
     (dict(axes={**GRID, "tp": [1.5]}), "whole numbers"),
+    (dict(axes={**GRID, "ep_overlap": [0, 1.5]}), "axes.ep_overlap must lie in [0, 1]"),
     (dict(objective={"minimize": "tpot"}), "unknown training metric 'tpot'"),
     (dict(tokens=0, objective={"minimize": "train_time_s"}), "needs the tokens"),
     (dict(task="serve"), "task must be train or infer"),

@@ -84,7 +84,9 @@ TRAIN_AXIS_KINDS = {
     "micro_batch": AxisKind("workload", _set("micro_batch"), "seq", "sequences per micro-batch per dp rank"),
     "seq": AxisKind("workload", _set("seq"), "tok", "tokens per sequence"),
     "dtype": AxisKind("workload", _set_recipe, "", f"GEMM recipe ({', '.join(TRAIN_DTYPES)})", categorical=True),
-    "overlap": AxisKind("parallel", _set("overlap"), "", "share of TP/EP/PP communication hidden"),
+    "overlap": AxisKind("parallel", _set("overlap"), "", "share of TP/PP communication hidden"),
+    "ep_overlap": AxisKind("workload", _set("ep_overlap"), "", "share of the EP all-to-alls hidden "
+                           "(two micro-batches interleaved)"),
     # the engine passes chips to `measure` (engine.Engine._configure), which sets dp; the setter (dp = chips
     # until then) lets engine.layout map it on the block's grid
     "chips": AxisKind("parallel", _set("dp"), "chips", "chips in the job (dp = chips / (tp·pp·cp))"),
@@ -165,8 +167,9 @@ def _axis(src, name, spec) -> TrainAxis:
         spec = [2**k for k in range(math.ceil(math.log2(lo)), int(math.log2(hi)) + 1)]
     if not isinstance(spec, list) or not spec:
         raise SpecError(f"{where} must be a non-empty list of numbers or {{pow2: [lo, hi]}}")
-    vals = np.array([number(src, f"axes.{name}", v, allow_zero=name in ("zero", "overlap")) for v in spec], np.float64)
-    if name == "overlap":
+    shares = ("overlap", "ep_overlap")
+    vals = np.array([number(src, f"axes.{name}", v, allow_zero=name in ("zero", *shares)) for v in spec], np.float64)
+    if name in shares:
         if np.any((vals < 0) | (vals > 1)):
             raise SpecError(f"{where} must lie in [0, 1]")
     elif name == "zero":
