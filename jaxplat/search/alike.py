@@ -96,3 +96,6 @@ def collapse(engine: Engine, flat, vals):
             reps.append(r)
             covered[r] = r
     return reps, covered, masks
+
+
+__all__ = ["collapse", "equivalent_values"]
