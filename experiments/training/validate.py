@@ -7,6 +7,7 @@ parameter is fitted here. Prints, per source family, the rows, the median
 |error| and the median signed error (predicted / measured - 1) of the dev
 rows; with --test, once and at the end of the work, the same on the test
 rows that data/measured/training_split.yaml holds out (whole source families).
+A family with both dense and MoE rows also gets a line for each kind.
 
     .venv/bin/python experiments/training/validate.py [--rows] [--test]
 """
@@ -36,13 +37,17 @@ def summary(results, title):
     print(f"\n{title}")
     print(f"{'family':28s} {'rows':>5s} {'median |err|':>13s} {'median signed':>14s} {'not fitting':>12s}")
     fams = collections.defaultdict(list)
-    for fam, err, fits in results:
+    for fam, err, fits, moe in results:
         fams[fam].append((err, fits))
+    kinds = {fam: {moe for f, _, _, moe in results if f == fam} for fam in fams}
+    for fam, err, fits, moe in results:
+        if len(kinds[fam]) > 1:
+            fams[f"{fam}, {'MoE' if moe else 'dense'}"].append((err, fits))
     for fam, v in sorted(fams.items()):
         e = np.array([x for x, _ in v])
         print(f"{fam:28s} {len(e):5d} {100 * np.median(np.abs(e)):12.1f}% {100 * np.median(e):+13.1f}% "
               f"{sum(not f for _, f in v):12d}")
-    e = np.array([x for _, x, _ in results])
+    e = np.array([x for _, x, _, _ in results])
     if len(e):
         print(f"{'all':28s} {len(e):5d} {100 * np.median(np.abs(e)):12.1f}% {100 * np.median(e):+13.1f}%")
     return e
@@ -63,7 +68,8 @@ def main():
             continue
         pred, fits = predict(inp)
         err = pred / measured - 1.0
-        (test if is_test(row) else dev).append((family(row["source"]), err, fits))
+        moe = float(inp[0].experts) > 0
+        (test if is_test(row) else dev).append((family(row["source"]), err, fits, moe))
         if args.rows and not is_test(row):
             print(f"{family(row['source'])[:22]:22s} {row['model'][:24]:24s} {row['chip'][:14]:14s} "
                   f"x{row['chips']:>5s} tp{row['tp'] or 1} pp{row['pp'] or 1} vp{row['vp'] or 1} cp{row['cp'] or 1} "
