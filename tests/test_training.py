@@ -233,6 +233,8 @@ def specs(tmp_path_factory):
     (["--chips", "1", "--zero", "4"], "--zero '4' is not one of 0, 1, 2, 3"),
     (["--chips", "1", "--dtype", "fp16"], "--dtype 'fp16' is not one of bf16, fp8, fp4, int8"),
     (["--chips", "3", "--tp", "3"], "--tp 3 does not divide the model's 4 attention heads; e.g. --tp 1, 2, 4"),
+    (["--chips", "1", "--overlap", "1.5"], "--overlap must lie in [0, 1], got 1.5"),
+    (["--chips", "1", "--ep-overlap", "-0.5"], "--ep-overlap must lie in [0, 1], got -0.5"),
 ])
 def test_cli_bad_input(specs, capsys, flags, message):
     cfg, chip, _ = specs

@@ -10,13 +10,19 @@ SwiGLU width 128, 2 per token, vocabulary 256, trained with an FP8 recipe
 and attention FLOPs take time, an 8-chip 100 GB/s switch.
 """
 
+import json
+
 import jax
 import numpy as np
 import pytest
+import yaml
+
+from jaxplat.cli.app import main
 
 from jaxplat.cost.training import COMM_NAMES, TrainWorkload, train_step
 from jaxplat.model import Parallel, hardware_from_dict, model_from_config
-from jaxplat.search.train_study import TRAIN_AXIS_KINDS
+from jaxplat.model.hardware_layout import grouped_layout
+from jaxplat.search.train_study import TRAIN_AXIS_KINDS, train_command
 from jaxplat.specs.units import DTYPES
 
 CONFIG = {"model_type": "mixtral", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
@@ -26,11 +32,14 @@ L, D, FF, TOPK = 4, 64, 128, 2
 EP = COMM_NAMES.index("ep")
 
 
+def chip_dict(moe):
+    return {"flops": {"bf16": 1e12, "fp8": 2e12}, "memory": [{"name": "hbm", "size": 80e9, "bandwidth": 1e18}],
+            "network": [{"name": "nvlink", "domain": 8, "bandwidth": 1e11, "latency": 0.0, "topology": "switch"}],
+            "compute": {"vector_flops": 1e30}, "efficiency": {"moe": moe}, "tdp_w": 700}
+
+
 def chip(moe):
-    return hardware_from_dict({
-        "flops": {"bf16": 1e12, "fp8": 2e12}, "memory": [{"name": "hbm", "size": 80e9, "bandwidth": 1e18}],
-        "network": [{"name": "nvlink", "domain": 8, "bandwidth": 1e11, "latency": 0.0, "topology": "switch"}],
-        "compute": {"vector_flops": 1e30}, "efficiency": {"moe": moe}, "tdp_w": 700})
+    return hardware_from_dict(chip_dict(moe))
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +89,28 @@ def test_a_training_study_sweeps_ep_overlap_as_a_workload_axis():
     kind = TRAIN_AXIS_KINDS["ep_overlap"]
     twl = kind.setter(TrainWorkload(global_batch=4.0, micro_batch=2.0, seq=128.0), 0.25)
     assert kind.group == "workload" and float(twl.ep_overlap) == 0.25
+
+
+def test_train_flags_overlap_and_ep_overlap(tmp_path, capsys):
+    """`jaxplat train --overlap` hides TP/PP communication, not EP's;
+    `--ep-overlap 1` hides the all-to-alls (compute far longer here); a
+    training study's top-k row names both flags where its axes set them."""
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
+    (tmp_path / "chip.yaml").write_text(yaml.safe_dump(grouped_layout({"name": "chip", **chip_dict(1.0)})))
+    base = ["train", "--model", str(tmp_path / "config.json"), "--hardware", str(tmp_path / "chip.yaml"),
+            "--chips", "2", "--ep", "2", "--global-batch", "4", "--micro-batch", "2", "--seq", "128",
+            "--dtype", "fp8", "--json"]
+
+    def ep_exposed(*flags):
+        assert main(base + list(flags)) == 0
+        return json.loads(capsys.readouterr().out)["comm_exposed_s"]["ep"]
+    plain = ep_exposed()
+    assert plain > 0 and ep_exposed("--overlap", "1") == pytest.approx(plain, rel=1e-6)
+    assert ep_exposed("--ep-overlap", "1") == 0.0
+    row = {"chips": 8, "tp": 1, "pp": 1, "vp": 1, "cp": 1, "ep": 2, "micro_batch": 1, "global_batch": 8,
+           "seq": 128, "dtype": "fp8", "recompute": "none", "zero": 0, "overlap": 0.0, "ep_overlap": 0.5}
+
+    class Study:
+        model_names, hardware_name, inner = ["m"], "chip", ()
+    cmd = train_command(Study, row)
+    assert cmd.endswith("--zero 0 --ep-overlap 0.5") and "--overlap" not in cmd.replace("--ep-overlap", "")

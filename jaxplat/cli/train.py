@@ -46,6 +46,12 @@ def register(sub):
                         "int8 an int8 GEMM recipe (AQT)")
     p.add_argument("--recompute", default="none", help=f"activation recomputation: {', '.join(RECOMPUTE)}")
     p.add_argument("--zero", default="0", help="ZeRO stage 0..3 (1 = Megatron's distributed optimizer, 3 = FSDP)")
+    p.add_argument("--overlap", type=float, default=0.0,
+                   help="share of the TP and PP communication run beside the GEMMs, 0..1 (Megatron-Core's "
+                        "tp_comm_overlap, overlapped P2P; default 0: all exposed)")
+    p.add_argument("--ep-overlap", type=float, default=0.0,
+                   help="share of the EP all-to-alls hidden, 0..1 (two micro-batches interleaved: Megatron-Core's "
+                        "EP overlap, DualPipe; default 0: exposed, since a dispatch feeds its own layer's experts)")
     p.add_argument("--tokens", type=float, default=0.0, help="tokens to train on: prints days, energy and cost")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
     p.add_argument("--allow-infeasible", action="store_true",
@@ -71,6 +77,10 @@ def validate(args, model) -> int:
         raise SpecError(f"--recompute {args.recompute!r} is not one of {', '.join(RECOMPUTE)}")
     if args.zero not in ZERO:
         raise SpecError(f"--zero {args.zero!r} is not one of {', '.join(ZERO)}")
+    for flag in ("overlap", "ep_overlap"):
+        v = getattr(args, flag)
+        if not 0.0 <= v <= 1.0:
+            raise SpecError(f"--{flag.replace('_', '-')} must lie in [0, 1], got {v:g}")
     for flag in ("chips", "tp", "pp", "vp", "cp", "ep", "global_batch", "micro_batch", "seq"):
         if getattr(args, flag) <= 0:
             raise SpecError(f"--{flag.replace('_', '-')} must be a positive whole number, got {getattr(args, flag)}")
@@ -120,7 +130,8 @@ def train_workload(args, hw) -> TrainWorkload:
     return TrainWorkload(global_batch=float(args.global_batch), micro_batch=float(args.micro_batch),
                          seq=float(args.seq), tokens=float(args.tokens),
                          recompute=float(RECOMPUTE.index(args.recompute)), zero=float(args.zero),
-                         bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=block)
+                         bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=block,
+                         ep_overlap=float(args.ep_overlap))
 
 
 def train_arrays(model, hw, par, twl, topts):
@@ -132,7 +143,7 @@ def run(args) -> int:
     model = load_model(args.model)
     hw = load_hardware(args.hardware)
     dp = validate(args, model)
-    par = Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp)
+    par = Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp, overlap=args.overlap)
     twl = train_workload(args, hw)
     res = compiled.run("train", train_arrays, (model, hw, par, twl), (TrainOptions(),), compiled.cache_dir())
     m = res["metrics"]
@@ -165,12 +176,17 @@ def run(args) -> int:
     return 0
 
 
+def _overlaps(args) -> str:
+    parts = [f"{text} {v:g}" for text, v in (("TP/PP overlap", args.overlap), ("EP overlap", args.ep_overlap)) if v]
+    return "".join(f", {p}" for p in parts)
+
+
 def _print_text(args, dp, m, levels, reasons):
     step = float(m.step_time_s)
     print(f"{args.model} on {args.hardware} x{args.chips} (tp={args.tp} pp={args.pp} vp={args.vp} cp={args.cp} "
           f"ep={args.ep} dp={dp}), global batch {args.global_batch} x {args.seq} tokens, micro-batch "
           f"{args.micro_batch} ({float(m.microbatches):g} per step), {args.dtype}, recompute {args.recompute}, "
-          f"ZeRO {args.zero}\n")
+          f"ZeRO {args.zero}{_overlaps(args)}\n")
     rows = [["step time", units.fmt_time(step)],
             ["tokens/s per chip", f"{float(m.tokens_per_s_per_chip):.4g}"],
             ["MFU / HFU", f"{100 * float(m.mfu):.1f}% / {100 * float(m.hfu):.1f}% (6N + attention)"],

@@ -99,6 +99,8 @@ TRAIN_AXES = tuple(TRAIN_AXIS_KINDS)
 REQUIRED_AXES = ("chips", "global_batch", "seq")
 DEFAULTS = {"tp": [1], "pp": [1], "vp": [1], "cp": [1], "ep": [1], "micro_batch": [1], "dtype": ["bf16"],
             "recompute": ["none"], "zero": [0]}
+# Axes that are `jaxplat train` flags with a default of 0, named in its command only where they are not 0
+SHARE_FLAGS = ("overlap", "ep_overlap")
 # top_k.csv's columns of a training study, named by `jaxplat train`'s flags (dp derived)
 FLAG_COLUMNS = ("chips", "tp", "pp", "vp", "cp", "ep", "dp", "micro_batch", "global_batch", "seq", "dtype",
                 "recompute", "zero")
@@ -167,9 +169,9 @@ def _axis(src, name, spec) -> TrainAxis:
         spec = [2**k for k in range(math.ceil(math.log2(lo)), int(math.log2(hi)) + 1)]
     if not isinstance(spec, list) or not spec:
         raise SpecError(f"{where} must be a non-empty list of numbers or {{pow2: [lo, hi]}}")
-    shares = ("overlap", "ep_overlap")
-    vals = np.array([number(src, f"axes.{name}", v, allow_zero=name in ("zero", *shares)) for v in spec], np.float64)
-    if name in shares:
+    vals = np.array([number(src, f"axes.{name}", v, allow_zero=name in ("zero", *SHARE_FLAGS)) for v in spec],
+                    np.float64)
+    if name in SHARE_FLAGS:
         if np.any((vals < 0) | (vals > 1)):
             raise SpecError(f"{where} must lie in [0, 1]")
     elif name == "zero":
@@ -264,6 +266,9 @@ def train_command(study, row) -> str:
     """The `jaxplat train` command of a top_k.csv row (`flag_frame`) of a
     one-model, one-chip training study."""
     flags = " ".join(f"--{k.replace('_', '-')} {row[k]}" for k in FLAG_COLUMNS if k != "dp")
+    for k in SHARE_FLAGS:  # flags of jaxplat train only where the study has the axis (default 0)
+        if k in row and float(row[k]) != 0.0:
+            flags += f" --{k.replace('_', '-')} {float(row[k]):g}"
     model, chip = row.get("model", study.model_names[0]), row.get("hardware", study.hardware_name)
     note = " (on the base chip: hardware axes are not flags of jaxplat train)" if study.inner else ""
     return f"jaxplat train --model {model} --hardware {chip} {flags}{note}"
