@@ -18,7 +18,9 @@ tokens/s per chip and how the best one's step time splits.
     # a DeepSeek-V3-style MoE with expert parallelism (2,048 GPUs, 4K sequences, 15,360-sequence batches,
     # 14.8T tokens, FP8: DeepSeek-V3 report Sec. 3-4), here on H100s:
     .venv/bin/python experiments/training/llama405b_16k.py --model deepseek-v3 --chips 2048 --seq 4096 \
-        --global-batch 15360 --tokens 14.8e12 --ep 8,16,32,64 --fp8
+        --global-batch 15360 --tokens 14.8e12 --ep 8,16,32,64 --fp8 [--ep-overlap 1]
+    # (--ep-overlap 1: the EP all-to-alls hidden, as DeepSeek-V3's DualPipe overlaps them with a second
+    # micro-batch's compute; by default they are exposed: TrainWorkload.ep_overlap)
 """
 
 import argparse
@@ -53,6 +55,8 @@ def main():
     ap.add_argument("--ep", default="1", help="expert-parallel degrees to try, comma-separated (MoE models)")
     ap.add_argument("--fp8", action="store_true", help="FP8 GEMMs with 128-element block scales (DeepSeek-V3's "
                                                        "recipe, Sec. 3.3) instead of BF16")
+    ap.add_argument("--ep-overlap", type=float, default=0.0, help="share of the EP all-to-alls hidden, 0..1 "
+                                                                  "(TrainWorkload.ep_overlap; DualPipe: 1)")
     args = ap.parse_args()
     GRID["ep"] = tuple(int(e) for e in args.ep.split(","))
     CHIPS, SEQ, GLOBAL_BATCH = args.chips, args.seq, args.global_batch
@@ -66,7 +70,7 @@ def main():
     par = Parallel(**{k: jnp.asarray(degrees[k]) if k in degrees else jnp.broadcast_to(v, (n,))
                       for k, v in vars(Parallel()).items()})
     fields = dict(global_batch=full(GLOBAL_BATCH), micro_batch=jnp.asarray(mb), seq=full(SEQ),
-                  recompute=jnp.asarray(rec), zero=full(1.0), tokens=full(args.tokens))
+                  recompute=jnp.asarray(rec), zero=full(1.0), tokens=full(args.tokens), ep_overlap=full(args.ep_overlap))
     if args.fp8:
         fields.update(bytes_act=full(1.0), compute_dtype=full(float(DTYPES.index("fp8"))), scale_block=full(128.0))
     defaults = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0)
