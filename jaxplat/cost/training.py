@@ -151,10 +151,11 @@ class TrainWorkload:
       inference's small all-reduces. 0: the chip's own.
     eff_moe: the training stack's grouped-GEMM rate over a dense GEMM's
       for the routed experts that a low-precision recipe quantizes, in
-      (0, 1]; it replaces the chip's calibrated `efficiency.moe`, fitted on
-      inference engines' grouped GEMMs (0.050, at its lower bound). Training
-      runs them in the contiguous layout (thousands of tokens per expert),
-      which DeepGEMM's kernel measurements put at the dense rate
+      (0, 1]; it replaces the chip's calibrated `efficiency.moe`, which a
+      calibration may fit on inference engines' rows (the 2026-12-04 fit put
+      it at its lower bound, 0.050; the shipped file pins it at 1). Training
+      runs grouped GEMMs in the contiguous layout (thousands of tokens per
+      expert), which DeepGEMM's kernel measurements put at the dense rate
       (experiments/kernel_check.py: measured/predicted 20.6 at 0.050, so
       1.03; bounded at 1). 0: the chip's own.
     ep_overlap: share of the expert-parallel all-to-alls hidden behind
