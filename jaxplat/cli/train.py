@@ -15,7 +15,7 @@ from jaxplat.cost.training import COMM_NAMES, RECOMPUTE, TrainOptions, TrainWork
 from jaxplat.cost.training_memory import checks
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names
 from jaxplat.report import json_text, table
-from jaxplat.search.train_study import RECIPES, TRAIN_DTYPES
+from jaxplat.search.train_study import RECIPES, SHARE_FLAGS, TRAIN_DTYPES
 from jaxplat.specs import SpecError, units
 
 EXIT_INFEASIBLE = 3
@@ -77,7 +77,7 @@ def validate(args, model) -> int:
         raise SpecError(f"--recompute {args.recompute!r} is not one of {', '.join(RECOMPUTE)}")
     if args.zero not in ZERO:
         raise SpecError(f"--zero {args.zero!r} is not one of {', '.join(ZERO)}")
-    for flag in ("overlap", "ep_overlap"):
+    for flag in SHARE_FLAGS:
         v = getattr(args, flag)
         if not 0.0 <= v <= 1.0:
             raise SpecError(f"--{flag.replace('_', '-')} must lie in [0, 1], got {v:g}")

@@ -263,9 +263,8 @@ class Engine(Merging):
     def axis_values(self, flat) -> np.ndarray:
         """[n, axes] float32 axis values of flat indices (host ints)."""
         flat = np.asarray(flat, np.int64).reshape(-1)
-        sizes = [len(a) for a in self.study.axes]
-        strides = [math.prod(sizes[j + 1:]) for j in range(len(sizes))]
-        cols = [np.asarray(a.values, np.float32)[(flat // s) % n] for a, s, n in zip(self.study.axes, strides, sizes)]
+        axes = self.study.axes
+        cols = [np.asarray(a.values, np.float32)[d] for a, d in zip(axes, digits(flat, [len(a) for a in axes]))]
         return np.stack(cols, axis=1) if cols else np.zeros((flat.size, 0), np.float32)
 
     def evaluate_flat(self, flat):
