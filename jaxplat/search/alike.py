@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from jaxplat.search import gridmap
 from jaxplat.search.engine import Engine
 
 RTOL = 1e-6   # metrics equal to this relative tolerance (float32 noise of an axis that enters only in rounding)
@@ -44,7 +45,7 @@ def equivalent_values(engine: Engine, flat) -> list[list[np.ndarray]]:
     strides = _strides(st)
     sizes = [len(a) for a in st.axes]
     keep = np.array([m not in IGNORED for m in engine.metrics])
-    digits = [(flat // s) % n for s, n in zip(strides, sizes)]
+    digits = gridmap.digits(flat, sizes)
     # Neighbours: row-major over (configuration, axis, value).
     nb = np.concatenate([(flat - d * s)[:, None] + s * np.arange(n)[None, :]
                          for d, s, n in zip(digits, strides, sizes)], axis=1) if sizes else np.zeros((len(flat), 0))
@@ -80,13 +81,14 @@ def collapse(engine: Engine, flat, vals):
     flat = np.asarray(flat, np.int64)
     vals = np.asarray(vals, np.float64)
     st = engine.study
-    strides, sizes = _strides(st), [len(a) for a in st.axes]
+    sizes = [len(a) for a in st.axes]
     masks = equivalent_values(engine, flat)
     keep = np.array([m not in IGNORED for m in engine.metrics])
     covered = np.full(len(flat), -1, np.int64)
     reps = []
+    all_digits = gridmap.digits(flat, sizes)
     for r in range(len(flat)):
-        d = [int((flat[r] // s) % n) for s, n in zip(strides, sizes)]
+        d = [int(x[r]) for x in all_digits]
         for rep in reps:
             if (np.allclose(vals[r, keep], vals[rep, keep], rtol=RTOL, atol=0.0)
                     and all(masks[rep][a][d[a]] for a in range(len(sizes)))):
