@@ -29,7 +29,7 @@ if os.environ.get("JAXPLAT_TEST_CACHE_DIR"):
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
-# The modules that take longest (40-70 s of a worker's time each, measured 2026-12-04): they run
+# The modules that take longest (20-70 s of a worker's time each, measured 2026-12-04): they run
 # first, so that the workers, handed one module at a time, finish together (longest first; xdist's
 # own order, most tests first, left the slowest for last and one worker idle for ~45 s). Only the
 # order changes: a name that no longer exists is ignored.
