@@ -24,10 +24,16 @@ other: per-chip throughput ratios of every two chips that ran the same
 benchmark (model, ISL/OSL) on the TensorRT-LLM 1.0 page, predicted over
 measured, per pair of chips (`calibration.chip_ratio_errors`).
 
-    .venv/bin/python experiments/heldout_check.py [--calibration FILE] [--rows]
+    .venv/bin/python experiments/heldout_check.py [--calibration FILE] [--engine STACK] [--rows]
+
+The rows are predicted on the calibration's own software stack (the fixed
+costs it was fitted with, `software:` in the file: `fitted-2026-12` for the
+shipped one) unless --engine names another (`--engine graph-captured`:
+`estimate`'s default).
 """
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -38,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from jaxplat.design import calibration as cal  # noqa: E402
 from jaxplat.design.measured import read_rows  # noqa: E402
-from jaxplat.model import load_calibration  # noqa: E402
+from jaxplat.model import default_calibration, load_calibration  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 
 DATA = ROOT / "data" / "measured" / "heldout_rows.csv"
@@ -61,10 +67,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA), help="held-out measured rows (calibration schema)")
     ap.add_argument("--calibration", help="a calibration file instead of the shipped one")
+    ap.add_argument("--engine", help="the software stack to predict with (specs/software, e.g. graph-captured, "
+                                     "`estimate`'s default); default: the calibration's own, with which it was fitted")
     ap.add_argument("--rows", action="store_true", help="print every row too")
     args = ap.parse_args(argv)
     rows = read_rows(args.data)
     calib = load_calibration(args.calibration) if args.calibration else None
+    if args.engine:  # the calibration's fractions, on another stack's fixed costs
+        calib = dataclasses.replace(calib or default_calibration(), software=args.engine)
     pred = cal.Predictor(rows, cal.DEFAULT_FIT, calibration=calib)
     p = np.asarray(pred.predict(cal.z_of(pred, pred.base)), float)
     m = np.array([r.value for r in rows])
@@ -88,7 +98,8 @@ def main(argv=None):
               f"{100 * s['median_signed']:+.1f}%\n")
     s = cal.summarize(p, rows)
     print(f"all {s['n']} rows: median |error| {100 * s['median_abs']:.1f}%, median signed "
-          f"{100 * s['median_signed']:+.1f}% (calibration: {args.calibration or 'shipped'})")
+          f"{100 * s['median_signed']:+.1f}% (calibration: {args.calibration or 'shipped'}, "
+          f"software stack: {args.engine or 'its own'})")
     # Chips against each other: per-chip offline throughput ratios of chips
     # that ran the same benchmark (model, lengths) on the same page.
     pairs = cal.chip_ratio_errors(p, rows, source="trtllm-perf-overview")
