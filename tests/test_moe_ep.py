@@ -260,3 +260,20 @@ def test_expert_latency_counted_by_hand():
     (t0, d0), (t1, d1) = run(0.0), run(tau)
     assert d1 - d0 == pytest.approx(128 * tau, rel=1e-3)
     assert t1 - t0 == pytest.approx(512 * tau, rel=1e-3)
+
+
+def test_a_model_without_shared_experts_runs_no_shared_kernels():
+    # Mixtral-8x7B has no shared expert: its shared rows read no input, write
+    # nothing and launch no kernel (before, the empty GEMM read every token's
+    # 4096 x 2 B hidden state and counted one kernel per layer). DeepSeek-V3's
+    # one shared expert (width 2048, gated) on 2048 tokens: 2 x 2048 x 7168 x
+    # 4096 FLOPs in its up+gate GEMM and a kernel of its own.
+    from jaxplat.cost.efficiency import kernel_counts
+    h100 = jp.load_hardware("h100-sxm")
+    for name, flops in (("mixtral-8x7b", 0.0), ("deepseek-v3", 2 * 2048 * 7168 * 4096)):
+        t = jax.device_get(build_table(jp.load_model(name), jp.Parallel(), WL, "prefill", jp.Options()))
+        i = t.names.index("shared_up_gate")
+        assert float(t.f0[i]) == pytest.approx(flops, rel=1e-6)
+        traffic = float(t.a0[i] + t.o0[i] + t.w0[i])
+        kernels = float(jax.device_get(kernel_counts(t, h100, jp.Options()))[i])
+        assert (traffic > 0, kernels) == ((True, 1.0) if flops else (False, 0.0))
