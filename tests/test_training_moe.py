@@ -114,3 +114,35 @@ def test_train_flags_overlap_and_ep_overlap(tmp_path, capsys):
         model_names, hardware_name, inner = ["m"], "chip", ()
     cmd = train_command(Study, row)
     assert cmd.endswith("--zero 0 --ep-overlap 0.5") and "--overlap" not in cmd.replace("--ep-overlap", "")
+
+
+@pytest.mark.parametrize("bytes_act, dtype", [(1.0, "fp8"), (2.0, "bf16")])
+def test_the_training_dispatchers_move_16_bit_hidden_states(model, bytes_act, dtype):
+    """Megatron-Core's dispatchers send each token copy's 16-bit hidden state
+    (an FP8 recipe quantizes after dispatch, inside the grouped linear), and
+    its all-to-all dispatcher permutes, sorts by local expert, unsorts and
+    unpermutes in passes of their own; the fused (DeepEP/HybridEP) kernels
+    permute as they send. By hand, ep 2 (4 experts per rank): a rank routes
+    its 2 x 128 tokens' 2 copies each, 512 copies of 64 x 2 B = 65,536 B."""
+    from jaxplat.cost.training import TrainOptions, forward_table
+    twl = TrainWorkload(global_batch=4.0, micro_batch=2.0, seq=128.0, bytes_act=bytes_act,
+                        compute_dtype=float(DTYPES.index(dtype)))
+    copies = 512 * D * 2.0
+    out = {}
+    for disp in ("alltoall", "fused"):
+        t, _ = forward_table(model, Parallel(dp=2, ep=2), twl, TrainOptions(moe_dispatcher=disp))
+        t = jax.device_get(t)
+        row = {n: i for i, n in enumerate(t.names)}
+        assert float(t.comm_b[row["dispatch"]]) == pytest.approx(copies, rel=1e-6)
+        out[disp] = [float(getattr(t, c)[row[n]]) for n in ("moe_permute", "moe_finalize") for c in ("a0", "o0")]
+    # permute + sort: read and write each copy twice; unsort + unpermute: read twice, write the
+    # copies once and each of the 256 tokens' 16-bit sums.
+    np.testing.assert_allclose(out["alltoall"], [2 * copies, 2 * copies, 2 * copies, copies + 256 * D * 2.0],
+                               rtol=1e-6)
+    assert out["fused"] == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_an_unknown_moe_dispatcher_is_refused():
+    from jaxplat.cost.training import TrainOptions
+    with pytest.raises(ValueError, match="unknown MoE dispatcher 'deepep'; allowed: alltoall, fused"):
+        TrainOptions(moe_dispatcher="deepep")

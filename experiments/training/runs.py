@@ -152,14 +152,30 @@ def overlap(row) -> float:
     return 1.0 if "asynctp" in row["dtype"].lower() else 0.0
 
 
+def moe_dispatcher(row) -> str:
+    """TrainOptions.moe_dispatcher of a row's software: Megatron-Bridge's
+    performance recipes (scripts/performance/configs/qwen and deepseek,
+    *_workload_base_configs.py) run Qwen3-30B-A3B and DeepSeek-V3 on the
+    flex dispatcher with HybridEP (moe_flex_dispatcher_backend="hybridep"),
+    Qwen3-235B-A22B on B200 and H100 on the all-to-all dispatcher
+    (moe_token_dispatcher_type="alltoall"); every other row takes the
+    default, the all-to-all dispatcher Megatron-Core's MoE README
+    recommends with expert parallelism."""
+    name = row["model"].lower()
+    if family(row["source"]) == "Megatron-Bridge/NeMo" and ("30b_a3b" in name or "deepseek" in name):
+        return "fused"
+    return "alltoall"
+
+
 def train_options(row) -> TrainOptions:
     """Megatron-LM of 2021-22 (SC'21, the Korthikanti et al. README) had no
     FlashAttention (Dao et al., May 2022; Megatron took it up in 2023): its
     attention wrote the scores to memory (a fused scale-mask-softmax
-    kernel between two batched GEMMs), `Options(fused_attention=False)`."""
+    kernel between two batched GEMMs), `Options(fused_attention=False)`.
+    The MoE dispatcher: `moe_dispatcher`."""
     if family(row["source"]) in ("Megatron-LM SC21", "Megatron-LM README 2022"):
-        return TrainOptions(options=Options(fused_attention=False))
-    return TrainOptions()
+        return TrainOptions(options=Options(fused_attention=False), moe_dispatcher=moe_dispatcher(row))
+    return TrainOptions(moe_dispatcher=moe_dispatcher(row))
 
 
 def attention_kernel(row) -> float:

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from jaxplat.cli import compiled
-from jaxplat.cost.training import COMM_NAMES, RECOMPUTE, TrainOptions, TrainWorkload, train_step
+from jaxplat.cost.training import COMM_NAMES, MOE_DISPATCHERS, RECOMPUTE, TrainOptions, TrainWorkload, train_step
 from jaxplat.cost.training_memory import checks
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names
 from jaxplat.report import json_text, table
@@ -52,6 +52,10 @@ def register(sub):
     p.add_argument("--ep-overlap", type=float, default=0.0,
                    help="share of the EP all-to-alls hidden, 0..1 (two micro-batches interleaved: Megatron-Core's "
                         "EP overlap, DualPipe; default 0: exposed, since a dispatch feeds its own layer's experts)")
+    p.add_argument("--moe-dispatcher", default="alltoall",
+                   help=f"MoE token dispatcher, one of {', '.join(MOE_DISPATCHERS)}: alltoall is Megatron-Core's "
+                        "all-to-all dispatcher (permute and sort passes of their own), fused its flex dispatcher on "
+                        "DeepEP or HybridEP (permutes inside the communication kernels) (default alltoall)")
     p.add_argument("--tokens", type=float, default=0.0, help="tokens to train on: prints days, energy and cost")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
     p.add_argument("--allow-infeasible", action="store_true",
@@ -75,6 +79,8 @@ def validate(args, model) -> int:
         raise SpecError(f"--dtype {args.dtype!r} is not one of {', '.join(TRAIN_DTYPES)}")
     if args.recompute not in RECOMPUTE:
         raise SpecError(f"--recompute {args.recompute!r} is not one of {', '.join(RECOMPUTE)}")
+    if args.moe_dispatcher not in MOE_DISPATCHERS:
+        raise SpecError(f"--moe-dispatcher {args.moe_dispatcher!r} is not one of {', '.join(MOE_DISPATCHERS)}")
     if args.zero not in ZERO:
         raise SpecError(f"--zero {args.zero!r} is not one of {', '.join(ZERO)}")
     for flag in SHARE_FLAGS:
@@ -145,7 +151,8 @@ def run(args) -> int:
     dp = validate(args, model)
     par = Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp, overlap=args.overlap)
     twl = train_workload(args, hw)
-    res = compiled.run("train", train_arrays, (model, hw, par, twl), (TrainOptions(),), compiled.cache_dir())
+    topts = TrainOptions(moe_dispatcher=args.moe_dispatcher)
+    res = compiled.run("train", train_arrays, (model, hw, par, twl), (topts,), compiled.cache_dir())
     m = res["metrics"]
     reasons = []
     if not bool(m.fits):

@@ -50,7 +50,8 @@ product of the degrees inside it):
   ep  all-to-all dispatch and combine of each MoE layer (the table's rows:
       one copy per destination rank), again in backward (and recompute);
       exposed unless `TrainWorkload.ep_overlap` says otherwise (a dispatch
-      feeds its own layer's experts).
+      feeds its own layer's experts); 16-bit hidden states, with the
+      permutation passes of `TrainOptions.moe_dispatcher` (`_moe_dispatch`).
   pp  a send of the micro-batch's hidden states per virtual stage, forward
       and backward, the sequence-parallel shard (1/tp of it) with SP.
       tp and pp: a share `Parallel.overlap` of them runs beside the
@@ -91,6 +92,7 @@ from jaxplat.specs.units import DTYPES
 
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "gpipe")
+MOE_DISPATCHERS = ("alltoall", "fused")  # TrainOptions.moe_dispatcher
 COMM_NAMES = ("tp", "cp", "ep", "pp", "dp")
 BACKWARD_GEMM = 2.0       # data + weight gradient GEMMs (Narayanan et al. SC'21 Sec. 3.5)
 BACKWARD_ATTENTION = 2.5  # FlashAttention-2 backward / forward FLOPs (Dao 2023, Sec. 3.1)
@@ -229,16 +231,23 @@ class TrainWorkload:
 class TrainOptions:
     """Static choices: the inference `Options` the table is built and priced
     with, the pipeline schedule (SCHEDULES; interleaving is `Parallel.vp`),
-    and Megatron's sequence parallelism (on: tp > 1 runs it, as Megatron-Core
-    and NeMo do)."""
+    Megatron's sequence parallelism (on: tp > 1 runs it, as Megatron-Core
+    and NeMo do) and the MoE token dispatcher (MOE_DISPATCHERS, software:
+    "alltoall", Megatron-Core's all-to-all dispatcher, recommended with
+    expert parallelism in its MoE README; "fused", its flex dispatcher on
+    DeepEP or HybridEP, whose kernels permute as they send:
+    `_moe_dispatch`)."""
 
     options: Options = Options()
     schedule: str = "1f1b"
     sequence_parallel: bool = True
+    moe_dispatcher: str = "alltoall"
 
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+        if self.moe_dispatcher not in MOE_DISPATCHERS:
+            raise ValueError(f"unknown MoE dispatcher {self.moe_dispatcher!r}; allowed: {', '.join(MOE_DISPATCHERS)}")
 
 
 @pytree_dataclass
@@ -332,7 +341,38 @@ def forward_table(model: Model, par: Parallel, twl: TrainWorkload, topts: TrainO
     if topts.sequence_parallel:
         sc = sc / (1.0 + jnp.asarray(_mask(t, SP_ROWS)) * (par.tp - 1.0))
     t = dataclasses.replace(t, f0=t.f0 * sc, a0=t.a0 * sc, o0=t.o0 * sc, m=t.m * (1.0 + head * (tokens - 1.0)))
-    return t, wl
+    return _moe_dispatch(t, model, par, twl, topts.moe_dispatcher), wl
+
+
+def _moe_dispatch(t: OpTable, model: Model, par: Parallel, twl: TrainWorkload, dispatcher: str) -> OpTable:
+    """The routed experts' token movement as Megatron-Core moves it in
+    training. Both dispatchers send the layer's 16-bit hidden states: a
+    low-precision recipe quantizes them inside Transformer Engine's grouped
+    linear layers, after dispatch (the casts are `_scaling_time`'s), where
+    the inference table dispatches at the GEMM input's width (DeepEP's FP8
+    dispatch). "alltoall" (MoEAlltoAllTokenDispatcher): permute,
+    all_to_all, then sort_chunks_by_idxs when a rank holds more than one
+    expert, and the mirror image to combine; per copy of a token's hidden
+    state the permute and the sort each read and write 16 bits, the unsort
+    too, and the unpermute reads 16 bits (the down GEMMs' outputs) to write
+    each token's sum. "fused" (the flex dispatcher on DeepEP or HybridEP):
+    the communication kernels permute as they send and receive, so no
+    pass of its own."""
+    if "moe_permute" not in t.names:  # a dense model, or an MoE without the elementwise passes (GenZ)
+        return t
+    wide = jnp.maximum(twl.bytes_act, 2.0)
+    up = wide / twl.bytes_act  # the table's GEMM-input width -> 16 bits
+    perm, fin = (np.array([t.names.index(n)]) for n in ("moe_permute", "moe_finalize"))
+    comm_b = t.comm_b.at[np.array([t.names.index("dispatch")])].multiply(up)
+    if dispatcher == "fused":
+        rows = np.concatenate([perm, fin])
+        return dataclasses.replace(t, f0=t.f0.at[rows].set(0.0), a0=t.a0.at[rows].set(0.0),
+                                   o0=t.o0.at[rows].set(0.0), comm_b=comm_b)
+    sort = jnp.where(model.experts / par.ep > 1.0, 1.0, 0.0)  # sort_chunks_by_idxs: more than one local expert
+    copies16 = t.a0[perm]  # the permute reads each copy's 16-bit hidden state
+    a0 = t.a0.at[perm].set(copies16 * (1.0 + sort)).at[fin].set(t.a0[fin] * up + sort * copies16)
+    o0 = t.o0.at[perm].set(t.o0[perm] * up * (1.0 + sort)).at[fin].add(sort * copies16)
+    return dataclasses.replace(t, a0=a0, o0=o0, comm_b=comm_b)
 
 
 def rank_weights(t: OpTable, par: Parallel) -> jax.Array:
@@ -579,5 +619,5 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
         train_time_s=train_time, train_energy_j=train_energy, train_cost_usd=cost)
 
 
-__all__ = ["COMM_NAMES", "RECOMPUTE", "SCHEDULES", "TrainMetrics", "TrainOptions", "TrainWorkload", "forward_table",
-           "rank_weights", "train_chips", "train_step"]
+__all__ = ["COMM_NAMES", "MOE_DISPATCHERS", "RECOMPUTE", "SCHEDULES", "TrainMetrics", "TrainOptions", "TrainWorkload",
+           "forward_table", "rank_weights", "train_chips", "train_step"]
