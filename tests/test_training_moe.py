@@ -146,3 +146,37 @@ def test_an_unknown_moe_dispatcher_is_refused():
     from jaxplat.cost.training import TrainOptions
     with pytest.raises(ValueError, match="unknown MoE dispatcher 'deepep'; allowed: alltoall, fused"):
         TrainOptions(moe_dispatcher="deepep")
+
+
+def test_a_fused_dispatcher_crosses_the_scale_out_network_once_per_remote_node(model):
+    """DeepEP's normal kernels and HybridEP send a token once to each remote
+    node holding one of its experts and forward it there over NVLink. By
+    hand, EP 4 over two nodes of 2 (NVLink 100 GB/s, the scale-out network
+    10 GB/s, no link latency): each rank's 512 copies of a 128-byte hidden
+    state, b = 65,536 B per all-to-all. The plain all-to-all puts 1/4 of b
+    on NVLink and 2/4 on the scale-out network: 0.25 b / 1e11 + 0.5 b / 1e10
+    = 3.44064 us. The fused one: a token's 2 experts miss the other node
+    with probability 1/4, so it crosses (1 - 1/4) times, 0.375 b over the
+    scale-out network, then all of b's copies cross NVLink once: 0.375 b /
+    1e10 + 0.5 b / 1e11 = 2.78528 us. One launch each (the stack's
+    collective latency); dispatch and combine, forward and backward, in
+    each of the 4 layers."""
+    from jaxplat.cost import efficiency
+    from jaxplat.cost.training import TrainOptions
+    d = chip_dict(1.0)
+    d["network"] = [{"name": "nvlink", "domain": 2, "bandwidth": 1e11, "latency": 0.0, "topology": "switch"},
+                    {"name": "ib", "domain": 1024, "bandwidth": 1e10, "latency": 0.0, "topology": "switch"}]
+    d["efficiency"]["network"] = 1.0
+    hw = hardware_from_dict(d)
+    launch = float(efficiency.collective_latency(hw, TrainOptions().options))
+    kw = dict(global_batch=8.0, micro_batch=2.0, seq=128.0, bytes_act=2.0, compute_dtype=float(DTYPES.index("bf16")),
+              eff_network=0.0)
+    for disp, per_call in (("alltoall", 3.44064e-6), ("fused", 2.78528e-6)):
+        r = jax.device_get(train_step(model, hw, Parallel(dp=4, ep=4), TrainWorkload(**kw),
+                                      TrainOptions(moe_dispatcher=disp)))
+        np.testing.assert_allclose(r.comm_total[EP], L * 4 * (per_call + launch), rtol=1e-5)
+    # On one node the fused dispatcher sends as the all-to-all does.
+    one = [jax.device_get(train_step(model, chip(1.0), Parallel(dp=4, ep=4), TrainWorkload(**kw),
+                                     TrainOptions(moe_dispatcher=disp))).comm_total[EP]
+           for disp in ("alltoall", "fused")]
+    np.testing.assert_allclose(one[0], one[1], rtol=1e-6)

@@ -18,9 +18,10 @@ tokens/s per chip and how the best one's step time splits.
     # a DeepSeek-V3-style MoE with expert parallelism (2,048 GPUs, 4K sequences, 15,360-sequence batches,
     # 14.8T tokens, FP8: DeepSeek-V3 report Sec. 3-4), here on H100s:
     .venv/bin/python experiments/training/llama405b_16k.py --model deepseek-v3 --chips 2048 --seq 4096 \
-        --global-batch 15360 --tokens 14.8e12 --ep 8,16,32,64 --fp8 [--ep-overlap 1]
+        --global-batch 15360 --tokens 14.8e12 --ep 8,16,32,64 --fp8 [--ep-overlap 1] [--moe-dispatcher fused]
     # (--ep-overlap 1: the EP all-to-alls hidden, as DeepSeek-V3's DualPipe overlaps them with a second
-    # micro-batch's compute; by default they are exposed: TrainWorkload.ep_overlap)
+    # micro-batch's compute; by default they are exposed: TrainWorkload.ep_overlap. --moe-dispatcher fused:
+    # DeepEP's kernels, one crossing of InfiniBand per remote node a token's experts are on)
 """
 
 import argparse
@@ -35,7 +36,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from jaxplat.cost.training import COMM_NAMES, RECOMPUTE, TrainWorkload, train_step  # noqa: E402
+from jaxplat.cost.training import (COMM_NAMES, MOE_DISPATCHERS, RECOMPUTE, TrainOptions,  # noqa: E402
+                                  TrainWorkload, train_step)
 from jaxplat.cost.training_memory import checks  # noqa: E402
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names  # noqa: E402
 from jaxplat.specs.units import DTYPES  # noqa: E402
@@ -55,6 +57,8 @@ def main():
     ap.add_argument("--ep", default="1", help="expert-parallel degrees to try, comma-separated (MoE models)")
     ap.add_argument("--fp8", action="store_true", help="FP8 GEMMs with 128-element block scales (DeepSeek-V3's "
                                                        "recipe, Sec. 3.3) instead of BF16")
+    ap.add_argument("--moe-dispatcher", default="alltoall", choices=MOE_DISPATCHERS,
+                    help="MoE token dispatcher (TrainOptions.moe_dispatcher; DeepEP, as DeepSeek-V3 trained: fused)")
     ap.add_argument("--ep-overlap", type=float, default=0.0, help="share of the EP all-to-alls hidden, 0..1 "
                                                                   "(TrainWorkload.ep_overlap; DualPipe: 1)")
     args = ap.parse_args()
@@ -75,7 +79,8 @@ def main():
         fields.update(bytes_act=full(1.0), compute_dtype=full(float(DTYPES.index("fp8"))), scale_block=full(128.0))
     defaults = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0)
     twl = TrainWorkload(**{k: fields.get(k, jnp.broadcast_to(v, (n,))) for k, v in vars(defaults).items()})
-    step = jax.jit(jax.vmap(lambda p, w: (train_step(model, hw, p, w), checks(model, p, w))))
+    topts = TrainOptions(moe_dispatcher=args.moe_dispatcher)
+    step = jax.jit(jax.vmap(lambda p, w: (train_step(model, hw, p, w, topts), checks(model, p, w))))
     m, ok = jax.device_get(step(par, twl))
     valid = np.all(np.stack(list(ok.values())), axis=0) & (dp == np.round(dp)) & (dp >= 1) & m.fits
     print(f"{n} configurations, {int(valid.sum())} feasible (divisible and fit in memory)")

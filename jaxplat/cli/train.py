@@ -183,8 +183,12 @@ def run(args) -> int:
     return 0
 
 
-def _overlaps(args) -> str:
-    parts = [f"{text} {v:g}" for text, v in (("TP/PP overlap", args.overlap), ("EP overlap", args.ep_overlap)) if v]
+def _options(args) -> str:
+    """The header's non-default options: the overlap shares (SHARE_FLAGS) and the MoE dispatcher."""
+    names = {"overlap": "TP/PP overlap", "ep_overlap": "EP overlap"}
+    parts = [f"{names[f]} {getattr(args, f):g}" for f in SHARE_FLAGS if getattr(args, f)]
+    if args.moe_dispatcher != "alltoall":
+        parts.append(f"MoE dispatcher {args.moe_dispatcher}")
     return "".join(f", {p}" for p in parts)
 
 
@@ -193,7 +197,7 @@ def _print_text(args, dp, m, levels, reasons):
     print(f"{args.model} on {args.hardware} x{args.chips} (tp={args.tp} pp={args.pp} vp={args.vp} cp={args.cp} "
           f"ep={args.ep} dp={dp}), global batch {args.global_batch} x {args.seq} tokens, micro-batch "
           f"{args.micro_batch} ({float(m.microbatches):g} per step), {args.dtype}, recompute {args.recompute}, "
-          f"ZeRO {args.zero}{_overlaps(args)}\n")
+          f"ZeRO {args.zero}{_options(args)}\n")
     rows = [["step time", units.fmt_time(step)],
             ["tokens/s per chip", f"{float(m.tokens_per_s_per_chip):.4g}"],
             ["MFU / HFU", f"{100 * float(m.mfu):.1f}% / {100 * float(m.hfu):.1f}% (6N + attention)"],

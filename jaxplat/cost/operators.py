@@ -507,8 +507,7 @@ def _moe(r: _Rows, ctx: _Ctx, phase: str, tok, T, on_gemm):
                   o=(routed * D * ctx.ba, 0.0))
             r.add("moe_finalize", "moe", "moe", OpKind.ELEMENTWISE, f=(2.0 * routed * D, 0.0),
                   a=(routed * D * ctx.ba, 0.0), o=(tok * D * ctx.bs, 0.0))
-        # shared experts are dense: split over all tp chips. A model without them runs no such kernel
-        # (its rows get no tokens: no input read, no launch).
+        # shared experts are dense, split over all tp chips; without any, no tokens (no read, no launch)
         _ffn(r, ctx, "shared_", "moe", "moe", jnp.where(m.shared_experts > 0, tok, 0.0),
              m.shared_experts * ctx.ceil(m.expert_intermediate / ctx.tp), on_gemm)
     # Out at the GEMM input's precision (FP8 dispatch, DeepEP), back as the experts' 16-bit outputs.

@@ -81,12 +81,12 @@ import numpy as np
 
 from jaxplat.cost import efficiency, energy, money
 from jaxplat.cost import training_memory as tm
-from jaxplat.cost.collectives import collective_time, level_times
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
 from jaxplat.cost.memory import capacity_bytes
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div
+from jaxplat.cost.training_comm import dp_comm, fused_ep_comm, row_comm
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass, replace
 from jaxplat.specs.units import DTYPES
 
@@ -387,35 +387,7 @@ def rank_weights(t: OpTable, par: Parallel) -> jax.Array:
     return t.stage * (layer * par.vp + head + emb * jnp.where(par.pp > 1.0, 0.0, 1.0))
 
 
-def _collective(kind, hw, n, nbytes, stride, opts, p):
-    """(seconds, [levels] seconds) of one collective (collective_time, plus
-    each call's fixed software cost), split over the network levels in
-    proportion to the hierarchical form's per-level times (level_times)."""
-    t = collective_time(kind, hw, n, nbytes, p, stride) + jnp.where(n > 1.0, efficiency.collective_latency(hw, opts),
-                                                                    0.0)
-    lv = level_times(kind, hw, n, nbytes, stride)
-    tot = jnp.sum(lv, axis=-1, keepdims=True)
-    first = (jnp.arange(lv.shape[-1]) == 0).astype(lv.dtype)
-    share = jnp.where(tot > 0, lv / jnp.where(tot > 0, tot, 1.0), first)
-    return t, t[..., None] * share
-
-
-def _row_comm(t: OpTable, names, kinds, hw, w, opts, p, scale=1.0, nbytes=None):
-    """(s, [levels] s) of `kinds` collectives on the table's rows `names`
-    (their group size, stride and payload x scale), weighted by w."""
-    idx = [i for i, nm in enumerate(t.names) if nm in names]
-    if not idx:
-        return jnp.float32(0.0), jnp.zeros_like(hw.network.bandwidth)
-    idx = np.array(idx)
-    b = (t.comm_b[idx] if nbytes is None else nbytes) * scale
-    tot, lv = 0.0, 0.0
-    for kind in kinds:
-        s, levels = _collective(kind, hw, t.comm_n[idx], b, t.comm_s[idx], opts, p)
-        tot, lv = tot + jnp.sum(w[idx] * s), lv + jnp.sum(w[idx][:, None] * levels, axis=0)
-    return tot, lv
-
-
-def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows, ep_overlap):
+def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows, ep_overlap, top_k):
     """{"tp", "cp", "ep", "pp"}: (total s, exposed [levels] s) per
     micro-batch on the busiest rank (module doc). `windows`: the compute
     seconds of the micro-batch's forward, backward and recompute that TP,
@@ -425,18 +397,21 @@ def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows, ep_o
     `ep_overlap` (TrainWorkload.ep_overlap), each against the pass's compute."""
     opts, sp = topts.options, topts.sequence_parallel
     tp_kinds = ("allgather", "reducescatter") if sp else ("allreduce",)
-    fwd_tp, lv_tp = _row_comm(t, LAYER_TP, tp_kinds, hw, w, opts, p)
-    emb = _row_comm(t, ("embedding_allreduce",), ("reducescatter",) if sp else ("allreduce",), hw, w, opts, p)
+    fwd_tp, lv_tp = row_comm(t, LAYER_TP, tp_kinds, hw, w, opts, p)
+    emb = row_comm(t, ("embedding_allreduce",), ("reducescatter",) if sp else ("allreduce",), hw, w, opts, p)
     head_tokens = t.m[np.array([t.names.index("lm_head")])]
-    ce = _row_comm(t, ("lm_head_allgather",), ("allreduce",), hw, w, opts, p, nbytes=head_tokens * CE_STATS_BYTES)
+    ce = row_comm(t, ("lm_head_allgather",), ("allreduce",), hw, w, opts, p, nbytes=head_tokens * CE_STATS_BYTES)
     fwd_tp, lv_tp = fwd_tp + emb[0] + ce[0], lv_tp + emb[1] + ce[1]
     if sp:  # the head's input, gathered from the sequence-parallel shards (the FFN's hidden states)
         ffn = np.array([t.names.index("ffn_allreduce")])
-        g = _row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
+        g = row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
         fwd_tp, lv_tp = fwd_tp + g[0], lv_tp + g[1]
-    ep, lv_ep = _row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
+    if topts.moe_dispatcher == "fused" and "dispatch" in t.names:
+        ep, lv_ep = fused_ep_comm(t, hw, w, opts, p, top_k)
+    else:
+        ep, lv_ep = row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
     send_scale = 1.0 / par.tp if sp else 1.0
-    pp, lv_pp = _row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
+    pp, lv_pp = row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
     # Per pass: forward, backward (the conjugate collectives, the gradients' sends), full recompute (no sends).
     def exposed(c, ov, win):  # c s of collectives, a share ov of them beside win s of the pass's compute
         return (1.0 - ov) * c + ov * jnp.maximum(c - win, 0.0)
@@ -448,7 +423,7 @@ def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows, ep_o
     out = {"tp": ((2.0 + rec_full) * fwd_tp, share * (2.0 + rec_full) * lv_tp),
            "ep": ((2.0 + rec_full) * ep, share_ep * (2.0 + rec_full) * lv_ep),
            "pp": (2.0 * pp, share * 2.0 * lv_pp)}
-    cp, lv_cp = _row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
+    cp, lv_cp = row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
     cp_total = (3.0 + rec_full) * cp  # K/V forward, K/V and their gradients backward
     cp_exposed = (jnp.maximum(cp - attn_fwd, 0.0) * (1.0 + rec_full)
                   + jnp.maximum(2.0 * cp - BACKWARD_ATTENTION * attn_fwd, 0.0))
@@ -463,36 +438,6 @@ def _params(t: OpTable, par: Parallel, twl: TrainWorkload):
     expert = jnp.asarray(_mask(t, ("experts_up_gate", "experts_down")))
     _, wl = _table_inputs(par, twl)
     return jnp.sum(w * t.stored * (1.0 - expert)) / twl.bytes_param, jnp.sum(w * t.stored * expert) / wl.bytes_experts
-
-
-def _dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p):
-    """(total s per step, exposed s per step, exposed [levels] per step,
-    exposed s per micro-batch (ZeRO 3)) of the data-parallel collectives."""
-    n = jnp.stack([par.dp, jnp.maximum(par.dp / par.ep, 1.0)])
-    stride = jnp.stack([par.tp * par.cp, par.tp * par.cp * par.ep])
-    params = jnp.stack([dense, expert])
-    grads, weights = params * twl.bytes_grad_comm, params * twl.bytes_param
-    ar = _collective("allreduce", hw, n, grads, stride, opts, p)
-    rs = _collective("reducescatter", hw, n, grads, stride, opts, p)
-    ag = _collective("allgather", hw, n, weights, stride, opts, p)
-    tot = lambda c: (jnp.sum(c[0]), jnp.sum(c[1], axis=0))  # noqa: E731
-    (t_ar, l_ar), (t_rs, l_rs), (t_ag, l_ag) = tot(ar), tot(rs), tot(ag)
-    ov = jnp.clip(twl.dp_overlap, 0.0, 1.0)
-    hide = lambda c, window: c - ov * jnp.minimum(c, window)  # noqa: E731
-    z = twl.zero
-    # ZeRO 0: all-reduce; 1/2: reduce-scatter + all-gather, once per step.
-    grad_t, grad_l = jnp.where(z < 0.5, t_ar, t_rs), jnp.where(z < 0.5, l_ar, l_rs)
-    step_ag = jnp.where(z < 0.5, 0.0, 1.0)
-    once_total = grad_t + step_ag * t_ag
-    once_exp = hide(grad_t, t_bwd) + step_ag * hide(t_ag, t_fwd)
-    once_lv = safe_div(hide(grad_t, t_bwd), grad_t) * grad_l + step_ag * safe_div(hide(t_ag, t_fwd), t_ag) * l_ag
-    # ZeRO 3 (FSDP): per micro-batch, gather before forward and backward, reduce-scatter the gradients.
-    mb_total = 2.0 * t_ag + t_rs
-    mb_exp = hide(t_ag, t_fwd) + hide(t_ag + t_rs, t_bwd)
-    mb_lv = safe_div(mb_exp, mb_total) * (2.0 * l_ag + l_rs)
-    fsdp = z >= 2.5
-    return (jnp.where(fsdp, 0.0, once_total), jnp.where(fsdp, 0.0, once_exp), jnp.where(fsdp, 0.0, once_lv),
-            jnp.where(fsdp, mb_total, 0.0), jnp.where(fsdp, mb_exp, 0.0), jnp.where(fsdp, mb_lv, 0.0))
 
 
 def _scaling_time(t: OpTable, hw: Hardware, twl: TrainWorkload, w):
@@ -562,9 +507,10 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     t_rec = r_full * jnp.sum(w * (1.0 - once) * fwd) + r_sel * attn_fwd
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
 
-    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec), twl.ep_overlap)
+    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec), twl.ep_overlap,
+                             model.top_k)
     dense, expert = _params(t, par, twl)
-    dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = _dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
+    dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
                                                                      opts, p)
     mb_comm_lv = jnp.stack([comm[k][1] for k in ("tp", "cp", "ep", "pp")] + [mb_dp_lv])  # [5, levels]
     t_mb = t_fwd + t_bwd + t_rec + t_scale + jnp.sum(mb_comm_lv)

@@ -1,0 +1,104 @@
+"""The collectives of a training step (`cost.training`): each call's time
+from `collectives.collective_time` and the stack's fixed cost, split over
+the network levels; the table rows' TP, EP and PP collectives; the fused
+MoE dispatchers' two-level all-to-all; the data-parallel gradient and
+weight collectives of each ZeRO stage (see `cost.training`'s module doc)."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxplat.cost import efficiency
+from jaxplat.cost.collectives import collective_time, level_times
+from jaxplat.cost.operators import OpTable
+from jaxplat.cost.roofline import safe_div
+from jaxplat.model import Hardware
+
+
+def collective(kind, hw, n, nbytes, stride, opts, p, launch=True):
+    """(seconds, [levels] seconds) of one collective (collective_time, plus
+    each call's fixed software cost unless `launch` is False: a phase of a
+    kernel launched already), split over the network levels in proportion
+    to the hierarchical form's per-level times (level_times)."""
+    fixed = efficiency.collective_latency(hw, opts) if launch else 0.0
+    t = collective_time(kind, hw, n, nbytes, p, stride) + jnp.where(n > 1.0, fixed, 0.0)
+    lv = level_times(kind, hw, n, nbytes, stride)
+    tot = jnp.sum(lv, axis=-1, keepdims=True)
+    first = (jnp.arange(lv.shape[-1]) == 0).astype(lv.dtype)
+    share = jnp.where(tot > 0, lv / jnp.where(tot > 0, tot, 1.0), first)
+    return t, t[..., None] * share
+
+
+def row_comm(t: OpTable, names, kinds, hw, w, opts, p, scale=1.0, nbytes=None):
+    """(s, [levels] s) of `kinds` collectives on the table's rows `names`
+    (their group size, stride and payload x scale), weighted by w."""
+    idx = [i for i, nm in enumerate(t.names) if nm in names]
+    if not idx:
+        return jnp.float32(0.0), jnp.zeros_like(hw.network.bandwidth)
+    idx = np.array(idx)
+    b = (t.comm_b[idx] if nbytes is None else nbytes) * scale
+    tot, lv = 0.0, 0.0
+    for kind in kinds:
+        s, levels = collective(kind, hw, t.comm_n[idx], b, t.comm_s[idx], opts, p)
+        tot, lv = tot + jnp.sum(w[idx] * s), lv + jnp.sum(w[idx][:, None] * levels, axis=0)
+    return tot, lv
+
+
+def fused_ep_comm(t: OpTable, hw: Hardware, w, opts, p, top_k):
+    """(s, [levels] s) of the EP dispatch and combine rows on a fused
+    dispatcher, sent as DeepEP's normal kernels and HybridEP send them: a
+    token crosses the scale-out network once per remote node that holds one
+    of its experts (to the GPU of its own local rank there), and NVLink
+    forwards it inside that node to each GPU holding one (DeepEP README,
+    normal kernels: NVLink and RDMA forwarding; DeepSeek-V3 report, Sec.
+    3.2.2), where the plain all-to-all sends every copy to its rank. With a
+    row's n EP ranks (stride s) in groups of g inside the first network
+    level's domain, N = n/g nodes, and a token's k experts uniform over them,
+    it reaches (N - 1)(1 - (1 - 1/N)^k) remote nodes in expectation
+    (choices with replacement: a slight over-count when k nears the experts
+    of a node). Two all-to-alls: over the N nodes (stride s·g) with those
+    bytes per token, then over the g ranks of a node with every copy. On one
+    node it is the plain all-to-all."""
+    idx = np.array([t.names.index(n) for n in ("dispatch", "combine")])
+    n, s, b = t.comm_n[idx], t.comm_s[idx], t.comm_b[idx]
+    g = jnp.clip(hw.network.domain[0] / s, 1.0, n)
+    nodes = n / g
+    remote = (nodes - 1.0) * (1.0 - (1.0 - safe_div(1.0, nodes)) ** top_k)
+    # An all-to-all's payload is what one rank sends to all n ranks, its own share included: (N-1)/N of it
+    # crosses, so tokens x remote nodes x hidden state crossing is a payload of that x N/(N-1).
+    inter = safe_div(safe_div(b, top_k) * remote * nodes, nodes - 1.0)
+    s1, l1 = collective("alltoall", hw, nodes, inter, s * g, opts, p, launch=False)  # one kernel does both
+    s2, l2 = collective("alltoall", hw, g, b, s, opts, p)
+    return jnp.sum(w[idx] * (s1 + s2)), jnp.sum(w[idx][:, None] * (l1 + l2), axis=0)
+
+
+def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p):
+    """(total s per step, exposed s per step, exposed [levels] per step,
+    exposed s per micro-batch (ZeRO 3)) of the data-parallel collectives."""
+    n = jnp.stack([par.dp, jnp.maximum(par.dp / par.ep, 1.0)])
+    stride = jnp.stack([par.tp * par.cp, par.tp * par.cp * par.ep])
+    params = jnp.stack([dense, expert])
+    grads, weights = params * twl.bytes_grad_comm, params * twl.bytes_param
+    ar = collective("allreduce", hw, n, grads, stride, opts, p)
+    rs = collective("reducescatter", hw, n, grads, stride, opts, p)
+    ag = collective("allgather", hw, n, weights, stride, opts, p)
+    tot = lambda c: (jnp.sum(c[0]), jnp.sum(c[1], axis=0))  # noqa: E731
+    (t_ar, l_ar), (t_rs, l_rs), (t_ag, l_ag) = tot(ar), tot(rs), tot(ag)
+    ov = jnp.clip(twl.dp_overlap, 0.0, 1.0)
+    hide = lambda c, window: c - ov * jnp.minimum(c, window)  # noqa: E731
+    z = twl.zero
+    # ZeRO 0: all-reduce; 1/2: reduce-scatter + all-gather, once per step.
+    grad_t, grad_l = jnp.where(z < 0.5, t_ar, t_rs), jnp.where(z < 0.5, l_ar, l_rs)
+    step_ag = jnp.where(z < 0.5, 0.0, 1.0)
+    once_total = grad_t + step_ag * t_ag
+    once_exp = hide(grad_t, t_bwd) + step_ag * hide(t_ag, t_fwd)
+    once_lv = safe_div(hide(grad_t, t_bwd), grad_t) * grad_l + step_ag * safe_div(hide(t_ag, t_fwd), t_ag) * l_ag
+    # ZeRO 3 (FSDP): per micro-batch, gather before forward and backward, reduce-scatter the gradients.
+    mb_total = 2.0 * t_ag + t_rs
+    mb_exp = hide(t_ag, t_fwd) + hide(t_ag + t_rs, t_bwd)
+    mb_lv = safe_div(mb_exp, mb_total) * (2.0 * l_ag + l_rs)
+    fsdp = z >= 2.5
+    return (jnp.where(fsdp, 0.0, once_total), jnp.where(fsdp, 0.0, once_exp), jnp.where(fsdp, 0.0, once_lv),
+            jnp.where(fsdp, mb_total, 0.0), jnp.where(fsdp, mb_exp, 0.0), jnp.where(fsdp, mb_lv, 0.0))
+
+
+__all__ = ["collective", "dp_comm", "fused_ep_comm", "row_comm"]
