@@ -27,7 +27,14 @@ Roles come from data/measured/inference_split.yaml: fit and validation rows
 are printed by default; test rows (the A100, never in the calibration) only
 with --test, to be run once, after nothing is changed any more.
 
-Run: .venv/bin/python experiments/static_batch_check.py [--test] [--roles fit,validation]
+--step-gap prints, for the batch-1 rows (one sequence: the weights stream
+once per decode step, so the step is the model's own roofline plus fixed
+costs), the measured time per output token minus the graph-captured stack's
+prediction: the per-step software time (host scheduling, sampling, launches,
+all-reduce kernels) that an engine of 2024 spent beyond a graph-captured one,
+per chip, engine and tensor-parallel degree.
+
+Run: .venv/bin/python experiments/static_batch_check.py [--test] [--roles fit,validation] [--step-gap]
 """
 
 import argparse
@@ -93,12 +100,13 @@ def predictions(rows, roles, want):
             pred, fits = predict_group(MODELS[model], spec, stack, [r for r, _ in items])
             for (r, role), p, f in zip(items, pred, fits):
                 out[(stack, chip_label(spec))].append((role, r["chip"], r["engine"], r["model"].split("/")[1], p,
-                                                      float(r["value"]), f))
+                                                      float(r["value"]), f, int(r["concurrency_or_batch"]),
+                                                      int(r["tp"] or r["chips"]), int(r["osl"])))
     return out, unmapped
 
 
 def stats(items):
-    errs = [p / m - 1.0 for *_, p, m, _ in items]
+    errs = [x[4] / x[5] - 1.0 for x in items]
     return len(errs), 100 * statistics.median(abs(e) for e in errs), 100 * statistics.median(errs)
 
 
@@ -135,10 +143,31 @@ def done_when(out):
               f"median |error| {a:.1f}%, median signed {s:+.1f}% (n={n}) -> {ok} the 20% / +-10% bar")
 
 
+def step_gap(out, role_set):
+    """Per (chip, engine, tp): median over the batch-1 rows of (measured -
+    graph-captured predicted) e2e / output tokens, ms per decode step, and
+    the predicted ms per step beside it."""
+    cells = defaultdict(list)
+    for (stack, chip), items in out.items():
+        if stack != "graph-captured" or chip == "a100-80gb":
+            continue
+        for role, c, engine, model, pred, meas, _fits, batch, tp, osl in items:
+            if batch == 1 and role in role_set:
+                cells[(c, engine, tp)].append((1e3 * (meas - pred) / osl, 1e3 * pred / osl))
+    print("\n== Batch 1: measured - predicted time per output token on the graph-captured stack "
+          "(ms per decode step, median over models and lengths) ==")
+    print(f"   {'chip':<7} {'engine':<14} {'tp':>3} {'gap ms':>8} {'predicted ms':>13}  rows")
+    for (c, e, tp), xs in sorted(cells.items()):
+        gap, pred = statistics.median(x for x, _ in xs), statistics.median(y for _, y in xs)
+        print(f"   {c:<7} {e:<14} {tp:>3} {gap:8.2f} {pred:13.2f}  {len(xs)}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--test", action="store_true", help="also predict the test rows (run once, at the end)")
     ap.add_argument("--roles", default="fit,validation")
+    ap.add_argument("--step-gap", action="store_true", help="the batch-1 rows' per-step time beyond the "
+                                                            "graph-captured stack (fit and validation rows)")
     args = ap.parse_args(argv)
     want = set(args.roles.split(",")) | ({"test"} if args.test else set())
     rows, roles = load_inference_split()
@@ -150,6 +179,8 @@ def main(argv=None):
             table(out, role)
     if args.test:
         done_when(out)
+    if args.step_gap:
+        step_gap(out, {"fit", "validation"})
 
 
 if __name__ == "__main__":
