@@ -180,3 +180,19 @@ def test_a_fused_dispatcher_crosses_the_scale_out_network_once_per_remote_node(m
                                      TrainOptions(moe_dispatcher=disp))).comm_total[EP]
            for disp in ("alltoall", "fused")]
     np.testing.assert_allclose(one[0], one[1], rtol=1e-6)
+
+
+def test_a_training_study_carries_its_moe_dispatcher_into_the_train_command():
+    from jaxplat.search.train_study import study_from_dict, train_command
+    from jaxplat.specs import SpecError
+    d = {"name": "moe", "task": "train", "models": ["mixtral-8x7b"], "hardware": "h100-sxm",
+         "axes": {"chips": [64], "global_batch": [512], "seq": [4096], "ep": [8]},
+         "objective": {"minimize": "step_time_s"}, "options": {"moe_dispatcher": "fused"}}
+    st = study_from_dict(d)
+    assert st.train_options.moe_dispatcher == "fused"
+    row = {"chips": 64, "tp": 1, "pp": 1, "vp": 1, "cp": 1, "ep": 8, "micro_batch": 1, "global_batch": 512,
+           "seq": 4096, "dtype": "bf16", "recompute": "none", "zero": 0}
+    assert train_command(st, row).split(" (")[0].endswith("--zero 0 --moe-dispatcher fused")
+    assert "--moe-dispatcher" not in train_command(study_from_dict({**d, "options": {}}), row)
+    with pytest.raises(SpecError, match="options.moe_dispatcher must be one of alltoall, fused, got 'deepep'"):
+        study_from_dict({**d, "options": {"moe_dispatcher": "deepep"}})

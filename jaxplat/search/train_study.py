@@ -38,7 +38,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost.training import RECOMPUTE, TrainOptions, TrainWorkload, train_step
+from jaxplat.cost.training import MOE_DISPATCHERS, RECOMPUTE, TrainOptions, TrainWorkload, train_step
 from jaxplat.cost.training_memory import checks
 from jaxplat.model import replace
 from jaxplat.search import study as infer
@@ -210,10 +210,14 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
         raise SpecError(f"{src}: axes must be a mapping of axis name to a list or range")
     check_keys(src, "axes.", axes_raw, TRAIN_AXES + _HARDWARE_AXES, required=REQUIRED_AXES)
     opts = d.get("options", {}) or {}
-    check_keys(src, "options.", opts, ("schedule",))
+    check_keys(src, "options.", opts, ("schedule", "moe_dispatcher"))
     schedule = opts.get("schedule", "1f1b")
     if schedule not in ("1f1b", "gpipe"):
         raise SpecError(f"{src}: options.schedule must be 1f1b or gpipe, got {schedule!r}")
+    dispatcher = opts.get("moe_dispatcher", "alltoall")
+    if dispatcher not in MOE_DISPATCHERS:
+        raise SpecError(f"{src}: options.moe_dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, "
+                        f"got {dispatcher!r}")
     c = d.get("constraints", {}) or {}
     check_keys(src, "constraints.", c, ("max_chips", "max_memory_fraction"))
     obj = d["objective"]
@@ -240,7 +244,7 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     group_by = infer.group_by_index(src, d.get("group_by"), outer)
     base_twl = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0, tokens=tokens)
     study = TrainStudy(**{f.name: getattr(st, f.name) for f in dataclasses.fields(Study)}, tokens=tokens,
-                       train_options=TrainOptions(schedule=schedule))
+                       train_options=TrainOptions(schedule=schedule, moe_dispatcher=dispatcher))
     study = dataclasses.replace(study, outer=outer, workloads=(base_twl,), workload_names=("train",),
                                 objective=objective, maximize=sense == "maximize", pareto=tuple(pareto),
                                 group_by=group_by, ttft=None, tpot=None)
@@ -269,6 +273,9 @@ def train_command(study, row) -> str:
     for k in SHARE_FLAGS:  # flags of jaxplat train only where the study has the axis (default 0)
         if k in row and float(row[k]) != 0.0:
             flags += f" --{k.replace('_', '-')} {float(row[k]):g}"
+    dispatcher = getattr(study, "train_options", TrainOptions()).moe_dispatcher
+    if dispatcher != "alltoall":
+        flags += f" --moe-dispatcher {dispatcher}"
     model, chip = row.get("model", study.model_names[0]), row.get("hardware", study.hardware_name)
     note = " (on the base chip: hardware axes are not flags of jaxplat train)" if study.inner else ""
     return f"jaxplat train --model {model} --hardware {chip} {flags}{note}"
