@@ -51,7 +51,9 @@ product of the degrees inside it):
       one copy per destination rank), again in backward (and recompute);
       exposed unless `TrainWorkload.ep_overlap` says otherwise (a dispatch
       feeds its own layer's experts); 16-bit hidden states, with the
-      permutation passes of `TrainOptions.moe_dispatcher` (`_moe_dispatch`).
+      permutation passes of `TrainOptions.moe_dispatcher` (`_moe_dispatch`);
+      a fused dispatcher crosses the scale-out network once per remote
+      node (`training_comm.fused_ep_comm`).
   pp  a send of the micro-batch's hidden states per virtual stage, forward
       and backward, the sequence-parallel shard (1/tp of it) with SP.
       tp and pp: a share `Parallel.overlap` of them runs beside the
@@ -235,8 +237,9 @@ class TrainOptions:
     and NeMo do) and the MoE token dispatcher (MOE_DISPATCHERS, software:
     "alltoall", Megatron-Core's all-to-all dispatcher, recommended with
     expert parallelism in its MoE README; "fused", its flex dispatcher on
-    DeepEP or HybridEP, whose kernels permute as they send:
-    `_moe_dispatch`)."""
+    DeepEP or HybridEP, whose kernels permute as they send and cross the
+    scale-out network once per remote node: `_moe_dispatch`,
+    `training_comm.fused_ep_comm`)."""
 
     options: Options = Options()
     schedule: str = "1f1b"
