@@ -196,3 +196,38 @@ def test_a_training_study_carries_its_moe_dispatcher_into_the_train_command():
     assert "--moe-dispatcher" not in train_command(study_from_dict({**d, "options": {}}), row)
     with pytest.raises(SpecError, match="options.moe_dispatcher must be one of alltoall, fused, got 'deepep'"):
         study_from_dict({**d, "options": {"moe_dispatcher": "deepep"}})
+
+
+def test_moe_parallel_folding_splits_the_experts_over_the_tp_ranks(model, tmp_path, capsys):
+    """Expert tensor parallelism 1 under tp 2 (`Parallel.moe_ep` 2, `jaxplat
+    train --etp 1`): each of the 4 expert-parallel ranks (2 tp ranks x 2 of
+    dp) holds 8/4 = 2 whole experts (up+gate 2 x 128 columns wide, not
+    split over tp); each dispatches its sequence-parallel shard's copies to
+    all 4, consecutive ranks (stride 1), and the MoE block needs no TP
+    collective. With etp = tp the same ep 2 (over dp, stride tp 2) holds 4
+    experts at half width (up+gate 128 columns)."""
+    from jaxplat.cost.training import TrainOptions, forward_table
+    twl = TrainWorkload(global_batch=4.0, micro_batch=2.0, seq=128.0)
+    rows = {}
+    for name, par in (("folded", Parallel(tp=2, dp=2, ep=2, moe_ep=2)), ("etp=tp", Parallel(tp=2, dp=2, ep=2))):
+        t = jax.device_get(forward_table(model, par, twl, TrainOptions())[0])
+        rows[name] = {n: (float(t.comm_n[i]), float(t.comm_s[i]), float(t.n[i]), float(t.stored[i]))
+                      for i, n in enumerate(t.names)}
+    f, u = rows["folded"], rows["etp=tp"]
+    assert f["dispatch"][:2] == (4.0, 1.0) and f["combine"][:2] == (4.0, 1.0)
+    assert u["dispatch"][:2] == (2.0, 2.0)
+    assert f["ffn_allreduce"][0] == 1.0 and u["ffn_allreduce"][0] == 2.0
+    assert f["experts_up_gate"][2] == 2 * FF and u["experts_up_gate"][2] == FF
+    # the same expert bytes per chip: 2 whole experts or 4 halves (2 x 64 x 2·128 x 2 B each way)
+    assert f["experts_up_gate"][3] == pytest.approx(u["experts_up_gate"][3], rel=1e-6)
+    # jaxplat train: --ep counts the expert-parallel ranks across tp; one-line errors otherwise
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(CONFIG))
+    base = ["train", "--model", str(path), "--hardware", "h100-sxm", "--chips", "4", "--tp", "2",
+            "--global-batch", "4", "--micro-batch", "2", "--seq", "128"]
+    assert main(base + ["--ep", "4", "--etp", "1", "--json"]) == 0
+    capsys.readouterr()
+    assert main(base + ["--ep", "3", "--etp", "1"]) == 2
+    assert "--ep 3 must be a multiple of tp/etp = 2" in capsys.readouterr().err
+    assert main(base + ["--ep", "4", "--etp", "3"]) == 2
+    assert "--etp 3 must divide --tp 2" in capsys.readouterr().err

@@ -152,6 +152,16 @@ def overlap(row) -> float:
     return 1.0 if "asynctp" in row["dtype"].lower() else 0.0
 
 
+def ep_overlap(row) -> float:
+    """TrainWorkload.ep_overlap of a row: 1 where its Megatron-Bridge recipe
+    sets moe_a2a_overlap=True (Qwen3-235B-A22B on H100: the EP all-to-alls
+    hidden behind another micro-batch's compute), 0 elsewhere (the recipes
+    of the other MoE rows set it False or not at all)."""
+    name = row["model"].lower()
+    nemo = family(row["source"]) == "Megatron-Bridge/NeMo"
+    return 1.0 if nemo and "235b" in name and row["chip"].startswith("H100") else 0.0
+
+
 def moe_dispatcher(row) -> str:
     """TrainOptions.moe_dispatcher of a row's software: Megatron-Bridge's
     performance recipes (scripts/performance/configs/qwen and deepseek,
@@ -165,6 +175,16 @@ def moe_dispatcher(row) -> str:
     if family(row["source"]) == "Megatron-Bridge/NeMo" and ("30b_a3b" in name or "deepseek" in name):
         return "fused"
     return "alltoall"
+
+
+def expert_folding(row, deg) -> int:
+    """Parallel.moe_ep of a row: tp / expert_tensor_parallel_size. Megatron-Bridge's
+    MoE performance recipes set expert_tensor_parallel_size=1 (BASE_QWEN3_*_CONFIG,
+    BASE_DEEPSEEK_V3_CONFIG in scripts/performance/configs), so with tp > 1
+    their experts are split over the tp ranks too (MoE parallel folding) and
+    `ep` counts them; every other row keeps expert tensor parallelism at tp."""
+    moe = row["ep"] and int(_num(row["ep"], 1)) > 1
+    return deg["tp"] if moe and family(row["source"]) == "Megatron-Bridge/NeMo" else 1
 
 
 def train_options(row) -> TrainOptions:
@@ -251,17 +271,20 @@ def inputs(row):
     chips = int(_num(row["chips"]))
     if deg["tp"] * deg["pp"] * deg["cp"] * deg["dp"] != chips:
         return "degrees do not multiply to the chips"
-    if deg["dp"] % deg["ep"]:
+    fold = expert_folding(row, deg)
+    if deg["ep"] % fold or deg["dp"] % (deg["ep"] // fold):
         return "ep does not divide dp (expert parallelism across tp ranks)"
     act, dtype, block = recipe(row["dtype"], row["chip"])
     pure = "pure" in row["zero_or_fsdp"].lower()
-    par = Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"], dp=deg["dp"],
+    par = Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"] // fold, moe_ep=fold,
+                   dp=deg["dp"],
                    overlap=overlap(row))
     twl = TrainWorkload(global_batch=_num(row["global_batch_seqs"]), micro_batch=_num(row["micro_batch"], 1.0),
                         seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
                         bytes_grad_comm=2.0 if pure else 4.0, dropout=dropout(row),
-                        attention_kernel_speed=attention_kernel(row), power_cap_w=power_cap(row["chip"]))
+                        attention_kernel_speed=attention_kernel(row), power_cap_w=power_cap(row["chip"]),
+                        ep_overlap=ep_overlap(row))
     return model, hw, par, twl, train_options(row)
 
 

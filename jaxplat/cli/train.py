@@ -37,6 +37,10 @@ def register(sub):
                        ("cp", "context-parallel degree (ring attention)"),
                        ("ep", "expert-parallel degree, carved out of the data-parallel degree")):
         p.add_argument(f"--{flag}", type=int, default=1, help=f"{text} (default 1)")
+    p.add_argument("--etp", type=int, default=None,
+                   help="expert tensor-parallel degree, a divisor of tp (default tp); below tp the experts are "
+                        "split over the tp ranks too and ep counts them (MoE parallel folding, Megatron-Core's "
+                        "--expert-tensor-parallel-size: ep/(tp/etp) must divide dp)")
     p.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
     p.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch per data-parallel rank")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence")
@@ -101,9 +105,17 @@ def validate(args, model) -> int:
                         f"{_divisors(heads)}")
     if args.ep > 1 and experts == 0:
         raise SpecError(f"--ep {args.ep}: {args.model} has no experts; use --ep 1")
-    if dp % args.ep or (experts and experts % args.ep):
-        fit = [d for d in range(1, dp + 1) if dp % d == 0 and (not experts or experts % d == 0)]
+    etp = args.tp if args.etp is None else args.etp
+    if etp <= 0 or args.tp % etp:
+        raise SpecError(f"--etp {args.etp} must divide --tp {args.tp}; e.g. --etp {_divisors(args.tp)}")
+    fold = args.tp // etp  # expert-parallel ways inside the tp group
+    if args.ep % fold:
+        raise SpecError(f"--ep {args.ep} must be a multiple of tp/etp = {fold} (the experts are split over the tp "
+                        f"ranks); e.g. --ep {fold * max(args.ep // fold, 1)}")
+    if dp % (args.ep // fold) or (experts and experts % args.ep):
+        fit = [d * fold for d in range(1, dp + 1) if dp % d == 0 and (not experts or experts % (d * fold) == 0)]
         raise SpecError(f"--ep {args.ep} must divide the data-parallel degree {dp} (chips / (tp·pp·cp))"
+                        + (f" times tp/etp = {fold}" if fold > 1 else "")
                         + (f" and the model's {experts} experts" if experts else "")
                         + f"; e.g. --ep {', '.join(map(str, fit[-4:]))}")
     per = args.micro_batch * dp
@@ -149,7 +161,9 @@ def run(args) -> int:
     model = load_model(args.model)
     hw = load_hardware(args.hardware)
     dp = validate(args, model)
-    par = Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp, overlap=args.overlap)
+    fold = args.tp // (args.tp if args.etp is None else args.etp)
+    par = Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep // fold, moe_ep=fold, dp=dp,
+                   overlap=args.overlap)
     twl = train_workload(args, hw)
     topts = TrainOptions(moe_dispatcher=args.moe_dispatcher)
     res = compiled.run("train", train_arrays, (model, hw, par, twl), (topts,), compiled.cache_dir())
@@ -194,8 +208,9 @@ def _options(args) -> str:
 
 def _print_text(args, dp, m, levels, reasons):
     step = float(m.step_time_s)
+    etp = "" if args.etp is None or args.etp == args.tp else f" etp={args.etp}"
     print(f"{args.model} on {args.hardware} x{args.chips} (tp={args.tp} pp={args.pp} vp={args.vp} cp={args.cp} "
-          f"ep={args.ep} dp={dp}), global batch {args.global_batch} x {args.seq} tokens, micro-batch "
+          f"ep={args.ep}{etp} dp={dp}), global batch {args.global_batch} x {args.seq} tokens, micro-batch "
           f"{args.micro_batch} ({float(m.microbatches):g} per step), {args.dtype}, recompute {args.recompute}, "
           f"ZeRO {args.zero}{_options(args)}\n")
     rows = [["step time", units.fmt_time(step)],

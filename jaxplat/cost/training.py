@@ -366,16 +366,40 @@ def _moe_dispatch(t: OpTable, model: Model, par: Parallel, twl: TrainWorkload, d
     wide = jnp.maximum(twl.bytes_act, 2.0)
     up = wide / twl.bytes_act  # the table's GEMM-input width -> 16 bits
     perm, fin = (np.array([t.names.index(n)]) for n in ("moe_permute", "moe_finalize"))
+    t = _folded_experts(t, par)
     comm_b = t.comm_b.at[np.array([t.names.index("dispatch")])].multiply(up)
     if dispatcher == "fused":
         rows = np.concatenate([perm, fin])
         return dataclasses.replace(t, f0=t.f0.at[rows].set(0.0), a0=t.a0.at[rows].set(0.0),
                                    o0=t.o0.at[rows].set(0.0), comm_b=comm_b)
-    sort = jnp.where(model.experts / par.ep > 1.0, 1.0, 0.0)  # sort_chunks_by_idxs: more than one local expert
+    # sort_chunks_by_idxs runs when a rank holds more than one expert
+    sort = jnp.where(model.experts / (par.ep * par.moe_ep) > 1.0, 1.0, 0.0)
     copies16 = t.a0[perm]  # the permute reads each copy's 16-bit hidden state
     a0 = t.a0.at[perm].set(copies16 * (1.0 + sort)).at[fin].set(t.a0[fin] * up + sort * copies16)
     o0 = t.o0.at[perm].set(t.o0[perm] * up * (1.0 + sort)).at[fin].add(sort * copies16)
     return dataclasses.replace(t, a0=a0, o0=o0, comm_b=comm_b)
+
+
+def _folded_experts(t: OpTable, par: Parallel) -> OpTable:
+    """MoE parallel folding (Megatron-Core's expert_tensor_parallel_size
+    etp below tp; Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960):
+    with `Parallel.moe_ep` = tp/etp > 1 the experts are split over the tp
+    ranks too (the table's moe_ep: E/(ep·moe_ep) experts per chip, each
+    1/etp wide) and each rank dispatches the copies of its own
+    sequence-parallel shard (tokens/tp x k, as the table counts them) to
+    the whole expert group, ep·moe_ep ranks whose etp-rank slices are
+    consecutive (the MoE group order tp-ep-dp-pp, expert TP innermost):
+    dispatch and combine over ep·moe_ep ranks at stride etp, and the
+    MoE block's TP collectives over the etp ranks only (none at etp 1: the
+    combine returns each token to its shard). moe_ep 1: the table as built."""
+    fold = par.moe_ep > 1.0
+    etp = par.tp / par.moe_ep
+    a2a = np.array([t.names.index(n) for n in ("dispatch", "combine")])
+    ffn = np.array([t.names.index("ffn_allreduce")]) if "ffn_allreduce" in t.names else np.zeros(0, np.int64)
+    comm_n = t.comm_n.at[a2a].set(jnp.where(fold, t.comm_n[a2a] * par.moe_ep, t.comm_n[a2a]))
+    comm_s = t.comm_s.at[a2a].set(jnp.where(fold, etp, t.comm_s[a2a]))
+    comm_n = comm_n.at[ffn].set(jnp.where(fold, etp, comm_n[ffn]))
+    return dataclasses.replace(t, comm_n=comm_n, comm_s=comm_s)
 
 
 def rank_weights(t: OpTable, par: Parallel) -> jax.Array:
