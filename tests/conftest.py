@@ -35,7 +35,8 @@ if os.environ.get("JAXPLAT_TEST_CACHE_DIR"):
 # order changes: a name that no longer exists is ignored.
 LONGEST_FIRST = ("test_serving_modes", "test_catalog", "test_search_multiprocess", "test_pricing",
                  "test_sensitivities", "test_codesign_training", "test_calibration", "test_search",
-                 "test_calibration_guard", "test_batching", "test_serving", "test_ssm", "test_codesign")
+                 "test_calibration_guard", "test_batching", "test_serving", "test_ssm", "test_codesign",
+                 "test_training_guard")
 
 
 def pytest_collection_modifyitems(items):
