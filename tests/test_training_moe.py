@@ -231,3 +231,5 @@ def test_moe_parallel_folding_splits_the_experts_over_the_tp_ranks(model, tmp_pa
     assert "--ep 3 must be a multiple of tp/etp = 2" in capsys.readouterr().err
     assert main(base + ["--ep", "4", "--etp", "3"]) == 2
     assert "--etp 3 must divide --tp 2" in capsys.readouterr().err
+    assert main(base + ["--ep", "4"]) == 2  # 4 does not divide dp 2: folding would fit, and the error says so
+    assert "(or --etp 1: the experts split over the tp ranks too" in capsys.readouterr().err

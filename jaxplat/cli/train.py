@@ -114,10 +114,14 @@ def validate(args, model) -> int:
                         f"ranks); e.g. --ep {fold * max(args.ep // fold, 1)}")
     if dp % (args.ep // fold) or (experts and experts % args.ep):
         fit = [d * fold for d in range(1, dp + 1) if dp % d == 0 and (not experts or experts % (d * fold) == 0)]
+        folds = (fold == 1 and args.tp > 1 and args.ep % args.tp == 0 and dp % (args.ep // args.tp) == 0
+                 and not (experts and experts % args.ep))
         raise SpecError(f"--ep {args.ep} must divide the data-parallel degree {dp} (chips / (tp·pp·cp))"
                         + (f" times tp/etp = {fold}" if fold > 1 else "")
                         + (f" and the model's {experts} experts" if experts else "")
-                        + f"; e.g. --ep {', '.join(map(str, fit[-4:]))}")
+                        + f"; e.g. --ep {', '.join(map(str, fit[-4:]))}"
+                        + (" (or --etp 1: the experts split over the tp ranks too, MoE parallel folding)"
+                           if folds else ""))
     per = args.micro_batch * dp
     if args.global_batch % per:
         raise SpecError(f"--global-batch {args.global_batch} is not divisible by micro-batch × data-parallel degree "
