@@ -81,6 +81,9 @@ TRAIN_AXIS_KINDS = {
     "vp": AxisKind("parallel", _set("vp"), "", "virtual pipeline stages per rank (interleaved 1F1B)"),
     "cp": AxisKind("parallel", _set("cp"), "", "context-parallel degree (ring attention)"),
     "ep": AxisKind("parallel", _set("ep"), "", "expert-parallel degree, carved out of dp"),
+    # etp is held in Parallel.moe_ep until `measure` folds it (moe_ep = tp/etp, the table's ep = ep/moe_ep)
+    "etp": AxisKind("parallel", _set("moe_ep"), "", "expert tensor-parallel degree, a divisor of tp (without the "
+                    "axis: tp; below tp the experts split over the tp ranks and ep counts them)"),
     "micro_batch": AxisKind("workload", _set("micro_batch"), "seq", "sequences per micro-batch per dp rank"),
     "seq": AxisKind("workload", _set("seq"), "tok", "tokens per sequence"),
     "dtype": AxisKind("workload", _set_recipe, "", f"GEMM recipe ({', '.join(TRAIN_DTYPES)})", categorical=True),
@@ -132,9 +135,14 @@ def measure(model, hw, par, twl, chips_eq, st):
     configuration: the engine's per-configuration function of a training
     study (engine.Engine._point). `chips_eq`: the chips axis' value."""
     par = replace(par, dp=chips_eq / (par.tp * par.pp * par.cp))
+    folds = jnp.bool_(True)
+    if any(a.name == "etp" for a in (*st.outer, *st.inner)):  # MoE parallel folding: as `jaxplat train --etp`
+        fold = par.tp / par.moe_ep
+        folds = (fold == jnp.round(fold)) & (par.ep / fold == jnp.round(par.ep / fold))
+        par = replace(par, moe_ep=fold, ep=jnp.maximum(par.ep / fold, 1.0))
     m = train_step(model, hw, par, chip_recipe(twl, hw), st.train_options)
     no = jnp.bool_(False)
-    ok = m.feasible
+    ok = m.feasible & folds
     for c in checks(model, par, twl).values():
         ok = ok & c
     fails = dict(over_chips=m.chips > st.max_chips, wrong_chips=no, over_ttft=no, over_tpot=no,
@@ -270,6 +278,8 @@ def train_command(study, row) -> str:
     """The `jaxplat train` command of a top_k.csv row (`flag_frame`) of a
     one-model, one-chip training study."""
     flags = " ".join(f"--{k.replace('_', '-')} {row[k]}" for k in FLAG_COLUMNS if k != "dp")
+    if "etp" in row:  # a flag of jaxplat train only where the study has the axis (default tp)
+        flags += f" --etp {int(round(float(row['etp'])))}"
     for k in SHARE_FLAGS:  # flags of jaxplat train only where the study has the axis (default 0)
         if k in row and float(row[k]) != 0.0:
             flags += f" --{k.replace('_', '-')} {float(row[k]):g}"
@@ -287,7 +297,7 @@ def flag_frame(study, df):
     integers; recompute and dtype as the flags spell them) first."""
     df = df.copy()
     df["dp"] = df["chips"] / (df["tp"] * df["pp"] * df["cp"])
-    for k in FLAG_COLUMNS:
+    for k in FLAG_COLUMNS + (("etp",) if "etp" in df.columns else ()):
         if k not in ("dtype", "recompute"):
             df[k] = df[k].round().astype("int64")
     lead = [c for c in ("rank", "index") if c in df.columns]
