@@ -18,7 +18,6 @@ import pytest
 import yaml
 
 from jaxplat.cli.app import main
-
 from jaxplat.cost.training import COMM_NAMES, TrainWorkload, train_step
 from jaxplat.model import Parallel, hardware_from_dict, model_from_config
 from jaxplat.model.hardware_layout import grouped_layout

@@ -277,8 +277,7 @@ def inputs(row):
     act, dtype, block = recipe(row["dtype"], row["chip"])
     pure = "pure" in row["zero_or_fsdp"].lower()
     par = Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"] // fold, moe_ep=fold,
-                   dp=deg["dp"],
-                   overlap=overlap(row))
+                   dp=deg["dp"], overlap=overlap(row))
     twl = TrainWorkload(global_batch=_num(row["global_batch_seqs"]), micro_batch=_num(row["micro_batch"], 1.0),
                         seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,

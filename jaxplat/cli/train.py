@@ -35,7 +35,8 @@ def register(sub):
     for flag, text in (("tp", "tensor-parallel degree (with Megatron sequence parallelism)"),
                        ("pp", "pipeline stages"), ("vp", "virtual pipeline stages per rank (interleaved 1F1B)"),
                        ("cp", "context-parallel degree (ring attention)"),
-                       ("ep", "expert-parallel degree, carved out of the data-parallel degree")):
+                       ("ep", "expert-parallel degree, carved out of the data-parallel degree (of dp x tp/etp "
+                              "with --etp)")):
         p.add_argument(f"--{flag}", type=int, default=1, help=f"{text} (default 1)")
     p.add_argument("--etp", type=int, default=None,
                    help="expert tensor-parallel degree, a divisor of tp (default tp); below tp the experts are "
@@ -105,10 +106,9 @@ def validate(args, model) -> int:
                         f"{_divisors(heads)}")
     if args.ep > 1 and experts == 0:
         raise SpecError(f"--ep {args.ep}: {args.model} has no experts; use --ep 1")
-    etp = args.tp if args.etp is None else args.etp
-    if etp <= 0 or args.tp % etp:
+    if args.etp is not None and (args.etp <= 0 or args.tp % args.etp):
         raise SpecError(f"--etp {args.etp} must divide --tp {args.tp}; e.g. --etp {_divisors(args.tp)}")
-    fold = args.tp // etp  # expert-parallel ways inside the tp group
+    fold = _fold(args)
     if args.ep % fold:
         raise SpecError(f"--ep {args.ep} must be a multiple of tp/etp = {fold} (the experts are split over the tp "
                         f"ranks); e.g. --ep {fold * max(args.ep // fold, 1)}")
@@ -143,6 +143,11 @@ def validate(args, model) -> int:
     return dp
 
 
+def _fold(args) -> int:
+    """Parallel.moe_ep of the flags: the expert-parallel ways inside the tp group, tp / etp (1 without --etp)."""
+    return args.tp // (args.tp if args.etp is None else args.etp)
+
+
 def train_workload(args, hw) -> TrainWorkload:
     """The `TrainWorkload` of the flags: dtype recipe, recompute, ZeRO."""
     dtypes = units.DTYPES
@@ -165,7 +170,7 @@ def run(args) -> int:
     model = load_model(args.model)
     hw = load_hardware(args.hardware)
     dp = validate(args, model)
-    fold = args.tp // (args.tp if args.etp is None else args.etp)
+    fold = _fold(args)
     par = Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep // fold, moe_ep=fold, dp=dp,
                    overlap=args.overlap)
     twl = train_workload(args, hw)
