@@ -230,6 +230,9 @@ def test_moe_parallel_folding_splits_the_experts_over_the_tp_ranks(model, tmp_pa
     assert "--ep 3 must be a multiple of tp/etp = 2" in capsys.readouterr().err
     assert main(base + ["--ep", "4", "--etp", "3"]) == 2
     assert "--etp 3 must divide --tp 2" in capsys.readouterr().err
+    dense = ["train", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--chips", "8", "--tp", "2"]
+    assert main(dense + ["--etp", "1", "--global-batch", "64", "--seq", "4096"]) == 2
+    assert "--etp 1: llama-3.1-8b has no experts" in capsys.readouterr().err
     assert main(base + ["--ep", "4"]) == 2  # 4 does not divide dp 2: folding would fit, and the error says so
     assert "(or --etp 1: the experts split over the tp ranks too" in capsys.readouterr().err
 

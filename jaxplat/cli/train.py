@@ -106,6 +106,8 @@ def validate(args, model) -> int:
                         f"{_divisors(heads)}")
     if args.ep > 1 and experts == 0:
         raise SpecError(f"--ep {args.ep}: {args.model} has no experts; use --ep 1")
+    if args.etp is not None and args.etp != args.tp and experts == 0:
+        raise SpecError(f"--etp {args.etp}: {args.model} has no experts; leave --etp out")
     if args.etp is not None and (args.etp <= 0 or args.tp % args.etp):
         raise SpecError(f"--etp {args.etp} must divide --tp {args.tp}; e.g. --etp {_divisors(args.tp)}")
     fold = _fold(args)
