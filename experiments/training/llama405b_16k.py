@@ -8,7 +8,8 @@ main pre-training stage, Sec. 3.4), Megatron's distributed optimizer (ZeRO 1),
 TP communication overlapped with the GEMMs (overlap 1). Data parallel =
 16,384 / (tp·pp·cp). A configuration counts when every divisibility check
 holds (training_memory.checks) and it fits in 80 GB. Prints the top 5 by
-tokens/s per chip and how the best one's step time splits.
+tokens/s per chip and how the best one's step time splits, and writes the top 5's
+split as a figure (experiments/training/MODEL-CHIPS-split.png).
 
     .venv/bin/python experiments/training/llama405b_16k.py
     # GPT-3 175B on an Eos-sized cluster (10,752 H100s), 2,048-token sequences, 300B tokens; a global batch
@@ -42,6 +43,9 @@ from jaxplat.cost.training_memory import checks  # noqa: E402
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names  # noqa: E402
 from jaxplat.specs.units import DTYPES  # noqa: E402
 
+HERE = Path(__file__).resolve().parent
+PHASES = ("forward", "backward", "recompute", "scaling", "optimizer", "bubble")  # TrainMetrics fields
+SHOWN = {"scaling": "low-precision casts"}  # how a field is printed
 GRID = {"tp": (2, 4, 8), "pp": (4, 8, 16, 32), "vp": (1, 2, 4, 8), "cp": (1, 2, 4), "mb": (1, 2), "rec": (0, 1, 2),
         "ep": (1,)}
 
@@ -57,6 +61,8 @@ def main():
     ap.add_argument("--ep", default="1", help="expert-parallel degrees to try, comma-separated (MoE models)")
     ap.add_argument("--fp8", action="store_true", help="FP8 GEMMs with 128-element block scales (DeepSeek-V3's "
                                                        "recipe, Sec. 3.3) instead of BF16")
+    ap.add_argument("--figure", help="where to write the top 5's step-time split (default: "
+                                     "experiments/training/MODEL-CHIPS-split.png)")
     ap.add_argument("--moe-dispatcher", default="alltoall", choices=MOE_DISPATCHERS,
                     help="MoE token dispatcher (TrainOptions.moe_dispatcher; DeepEP, as DeepSeek-V3 trained: fused)")
     ap.add_argument("--ep-overlap", type=float, default=0.0, help="share of the EP all-to-alls hidden, 0..1 "
@@ -74,7 +80,8 @@ def main():
     par = Parallel(**{k: jnp.asarray(degrees[k]) if k in degrees else jnp.broadcast_to(v, (n,))
                       for k, v in vars(Parallel()).items()})
     fields = dict(global_batch=full(GLOBAL_BATCH), micro_batch=jnp.asarray(mb), seq=full(SEQ),
-                  recompute=jnp.asarray(rec), zero=full(1.0), tokens=full(args.tokens), ep_overlap=full(args.ep_overlap))
+                  recompute=jnp.asarray(rec), zero=full(1.0), tokens=full(args.tokens),
+                  ep_overlap=full(args.ep_overlap))
     if args.fp8:
         fields.update(bytes_act=full(1.0), compute_dtype=full(float(DTYPES.index("fp8"))), scale_block=full(128.0))
     defaults = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0)
@@ -107,14 +114,47 @@ def main():
     b = order[0]
     levels = network_level_names(args.hardware)
     print(f"\nStep time of the best ({m.step_time_s[b]:.2f} s), by phase:")
-    for k in ("forward", "backward", "recompute", "optimizer", "bubble"):
-        print(f"  {k:28s} {getattr(m, k)[b]:8.3f} s {100 * getattr(m, k)[b] / m.step_time_s[b]:5.1f}%")
+    for k in PHASES:
+        print(f"  {SHOWN.get(k, k):28s} {getattr(m, k)[b]:8.3f} s {100 * getattr(m, k)[b] / m.step_time_s[b]:5.1f}%")
     for c, name in enumerate(COMM_NAMES):
         for j, lv in enumerate(levels):
             t = m.comm[b][c][j]
             if t > 0:
                 print(f"  {name} collectives on {lv:14s} {t:8.3f} s {100 * t / m.step_time_s[b]:5.1f}% exposed "
                       f"(of {m.comm_total[b][c]:.3f} s in all)")
+    labels = [f"tp{tp[i]:.0f} pp{pp[i]:.0f} vp{vp[i]:.0f} cp{cp[i]:.0f} ep{ep[i]:.0f} mb{mb[i]:.0f} "
+              f"{RECOMPUTE[int(rec[i])]}" for i in order]
+    parts = {SHOWN.get(k, k): [float(getattr(m, k)[i]) for i in order] for k in PHASES}
+    for c, name in enumerate(COMM_NAMES):
+        for j, lv in enumerate(levels):
+            ts = [float(m.comm[i][c][j]) for i in order]
+            if any(t > 0 for t in ts):
+                parts[f"{name} on {lv}"] = ts
+    out = Path(args.figure or HERE / f"{args.model}-{CHIPS}-split.png")
+    plot_split(labels, parts, f"{args.model} on {CHIPS:,} x {args.hardware}: the top 5 by tokens/s per chip", out)
+    print(f"wrote {out}")
+
+
+def plot_split(labels, parts, title, path):
+    """Horizontal stacked bars: each configuration's step time by phase and
+    exposed collective per network level (seconds)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(labels) + 2.2))
+    left = np.zeros(len(labels))
+    colors = plt.get_cmap("tab20").colors
+    for (name, ts), color in zip(parts.items(), colors):
+        if not any(ts):
+            continue
+        ax.barh(labels, ts, left=left, label=name, color=color)
+        left += np.array(ts)
+    ax.invert_yaxis()  # the best on top
+    ax.set_xlabel("step time (s)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":
