@@ -126,6 +126,8 @@ BAD = (
     ({"workload": "chatbot"}, "workload"),
     ({"train": [4096]}, "train"),
     ({"train": {"seq": 4096.5, "global_batch": 256, "tokens": 1e12}}, "train.seq"),
+    ({"train": {"seq": 4096, "global_batch": 256, "tokens": 1e12, "moe_dispatcher": "deepep"}},
+     "train.moe_dispatcher 'deepep' unknown; allowed: alltoall, fused"),
     ({"candidates": {"chips": [], "tp": [2]}}, "candidates.chips"),
     ({"candidates": {"chips": list(range(1, 65)), "tp": list(range(1, 65)), "pp": [1, 2]}}, "candidates"),
 )
@@ -137,6 +139,13 @@ def test_bad_training_study_is_one_line(bad, word):
         problem_from_dict({**STUDY, **bad}, src="study.yaml")
     msg = str(e.value)
     assert word in msg and "\n" not in msg and msg.startswith("study.yaml")
+
+
+def test_a_training_codesign_takes_its_moe_dispatcher():
+    p, _ = problem_from_dict({**STUDY, "train": {"seq": 4096, "global_batch": 256, "tokens": 1e12,
+                                                 "moe_dispatcher": "fused"}})
+    assert p.moe_dispatcher == "fused"
+    assert problem_from_dict(STUDY)[0].moe_dispatcher == "alltoall"
 
 
 def test_objective_name_implies_training():

@@ -25,7 +25,7 @@ _STUDY_KEYS = ("name", "description", "task", "model", "workload", "train", "tec
 # A training co-design's `train:` block: the run (tokens per sequence, sequences per step, GEMM recipe, tokens
 # to train on, pipeline schedule) and its deadline in days (none when absent).
 MAX_CANDIDATES = 4096
-_TRAIN_KEYS = ("seq", "global_batch", "dtype", "tokens", "schedule", "max_days")
+_TRAIN_KEYS = ("seq", "global_batch", "dtype", "tokens", "schedule", "moe_dispatcher", "max_days")
 
 
 def _pow2(n: int) -> int:
@@ -111,6 +111,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
         raise SpecError(f"{src}: profile {profile!r} unknown; allowed: {', '.join(PROFILES)}")
     if task == "train":
         workload, schedule, deadline = _train_run(src, d["train"])
+        dispatcher = d["train"].get("moe_dispatcher", "alltoall")
         dtype = d["train"].get("dtype", "bf16")
         valid = ct.validity(model, workload, cand) & (np.arange(pad) < n)
         if not valid.any():
@@ -118,6 +119,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
                             "the heads, global_batch by micro_batch·dp, pp·vp <= layers, 2·cp dividing seq)")
     else:
         workload, schedule, deadline, dtype = load_workload(d["workload"]), "1f1b", math.inf, None
+        dispatcher = "alltoall"
         valid = candidate_validity(model, base, workload, cand, profile) & (np.arange(pad) < n)
         if not valid.any():
             raise SpecError(f"{src}: no candidate divides the model (check tp against the heads, "
@@ -126,7 +128,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
     prob = Problem(model=model, workload=workload, base=base, tech=tech,
                    lo=np.array(lo, np.float32), hi=np.array(hi, np.float32), cand=cand, valid=valid,
                    objective=objective, budget=jnp.float32(budget), deadline=jnp.float32(deadline),
-                   profile=profile, space=space, task=task, schedule=schedule)
+                   profile=profile, space=space, task=task, schedule=schedule, moe_dispatcher=dispatcher)
     check_keys(src, "grid.", grid, tuple(p for p in names if p != "hbm_stacks"))
     label = d["workload"] if task == "infer" else f"train {float(workload.tokens):.4g} tokens"
     run = dict(**settings, name=d.get("name", str(src)), model=d["model"],
@@ -177,7 +179,7 @@ def _train_run(src, t) -> tuple:
     """(TrainWorkload, schedule, deadline in s) of a training co-design's
     `train:` block (_TRAIN_KEYS); dtype as `jaxplat train --dtype` means it
     (search.train_study.RECIPES: fp8 is the chip generation's recipe)."""
-    from jaxplat.cost.training import SCHEDULES, TrainWorkload
+    from jaxplat.cost.training import MOE_DISPATCHERS, SCHEDULES, TrainWorkload
     from jaxplat.search.train_study import RECIPES
     from jaxplat.specs import SpecError, check_keys, integer, number, units
 
@@ -188,6 +190,9 @@ def _train_run(src, t) -> tuple:
     schedule = t.get("schedule", "1f1b")
     if schedule not in SCHEDULES:
         raise SpecError(f"{src}: train.schedule {schedule!r} unknown; allowed: {', '.join(SCHEDULES)}")
+    if t.get("moe_dispatcher", "alltoall") not in MOE_DISPATCHERS:
+        raise SpecError(f"{src}: train.moe_dispatcher {t['moe_dispatcher']!r} unknown; allowed: "
+                        f"{', '.join(MOE_DISPATCHERS)}")
     days = number(src, "train.max_days", t["max_days"]) if "max_days" in t else math.inf
     if days == 0:
         raise SpecError(f"{src}: train.max_days must be positive, got 0")

@@ -48,15 +48,16 @@ def candidate(cand: dict, workload: TrainWorkload, i=None):
     return jax.tree.map(lambda v: jnp.broadcast_to(v, shape), (par, twl))
 
 
-def train_options(options: Options, schedule: str) -> TrainOptions:
+def train_options(options: Options, schedule: str, moe_dispatcher: str = "alltoall") -> TrainOptions:
     """The static options of the training step (Megatron's sequence parallelism on)."""
-    return TrainOptions(options=options, schedule=schedule)
+    return TrainOptions(options=options, schedule=schedule, moe_dispatcher=moe_dispatcher)
 
 
-def metrics(model, hw, par, twl, options: Options, schedule: str, sharpness):
+def metrics(model, hw, par, twl, options: Options, schedule: str, sharpness, moe_dispatcher: str = "alltoall"):
     """(TrainMetrics, memory fill = memory per chip / capacity) of one
     candidate on the chip `hw` (the chip generation's FP8 recipe)."""
-    m = train_step(model, hw, par, chip_recipe(twl, hw), train_options(options, schedule), sharpness)
+    m = train_step(model, hw, par, chip_recipe(twl, hw), train_options(options, schedule, moe_dispatcher),
+                   sharpness)
     return m, m.memory_bytes / jnp.maximum(m.capacity_bytes, 1.0)
 
 
