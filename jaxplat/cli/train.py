@@ -194,6 +194,7 @@ def run(args) -> int:
     if args.json:
         out = {k: (bool(getattr(m, k)) if k == "fits" else float(getattr(m, k))) for k in JSON_KEYS}
         out.update(model=args.model, hardware=args.hardware, chips=args.chips, dp=dp,
+                   etp=args.tp if args.etp is None else args.etp, moe_dispatcher=args.moe_dispatcher,
                    microbatches=float(m.microbatches),
                    bubble_fraction=float(m.bubble_fraction), capacity_bytes=float(m.capacity_bytes),
                    phases_s={k: float(getattr(m, k)) for k, _ in PHASES},
