@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from jaxplat.cost.training import FA2_ON_HOPPER, FA_TRITON_ON_AMPERE, TrainOptions, TrainWorkload
+from jaxplat.cost.training import FA2_ON_HOPPER, FA_TRITON_ON_AMPERE, TrainOptions, TrainWorkload, fold_experts
 from jaxplat.model import Options, Parallel, load_hardware, load_model, replace
 from jaxplat.specs.units import DTYPES
 
@@ -177,14 +177,14 @@ def moe_dispatcher(row) -> str:
     return "alltoall"
 
 
-def expert_folding(row, deg) -> int:
-    """Parallel.moe_ep of a row: tp / expert_tensor_parallel_size. Megatron-Bridge's
+def expert_tp(row, deg) -> int:
+    """The expert tensor-parallel degree of a row (`fold_experts`). Megatron-Bridge's
     MoE performance recipes set expert_tensor_parallel_size=1 (BASE_QWEN3_*_CONFIG,
     BASE_DEEPSEEK_V3_CONFIG in scripts/performance/configs), so with tp > 1
     their experts are split over the tp ranks too (MoE parallel folding) and
     `ep` counts them; every other row keeps expert tensor parallelism at tp."""
     moe = row["ep"] and int(_num(row["ep"], 1)) > 1
-    return deg["tp"] if moe and family(row["source"]) == "Megatron-Bridge/NeMo" else 1
+    return 1 if moe and family(row["source"]) == "Megatron-Bridge/NeMo" else deg["tp"]
 
 
 def train_options(row) -> TrainOptions:
@@ -271,13 +271,14 @@ def inputs(row):
     chips = int(_num(row["chips"]))
     if deg["tp"] * deg["pp"] * deg["cp"] * deg["dp"] != chips:
         return "degrees do not multiply to the chips"
-    fold = expert_folding(row, deg)
+    etp = expert_tp(row, deg)
+    fold = deg["tp"] // etp
     if deg["ep"] % fold or deg["dp"] % (deg["ep"] // fold):
         return "ep does not divide dp (expert parallelism across tp ranks)"
     act, dtype, block = recipe(row["dtype"], row["chip"])
     pure = "pure" in row["zero_or_fsdp"].lower()
-    par = Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"] // fold, moe_ep=fold,
-                   dp=deg["dp"], overlap=overlap(row))
+    par = fold_experts(Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"], dp=deg["dp"],
+                                overlap=overlap(row)), etp)
     twl = TrainWorkload(global_batch=_num(row["global_batch_seqs"]), micro_batch=_num(row["micro_batch"], 1.0),
                         seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,

@@ -11,7 +11,15 @@ import sys
 import numpy as np
 
 from jaxplat.cli import compiled
-from jaxplat.cost.training import COMM_NAMES, MOE_DISPATCHERS, RECOMPUTE, TrainOptions, TrainWorkload, train_step
+from jaxplat.cost.training import (
+    COMM_NAMES,
+    MOE_DISPATCHERS,
+    RECOMPUTE,
+    TrainOptions,
+    TrainWorkload,
+    fold_experts,
+    train_step,
+)
 from jaxplat.cost.training_memory import checks
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names
 from jaxplat.report import json_text, table
@@ -172,9 +180,8 @@ def run(args) -> int:
     model = load_model(args.model)
     hw = load_hardware(args.hardware)
     dp = validate(args, model)
-    fold = _fold(args)
-    par = Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep // fold, moe_ep=fold, dp=dp,
-                   overlap=args.overlap)
+    par = fold_experts(Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp,
+                                overlap=args.overlap), args.tp if args.etp is None else args.etp)
     twl = train_workload(args, hw)
     topts = TrainOptions(moe_dispatcher=args.moe_dispatcher)
     res = compiled.run("train", train_arrays, (model, hw, par, twl), (topts,), compiled.cache_dir())

@@ -110,8 +110,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
     if profile not in PROFILES:
         raise SpecError(f"{src}: profile {profile!r} unknown; allowed: {', '.join(PROFILES)}")
     if task == "train":
-        workload, schedule, deadline = _train_run(src, d["train"])
-        dispatcher = d["train"].get("moe_dispatcher", "alltoall")
+        workload, schedule, dispatcher, deadline = _train_run(src, d["train"])
         dtype = d["train"].get("dtype", "bf16")
         valid = ct.validity(model, workload, cand) & (np.arange(pad) < n)
         if not valid.any():
@@ -176,7 +175,7 @@ def _candidates(src, cd, keys, task) -> tuple[dict, int]:
 
 
 def _train_run(src, t) -> tuple:
-    """(TrainWorkload, schedule, deadline in s) of a training co-design's
+    """(TrainWorkload, schedule, MoE dispatcher, deadline in s) of a training co-design's
     `train:` block (_TRAIN_KEYS); dtype as `jaxplat train --dtype` means it
     (search.train_study.RECIPES: fp8 is the chip generation's recipe)."""
     from jaxplat.cost.training import MOE_DISPATCHERS, SCHEDULES, TrainWorkload
@@ -190,9 +189,9 @@ def _train_run(src, t) -> tuple:
     schedule = t.get("schedule", "1f1b")
     if schedule not in SCHEDULES:
         raise SpecError(f"{src}: train.schedule {schedule!r} unknown; allowed: {', '.join(SCHEDULES)}")
-    if t.get("moe_dispatcher", "alltoall") not in MOE_DISPATCHERS:
-        raise SpecError(f"{src}: train.moe_dispatcher {t['moe_dispatcher']!r} unknown; allowed: "
-                        f"{', '.join(MOE_DISPATCHERS)}")
+    dispatcher = t.get("moe_dispatcher", "alltoall")
+    if dispatcher not in MOE_DISPATCHERS:
+        raise SpecError(f"{src}: train.moe_dispatcher {dispatcher!r} unknown; allowed: {', '.join(MOE_DISPATCHERS)}")
     days = number(src, "train.max_days", t["max_days"]) if "max_days" in t else math.inf
     if days == 0:
         raise SpecError(f"{src}: train.max_days must be positive, got 0")
@@ -201,7 +200,7 @@ def _train_run(src, t) -> tuple:
                         micro_batch=1.0, seq=float(integer(src, "train.seq", t["seq"])),
                         tokens=number(src, "train.tokens", t["tokens"]), bytes_act=bytes_act,
                         compute_dtype=float(units.DTYPES.index(name)), scale_block=block)
-    return twl, schedule, days * ct.SECONDS_PER_DAY
+    return twl, schedule, dispatcher, days * ct.SECONDS_PER_DAY
 
 
 __all__ = ["problem_from_dict"]

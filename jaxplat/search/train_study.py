@@ -38,7 +38,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost.training import MOE_DISPATCHERS, RECOMPUTE, TrainOptions, TrainWorkload, train_step
+from jaxplat.cost.training import MOE_DISPATCHERS, RECOMPUTE, TrainOptions, TrainWorkload, fold_experts, train_step
 from jaxplat.cost.training_memory import checks
 from jaxplat.model import replace
 from jaxplat.search import study as infer
@@ -139,7 +139,7 @@ def measure(model, hw, par, twl, chips_eq, st):
     if any(a.name == "etp" for a in (*st.outer, *st.inner)):  # MoE parallel folding: as `jaxplat train --etp`
         fold = par.tp / par.moe_ep
         folds = (fold == jnp.round(fold)) & (par.ep / fold == jnp.round(par.ep / fold))
-        par = replace(par, moe_ep=fold, ep=jnp.maximum(par.ep / fold, 1.0))
+        par = fold_experts(par, par.moe_ep)
     m = train_step(model, hw, par, chip_recipe(twl, hw), st.train_options)
     no = jnp.bool_(False)
     ok = m.feasible & folds
