@@ -104,6 +104,15 @@ def test_zero_memory(model, hw, zero, shards):
                                [2 * PARAMS / shards[0], 2 * PARAMS / shards[1], 12 * PARAMS / shards[2]], rtol=1e-6)
 
 
+def test_zero_shards_over_context_parallel_ranks(model, hw):
+    """Context-parallel ranks hold the same weights, so ZeRO shards over
+    dp·cp (Megatron-Core's intra_dp_cp_group): dp 2 x cp 4 at stage 3
+    keeps 1/8 of every state, as dp 8 does."""
+    r = step(model, hw, Parallel(dp=2, cp=4), global_batch=4.0, micro_batch=2.0, zero=3.0)
+    np.testing.assert_allclose([r.weights_bytes, r.grads_bytes, r.optimizer_bytes],
+                               [2 * PARAMS / 8, 2 * PARAMS / 8, 12 * PARAMS / 8], rtol=1e-6)
+
+
 def test_korthikanti_activations(model, hw):
     """Korthikanti et al. Table 2 with tp + sp: s·b·h·(34 + 5·a·s/h)/t per
     layer (GPT: MHA, 4h GELU MLP, dropout); GPT-3 175B dims (h 12288, a 96,
@@ -186,6 +195,14 @@ def test_data_parallel_bytes(model, hw, zero, per_step):
     np.testing.assert_allclose(r.comm_total[4], per_step * PARAMS / 1e11, rtol=1e-5)
 
 
+def test_context_parallel_ranks_reduce_gradients(model, hw):
+    """cp = 2 alone (dp = 1): the two ranks sum their halves' gradients, a
+    4-byte all-reduce over 2 ranks (B/β for B = 4P) that a dp-only group
+    would miss."""
+    r = step(model, hw, Parallel(cp=2), global_batch=2.0, micro_batch=2.0)
+    np.testing.assert_allclose(r.comm_total[4], 4.0 * PARAMS / 1e11, rtol=1e-5)
+
+
 def test_gradient_matches_finite_differences(model, hw):
     """d step / d (scale of peak FLOP/s, memory bandwidth, network bandwidth)
     at 1, by jax.grad and by central differences (a vmapped forward)."""
@@ -261,5 +278,9 @@ def test_cli_json_and_infeasible(specs, capsys):
     assert main(["train", "--hardware", small, *args]) == 3  # 1 MB of memory
     cap = capsys.readouterr()
     assert "infeasible: needs" in cap.err and json.loads(cap.out)["fits"] is False
+    assert "try --zero 1 or --zero 3, --recompute selective or full, a smaller --micro-batch" in cap.err
+    assert main(["train", "--hardware", small, *args, "--zero", "1", "--recompute", "full"]) == 3
+    hint = capsys.readouterr().err.split("try ")[1]  # only what the run has not tried yet
+    assert hint.startswith("--zero 3, a smaller --micro-batch") and "--recompute" not in hint
     assert main(["train", "--hardware", small, *args[:-1], "--allow-infeasible"]) == 0
     assert "step time" in capsys.readouterr().out

@@ -176,6 +176,16 @@ def train_arrays(model, hw, par, twl, topts):
     return {"metrics": train_step(model, hw, par, twl, topts), "checks": checks(model, par, twl)}
 
 
+def memory_hints(args) -> str:
+    """What would lower the memory per chip, leaving out what the run has already: a higher ZeRO
+    stage, more recomputation, a smaller micro-batch, more model parallelism."""
+    zero = [f"--zero {z}" for z in (1, 3) if z > int(args.zero)]
+    rec = [r for r in ("selective", "full") if RECOMPUTE.index(r) > RECOMPUTE.index(args.recompute)]
+    hints = ([" or ".join(zero)] if zero else []) + ([f"--recompute {' or '.join(rec)}"] if rec else [])
+    hints += ["a smaller --micro-batch"] if args.micro_batch > 1 else []
+    return ", ".join(hints + ["more --tp / --pp"])
+
+
 def run(args) -> int:
     model = load_model(args.model)
     hw = load_hardware(args.hardware)
@@ -192,8 +202,7 @@ def run(args) -> int:
                        f"{units.fmt_bytes(float(m.weights_bytes))}, gradients {units.fmt_bytes(float(m.grads_bytes))},"
                        f" optimizer {units.fmt_bytes(float(m.optimizer_bytes))}, activations "
                        f"{units.fmt_bytes(float(m.activation_bytes))}), has {units.fmt_bytes(float(m.capacity_bytes))}"
-                       f"; try --zero 1 or 3, --recompute selective or full, a smaller --micro-batch, or more "
-                       f"--tp / --pp")
+                       f"; try {memory_hints(args)}")
     blocked = bool(reasons) and not args.allow_infeasible
     if blocked:
         print(f"jaxplat: infeasible: {'; '.join(reasons)} (exit {EXIT_INFEASIBLE}; --allow-infeasible prints the "

@@ -69,8 +69,9 @@ product of the degrees inside it):
       shorter of the two hidden. ZeRO 3 (FSDP): every micro-batch gathers
       the weights before its forward and its backward and reduce-scatters
       its gradients, prefetched behind that micro-batch's forward and
-      backward. Dense weights over dp (stride tp·cp), expert weights over
-      dp / ep (stride tp·cp·ep).
+      backward. Dense weights over dp·cp (stride tp: context-parallel ranks
+      hold the same weights), expert weights over dp·cp / ep (stride tp·ep):
+      `training_memory.shard_groups`.
 """
 
 import dataclasses
@@ -494,8 +495,9 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     pp1 = par.pp - 1.0
     fill = pp1 if options.schedule == "gpipe" else safe_div(pp1, par.vp)
     bubble = fill * t_mb
-    params_local = safe_div(dense, jnp.where(twl.zero >= 0.5, par.dp, 1.0)) + safe_div(
-        expert, jnp.where(twl.zero >= 0.5, jnp.maximum(par.dp / par.ep, 1.0), 1.0))
+    g_dense, g_expert = tm.shard_groups(par)
+    params_local = safe_div(dense, jnp.where(twl.zero >= 0.5, g_dense, 1.0)) + safe_div(
+        expert, jnp.where(twl.zero >= 0.5, g_expert, 1.0))
     t_opt = safe_div(params_local * (ADAM_BYTES + twl.bytes_grad), hw.memory.bandwidth[0] * hw.efficiency.memory)
     step = m * t_mb + bubble + dp_exp + t_opt
     comm_lv = m * mb_comm_lv + jnp.stack([jnp.zeros_like(dp_lv)] * 4 + [dp_lv])
@@ -509,8 +511,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     mfu = safe_div(tokens_s * mf, chips * peak)
     hfu = mfu * safe_div(mf + tm.recompute_flops_per_token(model, twl.seq, twl.recompute), mf)
 
-    wb, gb, ob = tm.state_bytes(dense, expert, par.dp, par.ep, twl.zero, twl.bytes_param, twl.bytes_grad,
-                                twl.bytes_optim)
+    wb, gb, ob = tm.state_bytes(dense, expert, par, twl.zero, twl.bytes_param, twl.bytes_grad, twl.bytes_optim)
     layers_rank = par.vp * jnp.ceil(model.layers / (par.pp * par.vp))
     stash = tm.in_flight(par.pp, par.vp, m, options.schedule)
     act = (tm.activation_per_layer(model, par.tp, par.cp, twl.micro_batch, twl.seq, twl.recompute,

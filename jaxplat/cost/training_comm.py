@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost import efficiency
+from jaxplat.cost import training_memory as tm
 from jaxplat.cost.collectives import collective_time, level_times
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
@@ -73,9 +74,12 @@ def fused_ep_comm(t: OpTable, hw: Hardware, w, opts, p, top_k):
 
 def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p):
     """(total s per step, exposed s per step, exposed [levels] per step,
-    exposed s per micro-batch (ZeRO 3)) of the data-parallel collectives."""
-    n = jnp.stack([par.dp, jnp.maximum(par.dp / par.ep, 1.0)])
-    stride = jnp.stack([par.tp * par.cp, par.tp * par.cp * par.ep])
+    exposed s per micro-batch (ZeRO 3)) of the data-parallel collectives,
+    over the groups of `training_memory.shard_groups`."""
+    # dense over dp·cp at stride tp (ranks: tp, cp, dp); experts over dp·cp/ep at stride tp·ep (Megatron-Core
+    # orders the expert ranks etp-ep-edp over the same tp·cp·dp ranks: its expert rank generator has no cp)
+    n = jnp.stack(tm.shard_groups(par))
+    stride = jnp.stack([par.tp, par.tp * par.ep])
     params = jnp.stack([dense, expert])
     grads, weights = params * twl.bytes_grad_comm, params * twl.bytes_param
     ar = collective("allreduce", hw, n, grads, stride, opts, p)

@@ -8,9 +8,10 @@ Sec. 3.1: 2 bytes of fp16/bf16 weights, 2 of gradients, K = 12 of fp32
 master weights, momentum and variance, 16 in all), sharded over the
 data-parallel group by the ZeRO stage (Sec. 5: stage 1 the optimizer
 states, 2 also the gradients, 3 also the weights). Megatron's distributed
-optimizer is stage 1, FSDP FULL_SHARD stage 3. Expert weights are sharded
-over the expert-data-parallel group (dp / ep: Megatron-Core's
-expert-data-parallel groups).
+optimizer is stage 1, FSDP FULL_SHARD stage 3. The data-parallel group
+takes in the context-parallel ranks (dp·cp: they hold the same weights),
+and expert weights are sharded over the expert-data-parallel group
+(dp·cp / ep: Megatron-Core's expert-data-parallel groups): `shard_groups`.
 
 Activations per transformer layer follow Korthikanti et al., "Reducing
 Activation Recomputation in Large Transformer Models" (arXiv 2205.05198),
@@ -93,14 +94,29 @@ def in_flight(pp, vp, microbatches, schedule: str):
     return jnp.minimum(one_f_one_b, microbatches)
 
 
-def state_bytes(params_dense, params_expert, dp, ep, zero, bytes_param, bytes_grad, bytes_optim):
+def shard_groups(par):
+    """(dense, expert) data-parallel group sizes: the ranks holding the same
+    dense weights, dp·cp (context-parallel ranks hold the same weights and
+    sum their tokens' gradients: Megatron-Core's DistributedDataParallel
+    reduces dense gradients, and its distributed optimizer shards, over
+    the data-parallel group with context parallelism, intra_dp_cp_group;
+    TorchTitan's FSDP shards over dp_shard x cp), and those holding the same
+    expert shard, dp·cp/ep (its expert-data-parallel group, expt_dp_group:
+    world / (pp·etp·ep) ranks)."""
+    dense = par.dp * par.cp
+    return dense, jnp.maximum(dense / par.ep, 1.0)
+
+
+def state_bytes(params_dense, params_expert, par, zero, bytes_param, bytes_grad, bytes_optim):
     """(weights, gradients, optimizer states) bytes per chip under ZeRO
-    stage `zero` (traced 0..3), dense parameters sharded over dp, expert
-    parameters over dp / ep (ZeRO paper Sec. 5.1-5.3, Fig. 1)."""
+    stage `zero` (traced 0..3), dense and expert parameters sharded over
+    their data-parallel groups (`shard_groups`; ZeRO paper Sec. 5.1-5.3,
+    Fig. 1)."""
+    g_dense, g_expert = shard_groups(par)
+
     def shard(stage):
         on = zero >= stage - 0.5
-        return (params_dense / jnp.where(on, dp, 1.0) +
-                params_expert / jnp.where(on, jnp.maximum(dp / ep, 1.0), 1.0))
+        return params_dense / jnp.where(on, g_dense, 1.0) + params_expert / jnp.where(on, g_expert, 1.0)
     return bytes_param * shard(3), bytes_grad * shard(2), bytes_optim * shard(1)
 
 
@@ -164,4 +180,4 @@ def checks(model: Model, par, twl) -> dict:
 
 
 __all__ = ["activation_per_layer", "attention_width", "checks", "flop_params", "in_flight", "model_flops_per_token",
-           "recompute_flops_per_token", "state_bytes"]
+           "recompute_flops_per_token", "shard_groups", "state_bytes"]
