@@ -137,6 +137,24 @@ def test_korthikanti_activations(model, hw):
     np.testing.assert_allclose(r.activation_bytes, per_layer * 4 * 2.5 + logits, rtol=1e-6)
 
 
+def test_recompute_modules(model, hw):
+    """Megatron-Core's recompute_modules on the tiny model (tp 1, one
+    micro-batch of 2 x 128 tokens): layernorm frees the two norms' outputs
+    (4h bytes per token), mlp the up-projection and activation outputs
+    (2·2·f + 2f = 6f), and mlp runs the MLP's GEMMs again in the backward:
+    8 layers x 2·tok·D·3·FF FLOPs at 1 TFLOP/s (the activation's element-wise
+    pass takes no time on this chip). Under full recomputation they change
+    nothing."""
+    tok = 2 * 128
+    base = step(model, hw)
+    r = step(model, hw, recompute_layernorm=1.0, recompute_mlp=1.0)
+    np.testing.assert_allclose(base.activation_bytes - r.activation_bytes, L * tok * (4 * D + 6 * FF), rtol=1e-6)
+    np.testing.assert_allclose(r.recompute - base.recompute, L * 2 * tok * D * 3 * FF / 1e12, rtol=1e-5)
+    full = step(model, hw, recompute=2.0)
+    both = step(model, hw, recompute=2.0, recompute_layernorm=1.0, recompute_mlp=1.0)
+    np.testing.assert_allclose([both.activation_bytes, both.recompute], [full.activation_bytes, full.recompute])
+
+
 def test_sequence_parallel_bytes(model, hw):
     """TP = 2 with sequence parallelism: per layer an all-gather and a
     reduce-scatter around attention and around the MLP, each of the
@@ -248,6 +266,8 @@ def specs(tmp_path_factory):
      "stage); at most --vp 4"),
     (["--chips", "1", "--recompute", "some"], "--recompute 'some' is not one of none, selective, full"),
     (["--chips", "1", "--zero", "4"], "--zero '4' is not one of 0, 1, 2, 3"),
+    (["--chips", "1", "--recompute-modules", "layernorm,attn"],
+     "--recompute-modules 'attn' is not one of layernorm, mla_up_proj, moe_act, mlp"),
     (["--chips", "1", "--dtype", "fp16"], "--dtype 'fp16' is not one of bf16, fp8, fp4, int8"),
     (["--chips", "3", "--tp", "3"], "--tp 3 does not divide the model's 4 attention heads; e.g. --tp 1, 2, 4"),
     (["--chips", "1", "--overlap", "1.5"], "--overlap must lie in [0, 1], got 1.5"),

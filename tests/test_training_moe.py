@@ -265,3 +265,20 @@ def test_a_training_study_sweeps_etp_and_its_rows_run_through_jaxplat_train(tmp_
         assert main(argv) == 0, argv
         got = json.loads(capsys.readouterr().out)
         np.testing.assert_allclose(got["step_time_s"], r["step_time_s"], rtol=1e-5)
+
+
+def test_recompute_modules_free_the_expert_activations_and_mla_projections():
+    """module_savings by hand. The tiny Mixtral, moe_act: each of the 2
+    copies' activation output, 2·f_e = 256 bytes per token, 512 in all.
+    DeepSeek-V3 (128 heads, nope 128 + rope 64, v 128), mla_up_proj: Q of
+    128·192 and K, V of 128·192 and 128·128 elements, 2 bytes each:
+    2·24,576 + 2·(24,576 + 16,384) = 131,072 bytes per token; no dense MLP
+    saving there but 3 of its 61 layers' share."""
+    from jaxplat.cost.training_memory import RECOMPUTE_MODULES, module_savings
+    from jaxplat.model import load_model
+
+    tiny = dict(zip(RECOMPUTE_MODULES, np.asarray(module_savings(model_from_config(CONFIG)))))
+    assert tiny["moe_act"] == TOPK * 2 * FF and tiny["mla_up_proj"] == 0 and tiny["mlp"] == 0
+    ds = dict(zip(RECOMPUTE_MODULES, np.asarray(module_savings(load_model("deepseek-v3")))))
+    np.testing.assert_allclose(ds["mla_up_proj"], 131072)
+    np.testing.assert_allclose(ds["mlp"], 3 / 61 * (2 * 2 * 18432 + 2 * 18432), rtol=1e-6)

@@ -154,12 +154,32 @@ def overlap(row) -> float:
 
 def ep_overlap(row) -> float:
     """TrainWorkload.ep_overlap of a row: 1 where its Megatron-Bridge recipe
-    sets moe_a2a_overlap=True (Qwen3-235B-A22B on H100: the EP all-to-alls
-    hidden behind another micro-batch's compute), 0 elsewhere (the recipes
-    of the other MoE rows set it False or not at all)."""
+    sets moe_a2a_overlap=True, the EP all-to-alls hidden behind another
+    micro-batch's compute: Qwen3-235B-A22B on H100, and DeepSeek-V3 on B200
+    at pp 8, vp 2, ep 32 (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2, the
+    only B200 DeepSeek-V3 recipe at those degrees; the pp-16 ep-8 ones set
+    it False); 0 elsewhere (the recipes of the other MoE rows set it False
+    or not at all)."""
     name = row["model"].lower()
-    nemo = family(row["source"]) == "Megatron-Bridge/NeMo"
-    return 1.0 if nemo and "235b" in name and row["chip"].startswith("H100") else 0.0
+    if family(row["source"]) != "Megatron-Bridge/NeMo":
+        return 0.0
+    if "235b" in name and row["chip"].startswith("H100"):
+        return 1.0
+    deg = (_num(row["pp"], 1), _num(row["vp"], 1), _num(row["ep"], 1))
+    return 1.0 if "deepseek" in name and row["chip"].startswith("B200") and deg == (8, 2, 32) else 0.0
+
+
+def recompute_modules(row) -> dict:
+    """TrainWorkload's recompute_<module> flags of a row from its
+    Megatron-Bridge recipe's recompute_modules
+    (scripts/performance/configs/deepseek/deepseek_workload_base_configs.py):
+    DeepSeek-V3 on B200 at pp 16 (the V1 recipe) recomputes mla_up_proj, at
+    pp 8 vp 2 ep 32 (B200_FP8_MX_V2) and on H100 mla_up_proj and mlp; the
+    Qwen3 and Llama recipes name none."""
+    if family(row["source"]) != "Megatron-Bridge/NeMo" or "deepseek" not in row["model"].lower():
+        return {}
+    v1_b200 = row["chip"].startswith("B200") and _num(row["pp"], 1) == 16
+    return {"recompute_mla_up_proj": 1.0, **({} if v1_b200 else {"recompute_mlp": 1.0})}
 
 
 def moe_dispatcher(row) -> str:
@@ -284,7 +304,7 @@ def inputs(row):
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
                         bytes_grad_comm=2.0 if pure else 4.0, dropout=dropout(row),
                         attention_kernel_speed=attention_kernel(row), power_cap_w=power_cap(row["chip"]),
-                        ep_overlap=ep_overlap(row))
+                        ep_overlap=ep_overlap(row), **recompute_modules(row))
     return model, hw, par, twl, train_options(row)
 
 

@@ -20,7 +20,7 @@ from jaxplat.cost.training import (
     fold_experts,
     train_step,
 )
-from jaxplat.cost.training_memory import checks
+from jaxplat.cost.training_memory import RECOMPUTE_MODULES, checks
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names
 from jaxplat.report import json_text, table
 from jaxplat.search.train_study import RECIPES, SHARE_FLAGS, TRAIN_DTYPES
@@ -58,6 +58,9 @@ def register(sub):
                         "(per-tensor scaling on Hopper, MXFP8 where the chip has FP4, i.e. Blackwell), fp4 NVFP4, "
                         "int8 an int8 GEMM recipe (AQT)")
     p.add_argument("--recompute", default="none", help=f"activation recomputation: {', '.join(RECOMPUTE)}")
+    p.add_argument("--recompute-modules", default="",
+                   help="modules recomputed in the backward besides, comma-separated, of "
+                        f"{', '.join(RECOMPUTE_MODULES)} (Megatron-Core's recompute_modules; default none)")
     p.add_argument("--zero", default="0", help="ZeRO stage 0..3 (1 = Megatron's distributed optimizer, 3 = FSDP)")
     p.add_argument("--overlap", type=float, default=0.0,
                    help="share of the TP and PP communication run beside the GEMMs, 0..1 (Megatron-Core's "
@@ -86,12 +89,20 @@ def _divisors(n, limit=6):
     return ", ".join([str(d) for d in range(1, n + 1) if n % d == 0][:limit])
 
 
+def recompute_modules(args) -> list:
+    """The --recompute-modules names, in the order given."""
+    return [mod.strip() for mod in args.recompute_modules.split(",") if mod.strip()]
+
+
 def validate(args, model) -> int:
     """One-line SpecErrors for flags that cannot describe a job; returns dp."""
     if args.dtype not in TRAIN_DTYPES:
         raise SpecError(f"--dtype {args.dtype!r} is not one of {', '.join(TRAIN_DTYPES)}")
     if args.recompute not in RECOMPUTE:
         raise SpecError(f"--recompute {args.recompute!r} is not one of {', '.join(RECOMPUTE)}")
+    bad = [mod for mod in recompute_modules(args) if mod not in RECOMPUTE_MODULES]
+    if bad:
+        raise SpecError(f"--recompute-modules {bad[0]!r} is not one of {', '.join(RECOMPUTE_MODULES)}")
     if args.moe_dispatcher not in MOE_DISPATCHERS:
         raise SpecError(f"--moe-dispatcher {args.moe_dispatcher!r} is not one of {', '.join(MOE_DISPATCHERS)}")
     if args.zero not in ZERO:
@@ -168,7 +179,8 @@ def train_workload(args, hw) -> TrainWorkload:
                          seq=float(args.seq), tokens=float(args.tokens),
                          recompute=float(RECOMPUTE.index(args.recompute)), zero=float(args.zero),
                          bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=block,
-                         ep_overlap=float(args.ep_overlap))
+                         ep_overlap=float(args.ep_overlap),
+                         **{f"recompute_{mod}": 1.0 for mod in recompute_modules(args)})
 
 
 def train_arrays(model, hw, par, twl, topts):
@@ -211,6 +223,7 @@ def run(args) -> int:
         out = {k: (bool(getattr(m, k)) if k == "fits" else float(getattr(m, k))) for k in JSON_KEYS}
         out.update(model=args.model, hardware=args.hardware, chips=args.chips, dp=dp,
                    etp=args.tp if args.etp is None else args.etp, moe_dispatcher=args.moe_dispatcher,
+                   recompute_modules=recompute_modules(args),
                    microbatches=float(m.microbatches),
                    bubble_fraction=float(m.bubble_fraction), capacity_bytes=float(m.capacity_bytes),
                    phases_s={k: float(getattr(m, k)) for k, _ in PHASES},
@@ -239,7 +252,8 @@ def _print_text(args, dp, m, levels, reasons):
     etp = "" if args.etp is None or args.etp == args.tp else f" etp={args.etp}"
     print(f"{args.model} on {args.hardware} x{args.chips} (tp={args.tp} pp={args.pp} vp={args.vp} cp={args.cp} "
           f"ep={args.ep}{etp} dp={dp}), global batch {args.global_batch} x {args.seq} tokens, micro-batch "
-          f"{args.micro_batch} ({float(m.microbatches):g} per step), {args.dtype}, recompute {args.recompute}, "
+          f"{args.micro_batch} ({float(m.microbatches):g} per step), {args.dtype}, recompute {args.recompute}"
+          f"{' + ' + args.recompute_modules if recompute_modules(args) else ''}, "
           f"ZeRO {args.zero}{_options(args)}\n")
     rows = [["step time", units.fmt_time(step)],
             ["tokens/s per chip", f"{float(m.tokens_per_s_per_chip):.4g}"],

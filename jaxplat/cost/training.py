@@ -13,7 +13,10 @@ row (times scale the priced forward rows; shapes as in the forward):
              input, write the input gradient); the embedding 1x (scatter-add).
   recompute  none; selective: the attention core (scores, softmax, values)
              again; full: every layer's forward again (Korthikanti et al.
-             2022, arXiv 2205.05198, Sec. 5), with its TP and EP collectives.
+             2022, arXiv 2205.05198, Sec. 5), with its TP and EP collectives;
+             besides either of the first two, Megatron-Core's
+             recompute_modules (layernorm, mla_up_proj, moe_act, mlp):
+             their rows' forward again (`MODULE_ROWS`).
   low precision  FP8/MXFP8/NVFP4/int8 GEMMs run at the chip's peak for that
              dtype through the existing dtype efficiency
              (efficiency.gemm_peak via row_components); the scaling costs a
@@ -120,6 +123,9 @@ CE_STATS_BYTES = 12.0     # per token: max, sum of exponentials and the target l
 SCALING_READS = 2.0
 FA2_ON_HOPPER = 0.35 / 0.75        # attention_kernel_speed of FlashAttention-2 on an H100 (Shah et al. 2024)
 FA_TRITON_ON_AMPERE = 1.0 / 1.8    # attention_kernel_speed of Triton FlashAttention on an A100 (Dao 2023 Sec. 4.1)
+# The table rows each of Megatron-Core's recompute_modules runs again in the backward (training_memory.RECOMPUTE_MODULES
+# order): the two norms, MLA's query and key/value up-projections, the experts' activation, a dense MLP.
+MODULE_ROWS = (("attn_norm", "ffn_norm"), ("q_b", "kv_b"), ("experts_act", "shared_act"), ("up_gate", "act", "down"))
 SP_ROWS = ("attn_norm", "attn_residual", "ffn_norm", "ffn_residual", "mamba_norm", "mamba_residual", "final_norm")
 LAYER_TP = ("attn_allreduce", "ffn_allreduce", "mamba_allreduce", "ssm_x_allreduce")
 
@@ -137,6 +143,11 @@ class TrainWorkload:
     seq: tokens per sequence. tokens: tokens to train on (for the time,
       energy and cost to train; 0: none).
     recompute: 0 none, 1 selective, 2 full (RECOMPUTE).
+    recompute_layernorm, recompute_mla_up_proj, recompute_moe_act,
+      recompute_mlp: 1 where that module is recomputed in the backward
+      besides (Megatron-Core's recompute_modules, `MODULE_ROWS`): its
+      activations are not kept (`training_memory.module_savings`) and its
+      rows' forward runs again; no effect under full recomputation.
     zero: ZeRO stage 0..3 (1 = Megatron's distributed optimizer, 3 = FSDP).
     bytes_act, compute_dtype: GEMM operand bytes and their dtype (an index
       into units.DTYPES): 2 / bf16, 1 / fp8, 0.5 + 1/16 / fp4 (NVFP4).
@@ -207,6 +218,10 @@ class TrainWorkload:
     seq: jax.Array
     tokens: jax.Array = _f32(0.0)
     recompute: jax.Array = _f32(0.0)
+    recompute_layernorm: jax.Array = _f32(0.0)
+    recompute_mla_up_proj: jax.Array = _f32(0.0)
+    recompute_moe_act: jax.Array = _f32(0.0)
+    recompute_mlp: jax.Array = _f32(0.0)
     zero: jax.Array = _f32(0.0)
     bytes_act: jax.Array = _f32(2.0)
     compute_dtype: jax.Array = _f32(float(DTYPES.index("bf16")))
@@ -439,6 +454,18 @@ def capped_clock(hw: Hardware, cap_w):
     return jnp.where(on, jnp.maximum(share, 1e-6) ** (1.0 / 3.0), 1.0)
 
 
+def module_flags(twl: TrainWorkload) -> jax.Array:
+    """[4] 0/1 of the recomputed modules, training_memory.RECOMPUTE_MODULES order."""
+    return jnp.stack([twl.recompute_layernorm, twl.recompute_mla_up_proj, twl.recompute_moe_act, twl.recompute_mlp])
+
+
+def _module_recompute(t: OpTable, twl: TrainWorkload, row_fwd) -> jax.Array:
+    """Seconds per micro-batch of the recomputed modules' rows (MODULE_ROWS)
+    run again; row_fwd [rows] is the rank's forward seconds per row."""
+    masks = jnp.asarray(np.stack([_mask(t, rows) for rows in MODULE_ROWS]))  # [4, rows]
+    return jnp.sum(module_flags(twl) @ masks * row_fwd)
+
+
 def _loss_times(t: OpTable, hw: Hardware, w):
     """(forward, backward) seconds of the fp32 loss over one micro-batch's
     logits on the rank (the LM head row's tokens x its vocabulary share),
@@ -480,7 +507,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     t_fwd = jnp.sum(w * fwd) + loss_fwd
     t_bwd = jnp.sum(w * bwd_factor * fwd) / jnp.clip(twl.backward_efficiency, 0.1, 1.0) + loss_bwd
     attn_fwd = jnp.sum(w * attn * fwd)
-    t_rec = r_full * jnp.sum(w * (1.0 - once) * fwd) + r_sel * attn_fwd
+    t_rec = (r_full * jnp.sum(w * (1.0 - once) * fwd) + r_sel * attn_fwd
+             + (1.0 - r_full) * _module_recompute(t, twl, w * fwd))
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
 
     comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec), twl.ep_overlap,
@@ -515,7 +543,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     layers_rank = par.vp * jnp.ceil(model.layers / (par.pp * par.vp))
     stash = tm.in_flight(par.pp, par.vp, m, options.schedule)
     act = (tm.activation_per_layer(model, par.tp, par.cp, twl.micro_batch, twl.seq, twl.recompute,
-                                   opts.fused_attention, twl.dropout) * layers_rank * stash
+                                   opts.fused_attention, twl.dropout, module_flags(twl)) * layers_rank * stash
            + tm.LOGIT_BYTES * twl.micro_batch * jnp.ceil(twl.seq / par.cp) * model.vocab / par.tp)
     mem = wb + gb + ob + act
     cap = capacity_bytes(hw)

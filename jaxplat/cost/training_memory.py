@@ -45,12 +45,48 @@ KORTHIKANTI_FULL = 2.0           # s·b·h bytes per layer: the layer's input
 LOGIT_BYTES = 4.0                # fp32 logits of the cross-entropy, per vocabulary entry and token
 
 
-def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fused_attention: bool, dropout=1.0):
+def _stored_qkv(model: Model):
+    """(q, k) widths per token of the stored Q and of each of K and V: heads
+    x head_dim and kv_heads x head_dim; MLA's decompressed ones (heads x
+    (nope + rope) for Q, the mean of K's nope + rope and V's dims for K/V)."""
+    a = model.heads
+    if model.attention == "mla":
+        return a * (model.nope_dim + model.rope_dim), a * (model.nope_dim + model.rope_dim + model.v_head_dim) / 2.0
+    return a * model.head_dim, model.kv_heads * model.head_dim
+
+
+RECOMPUTE_MODULES = ("layernorm", "mla_up_proj", "moe_act", "mlp")  # Megatron-Core's recompute_modules names
+
+
+def module_savings(model: Model):
+    """16-bit elements x 2 bytes per token and layer that recomputing each of
+    RECOMPUTE_MODULES in the backward frees (Megatron-Core's
+    TransformerConfig.recompute_modules), the layer's input of that module
+    still kept: layernorm, the two norms' outputs (the attention's and the
+    MLP's GEMM inputs, 2h each); mla_up_proj, MLA's up-projected Q, K and V
+    (2q + 2·2k; the latents stay); moe_act, each routed and shared expert
+    copy's activation output (2f_e); mlp, a dense MLP's up-projection and
+    activation outputs (2·g·f + 2f). MoE and dense shares as in
+    `activation_per_layer`. Returns a [4] array, RECOMPUTE_MODULES order."""
+    h, g, fe = model.hidden, ffn_factor(model), model.expert_intermediate
+    q, kv = _stored_qkv(model)
+    moe_share = safe_div(moe_layers(model), model.layers)
+    mla = 1.0 if model.attention == "mla" else 0.0
+    return jnp.stack([4.0 * h, mla * (2.0 * q + 4.0 * kv),
+                      moe_share * (model.top_k + model.shared_experts) * 2.0 * fe,
+                      (1.0 - moe_share) * (2.0 * g * model.intermediate + 2.0 * model.intermediate)])
+
+
+def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fused_attention: bool, dropout=1.0,
+                         modules=None):
     """Bytes one chip keeps per transformer layer for one micro-batch
     (Korthikanti et al. Sec. 4.1 term by term, tensor + sequence parallel:
     everything over t; see the module doc). recompute: traced code, 0 none,
     1 selective, 2 full. dropout: 1 when the model trains with dropout (its
     1-byte masks: GPT in Megatron), 0 without (Llama, most models since).
+    modules: [4] 0/1 of RECOMPUTE_MODULES recomputed besides (their
+    `module_savings` not kept; no effect under full recomputation); None:
+    none.
 
     Per token, in 16-bit elements x 2 bytes (h hidden, q = heads·head_dim,
     k = kv_heads·head_dim, f the FFN width, g = 2 gated or 1):
@@ -66,10 +102,7 @@ def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fuse
     """
     s_loc, h, a = seq / cp, model.hidden, model.heads
     g = ffn_factor(model)
-    if model.attention == "mla":
-        q, kv = a * (model.nope_dim + model.rope_dim), a * (model.nope_dim + model.rope_dim + model.v_head_dim) / 2.0
-    else:
-        q, kv = a * model.head_dim, model.kv_heads * model.head_dim
+    q, kv = _stored_qkv(model)
     attn = 2.0 * h + 2.0 * q + 4.0 * kv + 2.0 * q + dropout * h
     dense_mlp = 2.0 * h + 2.0 * g * model.intermediate + 2.0 * model.intermediate + dropout * h
     fe = model.expert_intermediate
@@ -77,6 +110,8 @@ def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fuse
                                        + model.shared_experts * (2.0 * g * fe + 2.0 * fe))
     moe_share = safe_div(moe_layers(model), model.layers)
     per_token = 4.0 * h + attn + (1.0 - moe_share) * dense_mlp + moe_share * moe_mlp
+    if modules is not None:
+        per_token = per_token - jnp.sum(jnp.asarray(modules) * module_savings(model))
     tokens = s_loc * micro_batch
     scores = 0.0 if fused_attention else (2.0 + 3.0 * dropout) * a * seq * tokens
     none = (per_token * tokens + scores) / tp
@@ -179,5 +214,5 @@ def checks(model: Model, par, twl) -> dict:
             "cp": div(twl.seq, 2.0 * par.cp) | (par.cp == 1.0)}
 
 
-__all__ = ["activation_per_layer", "attention_width", "checks", "flop_params", "in_flight", "model_flops_per_token",
-           "recompute_flops_per_token", "shard_groups", "state_bytes"]
+__all__ = ["RECOMPUTE_MODULES", "activation_per_layer", "attention_width", "checks", "flop_params", "in_flight",
+           "model_flops_per_token", "module_savings", "recompute_flops_per_token", "shard_groups", "state_bytes"]
