@@ -188,3 +188,23 @@ def test_codesign_command_on_a_training_study(tmp_path):
     sens = s["sensitivities"]
     assert set(sens) == {"flops", "sram", "hbm_stacks", "link_bw"}
     assert sens["flops"]["step_time_s"] < 0  # more FLOP/s, shorter steps
+
+
+def test_a_training_codesign_folds_the_experts_at_each_candidates_etp():
+    """candidates.etp (jaxplat train --etp): tp 2, ep 2, etp 1 or 2 on a MoE.
+    etp 1 splits the experts over the two tp ranks too (Parallel.moe_ep 2,
+    the table's ep 2/2 = 1); etp 2 is expert tensor parallelism at tp
+    (moe_ep 1, ep 2); etp 3 does not divide tp and is no candidate; without
+    the key every candidate keeps etp = tp."""
+    from jaxplat.design import codesign_train as ct
+
+    study = {**STUDY, "model": "qwen3-30b-a3b",
+             "candidates": {"chips": [8], "tp": [2], "ep": [2], "etp": [1, 2, 3]}}
+    p, _ = problem_from_dict(study)
+    par, _ = ct.candidate(p.cand, p.workload)
+    np.testing.assert_allclose(np.asarray(par.moe_ep)[:3], [2, 1, 2 / 3], rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(par.ep)[:2], [1, 2])
+    assert list(ct.validity(p.model, p.workload, p.cand)[:3]) == [True, True, False]
+    assert [ct.describe(p.cand, i)["etp"] for i in range(2)] == [1.0, 2.0]
+    plain, _ = problem_from_dict({**study, "candidates": {"chips": [8], "tp": [2], "ep": [2]}})
+    assert ct.describe(plain.cand, 0)["etp"] == 2.0

@@ -307,6 +307,7 @@ def _train_summary(prob: cd.Problem, i: int, chip_path, cfg: dict) -> dict:
     c = ct.describe(prob.cand, i)
     twl, dtype = prob.workload, cfg["dtype"]
     flags = {"chips": c["chips"], "tp": c["tp"], "pp": c["pp"], "vp": c["vp"], "cp": c["cp"], "ep": c["ep"],
+             **({"etp": c["etp"]} if c["etp"] != c["tp"] else {}),
              "micro-batch": c["micro_batch"], "global-batch": float(twl.global_batch), "seq": float(twl.seq)}
     cmd = (f"jaxplat train --model {cfg['model']} --hardware {chip_path} "
            + " ".join(f"--{k} {v:.0f}" for k, v in flags.items())

@@ -23,6 +23,15 @@ def fold_experts(par: Parallel, etp) -> Parallel:
     return replace(par, moe_ep=moe_ep, ep=jnp.maximum(par.ep / moe_ep, 1.0))
 
 
+def fold_valid(par: Parallel, etp):
+    """Whether `fold_experts(par, etp)` describes a layout: tp/etp is a whole
+    number and divides `par.ep` (every expert-parallel rank counted, as
+    Megatron-Core's expert_model_parallel_size: ep·etp ranks hold one copy
+    of the experts, the tp ranks' tp/etp slices of them included)."""
+    fold = par.tp / etp
+    return (fold >= 1.0) & (fold == jnp.round(fold)) & (par.ep / fold == jnp.round(par.ep / fold))
+
+
 def moe_dispatch(t: OpTable, model: Model, par: Parallel, twl, dispatcher: str) -> OpTable:
     """The routed experts' token movement as Megatron-Core moves it in
     training. Both dispatchers send the layer's 16-bit hidden states: a
@@ -77,4 +86,4 @@ def folded_experts(t: OpTable, par: Parallel) -> OpTable:
     return dataclasses.replace(t, comm_n=comm_n, comm_s=comm_s)
 
 
-__all__ = ["fold_experts", "folded_experts", "moe_dispatch"]
+__all__ = ["fold_experts", "fold_valid", "folded_experts", "moe_dispatch"]

@@ -147,9 +147,11 @@ def _candidates(src, cd, keys, task) -> tuple[dict, int]:
     check_keys(src, "candidates.", cd, keys, required=("chips",) if task == "train" else ())
     lists = []
     for k in keys:
-        v = cd.get(k, ["none"] if k == "recompute" else [1] if k != "zero" else [0])
+        v = cd.get(k, ["none"] if k == "recompute" else [0] if k == "zero" else [1])
         v = v if isinstance(v, list) and v else [v]
-        if k == "recompute":
+        if k == "etp" and k not in cd:
+            lists.append([0.0])  # expert tensor parallelism at tp: no folding
+        elif k == "recompute":
             bad = [e for e in v if e not in RECOMPUTE]
             if bad:
                 raise SpecError(f"{src}: candidates.recompute has {bad[0]!r}; allowed: {', '.join(RECOMPUTE)}")

@@ -3,7 +3,7 @@
 The same co-design as inference (jaxplat.design.codesign: log-space Adam in
 a box, smooth minimum over the candidates, rounding, exact re-check, grid
 oracle), with a training step in place of a serving deployment: every
-candidate is a way to train the run (chips, tp, pp, vp, cp, ep, micro-batch,
+candidate is a way to train the run (chips, tp, pp, vp, cp, ep, etp, micro-batch,
 recomputation, ZeRO stage: the flags of `jaxplat train`; dp = chips /
 (tp·pp·cp)), costed by the one training cost model
 (`jaxplat.cost.training.train_step`, smooth mode for the gradient, exact for
@@ -29,20 +29,28 @@ import numpy as np
 
 from jaxplat.cost.training import RECOMPUTE, TrainOptions, TrainWorkload, train_step
 from jaxplat.cost.training_memory import checks
+from jaxplat.cost.training_moe import fold_experts, fold_valid
 from jaxplat.model import Options, Parallel, replace
 from jaxplat.search.train_study import chip_recipe
 
 TRAIN_OBJECTIVES = ("train_cost_usd", "train_days")
-TRAIN_CANDIDATE_KEYS = ("chips", "tp", "pp", "vp", "cp", "ep", "micro_batch", "recompute", "zero")
+# etp: the expert tensor-parallel degree (`jaxplat train --etp`); 0, the default, is tp (no folding)
+TRAIN_CANDIDATE_KEYS = ("chips", "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "recompute", "zero")
 SECONDS_PER_DAY = 86400.0
 
 
+def _etp(c):
+    """The candidates' expert tensor-parallel degree (0: tp)."""
+    return jnp.where(c["etp"] > 0, c["etp"], c["tp"])
+
+
 def candidate(cand: dict, workload: TrainWorkload, i=None):
-    """(Parallel, TrainWorkload) of candidate i, or of all ([C] leaves)."""
+    """(Parallel, TrainWorkload) of candidate i, or of all ([C] leaves); the
+    experts folded at the candidate's etp (`training_moe.fold_experts`)."""
     pick = (lambda v: v) if i is None else (lambda v: v[i])
     c = {k: pick(jnp.asarray(v)) for k, v in cand.items()}
-    par = Parallel(tp=c["tp"], pp=c["pp"], vp=c["vp"], cp=c["cp"], ep=c["ep"],
-                   dp=c["chips"] / (c["tp"] * c["pp"] * c["cp"]))
+    par = fold_experts(Parallel(tp=c["tp"], pp=c["pp"], vp=c["vp"], cp=c["cp"], ep=c["ep"],
+                                dp=c["chips"] / (c["tp"] * c["pp"] * c["cp"])), _etp(c))
     twl = replace(workload, micro_batch=c["micro_batch"], recompute=c["recompute"], zero=c["zero"])
     shape = c["tp"].shape  # every leaf gets the candidate axis, so vmap(in_axes=0) applies
     return jax.tree.map(lambda v: jnp.broadcast_to(v, shape), (par, twl))
@@ -82,10 +90,13 @@ def meets(m, hw, budget, deadline):
 def validity(model, workload: TrainWorkload, cand: dict) -> np.ndarray:
     """[C] bool: every check of training_memory.checks (whole degrees, tp
     divides the heads, ep the experts and dp, the batch splits into
-    micro-batches, pp·vp <= layers, ...) holds, evaluated on the host."""
+    micro-batches, pp·vp <= layers, ...) holds and etp folds the experts
+    (`training_moe.fold_valid`), evaluated on the host."""
     par, twl = candidate(cand, workload)
     ok = jax.vmap(lambda p, w: jnp.stack(list(checks(model, p, w).values())).all())(par, twl)
-    return np.asarray(ok)
+    c = {k: jnp.asarray(v) for k, v in cand.items()}
+    folds = fold_valid(Parallel(tp=c["tp"], ep=c["ep"]), _etp(c)) | (model.experts == 0)
+    return np.asarray(ok & folds)
 
 
 def describe(cand: dict, i: int) -> dict:
@@ -93,6 +104,7 @@ def describe(cand: dict, i: int) -> dict:
     c = {k: float(v[i]) for k, v in cand.items()}
     c["dp"] = c["chips"] / (c["tp"] * c["pp"] * c["cp"])
     c["recompute"] = RECOMPUTE[round(c["recompute"])]
+    c["etp"] = c["etp"] or c["tp"]
     return c
 
 

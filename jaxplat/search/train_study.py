@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.training import MOE_DISPATCHERS, RECOMPUTE, TrainOptions, TrainWorkload, fold_experts, train_step
+from jaxplat.cost.training_moe import fold_valid
 from jaxplat.cost.training_memory import checks
 from jaxplat.model import replace
 from jaxplat.search import study as infer
@@ -137,8 +138,7 @@ def measure(model, hw, par, twl, chips_eq, st):
     par = replace(par, dp=chips_eq / (par.tp * par.pp * par.cp))
     folds = jnp.bool_(True)
     if any(a.name == "etp" for a in (*st.outer, *st.inner)):  # MoE parallel folding: as `jaxplat train --etp`
-        fold = par.tp / par.moe_ep
-        folds = (fold == jnp.round(fold)) & (par.ep / fold == jnp.round(par.ep / fold))
+        folds = fold_valid(par, par.moe_ep)
         par = fold_experts(par, par.moe_ep)
     m = train_step(model, hw, par, chip_recipe(twl, hw), st.train_options)
     no = jnp.bool_(False)
