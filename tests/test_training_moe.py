@@ -238,16 +238,20 @@ def test_moe_parallel_folding_splits_the_experts_over_the_tp_ranks(model, tmp_pa
 
 
 def test_a_training_study_sweeps_etp_and_its_rows_run_through_jaxplat_train(tmp_path, capsys):
-    """A study's `etp` axis folds the experts as `jaxplat train --etp` does:
-    every feasible row of top_k.csv, sent back through `jaxplat train` with its
-    flags (--etp among them), gives the same step time; etp 3 does not divide
+    """A study's `etp` axis folds the experts as `jaxplat train --etp` does,
+    and its `recompute_moe_act` axis recomputes the experts' activation as
+    `--recompute-modules moe_act` does: every feasible row of top_k.csv,
+    sent back through `jaxplat train` with its flags (and through the
+    printed command's), gives the same step time; etp 3 does not divide
     tp 2, so its points are not feasible."""
     import pandas as pd
     import yaml
+
+    from jaxplat.search.train_study import load_study
     study = dict(name="moe-fold", task="train", models=["mixtral-8x7b"], hardware="dgx-h100-pod",
                  axes=dict(chips=[32], tp=[2], ep=[2, 4, 8], etp=[1, 2, 3], global_batch=[128], seq=[4096],
-                           dtype=["fp8"], zero=[1]),
-                 objective={"maximize": "tokens_per_s_per_chip"}, top_k=9)
+                           dtype=["fp8"], zero=[1], recompute_moe_act=[0, 1]),
+                 objective={"maximize": "tokens_per_s_per_chip"}, top_k=20)
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(study))
     out = tmp_path / "out"
@@ -256,12 +260,17 @@ def test_a_training_study_sweeps_etp_and_its_rows_run_through_jaxplat_train(tmp_
     top = pd.read_csv(out / "top_k.csv")
     # feasible: etp 2 (= tp) with ep 2, 4, 8 over dp 16; etp 1 with ep 4, 8 (ep 2 at etp 1 puts 4 whole
     # experts on a chip: 127 GB, no fit)
-    assert sorted(zip(top["etp"], top["ep"])) == [(1, 4), (1, 8), (2, 2), (2, 4), (2, 8)]
+    kept = top[top["recompute_moe_act"] == 0]
+    assert sorted(zip(kept["etp"], kept["ep"])) == [(1, 4), (1, 8), (2, 2), (2, 4), (2, 8)]
+    assert set(top["recompute_moe_act"]) == {0, 1}
+    st = load_study(path)
     for _, r in top.iterrows():
         argv = ["train", "--model", "mixtral-8x7b", "--hardware", "dgx-h100-pod", "--json", "--etp", str(r["etp"])]
         for k in ("chips", "tp", "pp", "vp", "cp", "ep", "micro_batch", "global_batch", "seq", "dtype", "recompute",
                   "zero"):
             argv += [f"--{k.replace('_', '-')}", str(r[k])]
+        argv += ["--recompute-modules", "moe_act"] * int(r["recompute_moe_act"])
+        assert (" --recompute-modules moe_act" in train_command(st, r)) == bool(r["recompute_moe_act"])
         assert main(argv) == 0, argv
         got = json.loads(capsys.readouterr().out)
         np.testing.assert_allclose(got["step_time_s"], r["step_time_s"], rtol=1e-5)

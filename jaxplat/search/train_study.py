@@ -25,7 +25,9 @@ engine's per-configuration function is a static choice (`Study.task`), here
     pareto: [train_time_s, train_cost_usd]
 
 chips, global_batch and seq are required; the other flags default to
-`jaxplat train`'s defaults (one-value axes). A configuration is feasible when
+`jaxplat train`'s defaults (one-value axes). recompute_layernorm,
+recompute_mla_up_proj, recompute_moe_act and recompute_mlp ([0, 1]) sweep
+`--recompute-modules`. A configuration is feasible when
 every check of `training_memory.checks` holds (chips divisible by tp·pp·cp,
 ep dividing dp and the experts, the global batch by micro_batch·dp,
 pp·vp <= layers, ...) and it fits in memory; `max_memory_fraction` and
@@ -39,8 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.training import MOE_DISPATCHERS, RECOMPUTE, TrainOptions, TrainWorkload, fold_experts, train_step
+from jaxplat.cost.training_memory import RECOMPUTE_MODULES, checks
 from jaxplat.cost.training_moe import fold_valid
-from jaxplat.cost.training_memory import checks
 from jaxplat.model import replace
 from jaxplat.search import study as infer
 from jaxplat.search.study import AXIS_KINDS, METRICS, Axis, AxisKind, Study, _fingerprint
@@ -98,6 +100,9 @@ TRAIN_AXIS_KINDS = {
     "recompute": AxisKind("workload", _set("recompute"), "", f"recomputation ({', '.join(RECOMPUTE)})",
                           categorical=True),
     "zero": AxisKind("workload", _set("zero"), "", "ZeRO stage (1: distributed optimizer, 3: FSDP)"),
+    **{f"recompute_{mod}": AxisKind("workload", _set(f"recompute_{mod}"), "",
+                                    f"1: recompute {mod} besides (Megatron-Core's recompute_modules), 0: keep it")
+       for mod in RECOMPUTE_MODULES},
 }
 TRAIN_AXES = tuple(TRAIN_AXIS_KINDS)
 REQUIRED_AXES = ("chips", "global_batch", "seq")
@@ -105,6 +110,8 @@ DEFAULTS = {"tp": [1], "pp": [1], "vp": [1], "cp": [1], "ep": [1], "micro_batch"
             "recompute": ["none"], "zero": [0]}
 # Axes that are `jaxplat train` flags with a default of 0, named in its command only where they are not 0
 SHARE_FLAGS = ("overlap", "ep_overlap")
+# Axes that are 0/1 switches, gathered into jaxplat train's --recompute-modules where 1
+MODULE_AXES = tuple(f"recompute_{mod}" for mod in RECOMPUTE_MODULES)
 # top_k.csv's columns of a training study, named by `jaxplat train`'s flags (dp derived)
 FLAG_COLUMNS = ("chips", "tp", "pp", "vp", "cp", "ep", "dp", "micro_batch", "global_batch", "seq", "dtype",
                 "recompute", "zero")
@@ -177,9 +184,12 @@ def _axis(src, name, spec) -> TrainAxis:
         spec = [2**k for k in range(math.ceil(math.log2(lo)), int(math.log2(hi)) + 1)]
     if not isinstance(spec, list) or not spec:
         raise SpecError(f"{where} must be a non-empty list of numbers or {{pow2: [lo, hi]}}")
-    vals = np.array([number(src, f"axes.{name}", v, allow_zero=name in ("zero", *SHARE_FLAGS)) for v in spec],
-                    np.float64)
-    if name in SHARE_FLAGS:
+    vals = np.array([number(src, f"axes.{name}", v, allow_zero=name in ("zero", *SHARE_FLAGS, *MODULE_AXES))
+                     for v in spec], np.float64)
+    if name in MODULE_AXES:
+        if any(v not in (0.0, 1.0) for v in vals):
+            raise SpecError(f"{where} must list 0 (keep) and/or 1 (recompute), got {spec!r}")
+    elif name in SHARE_FLAGS:
         if np.any((vals < 0) | (vals > 1)):
             raise SpecError(f"{where} must lie in [0, 1]")
     elif name == "zero":
@@ -283,6 +293,9 @@ def train_command(study, row) -> str:
     for k in SHARE_FLAGS:  # flags of jaxplat train only where the study has the axis (default 0)
         if k in row and float(row[k]) != 0.0:
             flags += f" --{k.replace('_', '-')} {float(row[k]):g}"
+    modules = [k.removeprefix("recompute_") for k in MODULE_AXES if k in row and float(row[k]) == 1.0]
+    if modules:
+        flags += f" --recompute-modules {','.join(modules)}"
     dispatcher = getattr(study, "train_options", TrainOptions()).moe_dispatcher
     if dispatcher != "alltoall":
         flags += f" --moe-dispatcher {dispatcher}"
@@ -297,7 +310,7 @@ def flag_frame(study, df):
     integers; recompute and dtype as the flags spell them) first."""
     df = df.copy()
     df["dp"] = df["chips"] / (df["tp"] * df["pp"] * df["cp"])
-    for k in FLAG_COLUMNS + (("etp",) if "etp" in df.columns else ()):
+    for k in FLAG_COLUMNS + tuple(k for k in ("etp", *MODULE_AXES) if k in df.columns):
         if k not in ("dtype", "recompute"):
             df[k] = df[k].round().astype("int64")
     lead = [c for c in ("rank", "index") if c in df.columns]
@@ -305,6 +318,6 @@ def flag_frame(study, df):
     return df[lead + list(FLAG_COLUMNS) + rest]
 
 
-__all__ = ["DEFAULTS", "FLAG_COLUMNS", "METRICS", "RECIPES", "REQUIRED_AXES", "TRAIN_AXIS_KINDS", "TRAIN_DTYPES",
+__all__ = ["DEFAULTS", "FLAG_COLUMNS", "METRICS", "MODULE_AXES", "RECIPES", "REQUIRED_AXES", "TRAIN_AXIS_KINDS", "TRAIN_DTYPES",
            "TRAIN_METRICS", "TrainAxis", "TrainStudy", "flag_frame", "load_study", "measure", "study_from_dict",
            "train_command", "train_study_from_dict"]
