@@ -150,6 +150,10 @@ def test_recompute_modules(model, hw):
     r = step(model, hw, recompute_layernorm=1.0, recompute_mlp=1.0)
     np.testing.assert_allclose(base.activation_bytes - r.activation_bytes, L * tok * (4 * D + 6 * FF), rtol=1e-6)
     np.testing.assert_allclose(r.recompute - base.recompute, L * 2 * tok * D * 3 * FF / 1e12, rtol=1e-5)
+    # HFU counts the FLOPs run again, one step on one chip at 1 TFLOP/s: the MLP's GEMMs, its activation
+    # (4 per element: operators.ACT_FLOPS) and the two norms (4 per element: NORM_FLOPS)
+    again = L * (2 * tok * D * 3 * FF + 4 * tok * FF + 2 * 4 * tok * D)
+    np.testing.assert_allclose(r.hfu - r.mfu, again / (r.step_time_s * 1e12), rtol=1e-4)
     full = step(model, hw, recompute=2.0)
     both = step(model, hw, recompute=2.0, recompute_layernorm=1.0, recompute_mlp=1.0)
     np.testing.assert_allclose([both.activation_bytes, both.recompute], [full.activation_bytes, full.recompute])

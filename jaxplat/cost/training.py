@@ -460,8 +460,9 @@ def module_flags(twl: TrainWorkload) -> jax.Array:
 
 
 def _module_recompute(t: OpTable, twl: TrainWorkload, row_fwd) -> jax.Array:
-    """Seconds per micro-batch of the recomputed modules' rows (MODULE_ROWS)
-    run again; row_fwd [rows] is the rank's forward seconds per row."""
+    """The recomputed modules' rows (MODULE_ROWS) summed: seconds per
+    micro-batch for row_fwd [rows] the rank's forward seconds per row,
+    FLOPs for its FLOPs per row."""
     masks = jnp.asarray(np.stack([_mask(t, rows) for rows in MODULE_ROWS]))  # [4, rows]
     return jnp.sum(module_flags(twl) @ masks * row_fwd)
 
@@ -537,7 +538,10 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     mf = tm.model_flops_per_token(model, twl.seq)
     peak = hw.chip.flops[twl.compute_dtype.astype(jnp.int32)]
     mfu = safe_div(tokens_s * mf, chips * peak)
-    hfu = mfu * safe_div(mf + tm.recompute_flops_per_token(model, twl.seq, twl.recompute), mf)
+    # HFU adds the recomputed FLOPs: full or selective per token (training_memory), the modules' rows per step
+    f_mod = (1.0 - r_full) * m * _module_recompute(t, twl, w * t.f0)  # FLOPs per step on the rank's chip
+    hfu = (mfu * safe_div(mf + tm.recompute_flops_per_token(model, twl.seq, twl.recompute), mf)
+           + safe_div(f_mod, step * peak))
 
     wb, gb, ob = tm.state_bytes(dense, expert, par, twl.zero, twl.bytes_param, twl.bytes_grad, twl.bytes_optim)
     layers_rank = par.vp * jnp.ceil(model.layers / (par.pp * par.vp))
