@@ -90,7 +90,7 @@ def test_bubble(model, hw, vp, fraction):
     r = step(model, hw, Parallel(pp=4, vp=vp), global_batch=16.0)
     assert r.microbatches == 8.0
     np.testing.assert_allclose(r.bubble_fraction, fraction, rtol=1e-6)
-    work = r.forward + r.backward + r.recompute + r.scaling + np.sum(r.comm[:4])
+    work = r.forward + r.backward + r.recompute + r.scaling + r.host + np.sum(r.comm[:4])
     np.testing.assert_allclose(r.bubble, fraction * work, rtol=1e-5)
     np.testing.assert_allclose(r.step_time_s, work + r.bubble + np.sum(r.comm[4]) + r.optimizer, rtol=1e-5)
 
@@ -275,6 +275,8 @@ def specs(tmp_path_factory):
     (["--chips", "1", "--dtype", "fp16"], "--dtype 'fp16' is not one of bf16, fp8, fp4, int8"),
     (["--chips", "3", "--tp", "3"], "--tp 3 does not divide the model's 4 attention heads; e.g. --tp 1, 2, 4"),
     (["--chips", "1", "--overlap", "1.5"], "--overlap must lie in [0, 1], got 1.5"),
+    (["--chips", "1", "--moe-host", "1e-3"], "--moe-host must be LAYER_S,EXPERT_S (two numbers of seconds), got '1e-3'"),
+    (["--chips", "1", "--moe-host=-1,0"], "--moe-host seconds must lie in [0, 1), got -1,0"),
     (["--chips", "1", "--ep-overlap", "-0.5"], "--ep-overlap must lie in [0, 1], got -0.5"),
 ])
 def test_cli_bad_input(specs, capsys, flags, message):

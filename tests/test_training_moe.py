@@ -291,3 +291,18 @@ def test_recompute_modules_free_the_expert_activations_and_mla_projections():
     ds = dict(zip(RECOMPUTE_MODULES, np.asarray(module_savings(load_model("deepseek-v3")))))
     np.testing.assert_allclose(ds["mla_up_proj"], 131072)
     np.testing.assert_allclose(ds["mlp"], 3 / 61 * (2 * 2 * 18432 + 2 * 18432), rtol=1e-6)
+
+
+def test_moe_layers_expose_their_host_time_per_micro_batch(model):
+    """TrainWorkload.moe_layer_host_s and moe_expert_host_s by hand: the
+    tiny Mixtral's 4 MoE layers on ep 2 hold 8 / 2 = 4 experts each; 2
+    micro-batches per step, so the step grows by 2 x 4 x (a + 4 b), as the
+    `host` phase; a dense model has none (test_training's phases sum
+    without it)."""
+    a, b = 1e-3, 1e-4
+    par = Parallel(ep=2.0, dp=2.0)
+    none = step(model, chip(1.0), par, global_batch=8.0, moe_layer_host_s=0.0, moe_expert_host_s=0.0)
+    some = step(model, chip(1.0), par, global_batch=8.0, moe_layer_host_s=a, moe_expert_host_s=b)
+    assert none.microbatches == 2.0 and none.host == 0.0
+    np.testing.assert_allclose(some.host, 2 * L * (a + 4 * b), rtol=1e-5)
+    np.testing.assert_allclose(some.step_time_s - none.step_time_s, 2 * L * (a + 4 * b), rtol=1e-4)

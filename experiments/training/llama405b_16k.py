@@ -44,8 +44,8 @@ from jaxplat.model import Parallel, load_hardware, load_model, network_level_nam
 from jaxplat.specs.units import DTYPES  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-PHASES = ("forward", "backward", "recompute", "scaling", "optimizer", "bubble")  # TrainMetrics fields
-SHOWN = {"scaling": "low-precision casts"}  # how a field is printed
+PHASES = ("forward", "backward", "recompute", "scaling", "host", "optimizer", "bubble")  # TrainMetrics fields
+SHOWN = {"scaling": "low-precision casts", "host": "MoE host time"}  # how a field is printed
 GRID = {"tp": (2, 4, 8), "pp": (4, 8, 16, 32), "vp": (1, 2, 4, 8), "cp": (1, 2, 4), "mb": (1, 2), "rec": (0, 1, 2),
         "ep": (1,)}
 

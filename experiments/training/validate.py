@@ -78,7 +78,7 @@ def main():
     print("Rows not expressible (family, reason: rows):")
     for (fam, why), n in sorted(skipped.items()):
         print(f"  {fam}, {why}: {n}")
-    summary(dev, "DEV rows (may be looked at; nothing fitted)")
+    summary(dev, "DEV rows (may be looked at; backward_efficiency and the MoE host time are fitted on them)")
     if args.test:
         summary(test, "TEST rows (held out by data/measured/training_split.yaml; reported once)")
 

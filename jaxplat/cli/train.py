@@ -14,6 +14,8 @@ from jaxplat.cli import compiled
 from jaxplat.cost.training import (
     COMM_NAMES,
     MOE_DISPATCHERS,
+    MOE_EXPERT_HOST_S,
+    MOE_LAYER_HOST_S,
     RECOMPUTE,
     TrainOptions,
     TrainWorkload,
@@ -30,7 +32,8 @@ EXIT_INFEASIBLE = 3
 ZERO = ("0", "1", "2", "3")
 JSON_KEYS = ("step_time_s", "tokens_per_s_per_chip", "mfu", "hfu", "memory_bytes", "fits")
 PHASES = (("forward", "forward"), ("backward", "backward (data + weight gradients)"), ("recompute", "recompute"),
-          ("scaling", "low-precision casts"), ("optimizer", "optimizer (Adam)"), ("bubble", "pipeline bubble"))
+          ("scaling", "low-precision casts"), ("host", "MoE host time (exposed)"), ("optimizer", "optimizer (Adam)"),
+          ("bubble", "pipeline bubble"))
 
 
 def register(sub):
@@ -61,6 +64,11 @@ def register(sub):
     p.add_argument("--recompute-modules", default="",
                    help="modules recomputed in the backward besides, comma-separated, of "
                         f"{', '.join(RECOMPUTE_MODULES)} (Megatron-Core's recompute_modules; default none)")
+    p.add_argument("--moe-host", default=f"{MOE_LAYER_HOST_S:g},{MOE_EXPERT_HOST_S:g}",
+                   help="host time a MoE layer leaves exposed per micro-batch, forward and backward: LAYER_S,EXPERT_S "
+                        "seconds per MoE layer and per expert the chip holds (software: Megatron-Core's eager stack, "
+                        f"fitted: default {MOE_LAYER_HOST_S:g},{MOE_EXPERT_HOST_S:g}; 0,0 for a stack that "
+                        "captures its MoE layers in graphs)")
     p.add_argument("--zero", default="0", help="ZeRO stage 0..3 (1 = Megatron's distributed optimizer, 3 = FSDP)")
     p.add_argument("--overlap", type=float, default=0.0,
                    help="share of the TP and PP communication run beside the GEMMs, 0..1 (Megatron-Core's "
@@ -94,6 +102,18 @@ def recompute_modules(args) -> list:
     return [mod.strip() for mod in args.recompute_modules.split(",") if mod.strip()]
 
 
+def moe_host(args) -> tuple:
+    """(layer s, expert s) of --moe-host, or a one-line SpecError."""
+    try:
+        layer, expert = (float(x) for x in args.moe_host.split(","))
+    except ValueError:
+        raise SpecError(f"--moe-host must be LAYER_S,EXPERT_S (two numbers of seconds), "
+                        f"got {args.moe_host!r}") from None
+    if not (0.0 <= layer < 1.0 and 0.0 <= expert < 1.0):
+        raise SpecError(f"--moe-host seconds must lie in [0, 1), got {args.moe_host}")
+    return layer, expert
+
+
 def validate(args, model) -> int:
     """One-line SpecErrors for flags that cannot describe a job; returns dp."""
     if args.dtype not in TRAIN_DTYPES:
@@ -103,6 +123,7 @@ def validate(args, model) -> int:
     bad = [mod for mod in recompute_modules(args) if mod not in RECOMPUTE_MODULES]
     if bad:
         raise SpecError(f"--recompute-modules {bad[0]!r} is not one of {', '.join(RECOMPUTE_MODULES)}")
+    moe_host(args)
     if args.moe_dispatcher not in MOE_DISPATCHERS:
         raise SpecError(f"--moe-dispatcher {args.moe_dispatcher!r} is not one of {', '.join(MOE_DISPATCHERS)}")
     if args.zero not in ZERO:
@@ -180,6 +201,7 @@ def train_workload(args, hw) -> TrainWorkload:
                          recompute=float(RECOMPUTE.index(args.recompute)), zero=float(args.zero),
                          bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=block,
                          ep_overlap=float(args.ep_overlap),
+                         moe_layer_host_s=moe_host(args)[0], moe_expert_host_s=moe_host(args)[1],
                          **{f"recompute_{mod}": 1.0 for mod in recompute_modules(args)})
 
 
@@ -244,6 +266,8 @@ def _options(args) -> str:
     parts = [f"{names[f]} {getattr(args, f):g}" for f in SHARE_FLAGS if getattr(args, f)]
     if args.moe_dispatcher != "alltoall":
         parts.append(f"MoE dispatcher {args.moe_dispatcher}")
+    if moe_host(args) != (MOE_LAYER_HOST_S, MOE_EXPERT_HOST_S):
+        parts.append(f"MoE host {args.moe_host} s")
     return "".join(f", {p}" for p in parts)
 
 

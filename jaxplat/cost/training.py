@@ -16,7 +16,7 @@ row (times scale the priced forward rows; shapes as in the forward):
              2022, arXiv 2205.05198, Sec. 5), with its TP and EP collectives;
              besides either of the first two, Megatron-Core's
              recompute_modules (layernorm, mla_up_proj, moe_act, mlp):
-             their rows' forward again (`MODULE_ROWS`).
+             their rows' forward again (`training_memory.MODULE_ROWS`).
   low precision  FP8/MXFP8/NVFP4/int8 GEMMs run at the chip's peak for that
              dtype through the existing dtype efficiency
              (efficiency.gemm_peak via row_components); the scaling costs a
@@ -93,7 +93,14 @@ from jaxplat.cost.memory import capacity_bytes
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div
 from jaxplat.cost.training_comm import dp_comm, fused_ep_comm, row_comm
-from jaxplat.cost.training_moe import fold_experts, folded_experts, moe_dispatch
+from jaxplat.cost.training_moe import (
+    MOE_EXPERT_HOST_S,
+    MOE_LAYER_HOST_S,
+    fold_experts,
+    folded_experts,
+    moe_dispatch,
+    moe_host_time,
+)
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, pytree_dataclass, replace
 from jaxplat.specs.units import DTYPES
 
@@ -123,9 +130,6 @@ CE_STATS_BYTES = 12.0     # per token: max, sum of exponentials and the target l
 SCALING_READS = 2.0
 FA2_ON_HOPPER = 0.35 / 0.75        # attention_kernel_speed of FlashAttention-2 on an H100 (Shah et al. 2024)
 FA_TRITON_ON_AMPERE = 1.0 / 1.8    # attention_kernel_speed of Triton FlashAttention on an A100 (Dao 2023 Sec. 4.1)
-# The table rows each of Megatron-Core's recompute_modules runs again in the backward (training_memory.RECOMPUTE_MODULES
-# order): the two norms, MLA's query and key/value up-projections, the experts' activation, a dense MLP.
-MODULE_ROWS = (("attn_norm", "ffn_norm"), ("q_b", "kv_b"), ("experts_act", "shared_act"), ("up_gate", "act", "down"))
 SP_ROWS = ("attn_norm", "attn_residual", "ffn_norm", "ffn_residual", "mamba_norm", "mamba_residual", "final_norm")
 LAYER_TP = ("attn_allreduce", "ffn_allreduce", "mamba_allreduce", "ssm_x_allreduce")
 
@@ -145,7 +149,7 @@ class TrainWorkload:
     recompute: 0 none, 1 selective, 2 full (RECOMPUTE).
     recompute_layernorm, recompute_mla_up_proj, recompute_moe_act,
       recompute_mlp: 1 where that module is recomputed in the backward
-      besides (Megatron-Core's recompute_modules, `MODULE_ROWS`): its
+      besides (Megatron-Core's recompute_modules, `training_memory.MODULE_ROWS`): its
       activations are not kept (`training_memory.module_savings`) and its
       rows' forward runs again; no effect under full recomputation.
     zero: ZeRO stage 0..3 (1 = Megatron's distributed optimizer, 3 = FSDP).
@@ -206,6 +210,11 @@ class TrainWorkload:
       Hopper's wgmma); the Triton FlashAttention on Ampere is 1.3-2.5x
       slower than FlashAttention-2 (Dao 2023, arXiv 2307.08691, Sec. 4.1:
       1/1.8, the geometric middle, `FA_TRITON_ON_AMPERE`).
+    moe_layer_host_s, moe_expert_host_s: the host time a MoE layer's
+      forward and backward leave exposed per micro-batch, seconds per MoE
+      layer plus seconds per expert the chip holds (`training_moe
+      .MOE_LAYER_HOST_S`);
+      0 and 0: none (a stack that captures its MoE layers in graphs).
     power_cap_w: the board power limit the run sets below the chip's
       `tdp` (nvidia-smi -pl; 0: none). The chip's peak FLOP/s are rated at
       its TDP; capped, its clock drops to `capped_clock` of it and every
@@ -236,6 +245,8 @@ class TrainWorkload:
     ep_overlap: jax.Array = _f32(0.0)
     dropout: jax.Array = _f32(0.0)
     backward_efficiency: jax.Array = _f32(0.775)  # fitted on dev rows: experiments/training/fit_backward.py
+    moe_layer_host_s: jax.Array = _f32(MOE_LAYER_HOST_S)
+    moe_expert_host_s: jax.Array = _f32(MOE_EXPERT_HOST_S)
     attention_kernel_speed: jax.Array = _f32(1.0)
     power_cap_w: jax.Array = _f32(0.0)
 
@@ -282,7 +293,8 @@ class TrainMetrics:
     feasible (fits and every `training_memory.checks`). microbatches: m per
     step. bubble_fraction: (p - 1)/(v·m) (GPipe (p - 1)/m).
     Phase seconds per step (they sum to step_time_s): forward, backward,
-    recompute, scaling (low-precision casts), optimizer, bubble, and
+    recompute, scaling (low-precision casts), host (MoE layers' exposed
+    host time: `TrainWorkload.moe_layer_host_s`), optimizer, bubble, and
     comm [len(COMM_NAMES), MAX_NET_LEVELS] exposed collective seconds per
     network level; comm_total [len(COMM_NAMES)] before overlap.
     train_time_s, train_energy_j, train_cost_usd: to train `tokens`
@@ -309,6 +321,7 @@ class TrainMetrics:
     backward: jax.Array
     recompute: jax.Array
     scaling: jax.Array
+    host: jax.Array
     optimizer: jax.Array
     bubble: jax.Array
     comm: jax.Array
@@ -454,19 +467,6 @@ def capped_clock(hw: Hardware, cap_w):
     return jnp.where(on, jnp.maximum(share, 1e-6) ** (1.0 / 3.0), 1.0)
 
 
-def module_flags(twl: TrainWorkload) -> jax.Array:
-    """[4] 0/1 of the recomputed modules, training_memory.RECOMPUTE_MODULES order."""
-    return jnp.stack([twl.recompute_layernorm, twl.recompute_mla_up_proj, twl.recompute_moe_act, twl.recompute_mlp])
-
-
-def _module_recompute(t: OpTable, twl: TrainWorkload, row_fwd) -> jax.Array:
-    """The recomputed modules' rows (MODULE_ROWS) summed: seconds per
-    micro-batch for row_fwd [rows] the rank's forward seconds per row,
-    FLOPs for its FLOPs per row."""
-    masks = jnp.asarray(np.stack([_mask(t, rows) for rows in MODULE_ROWS]))  # [4, rows]
-    return jnp.sum(module_flags(twl) @ masks * row_fwd)
-
-
 def _loss_times(t: OpTable, hw: Hardware, w):
     """(forward, backward) seconds of the fp32 loss over one micro-batch's
     logits on the rank (the LM head row's tokens x its vocabulary share),
@@ -509,7 +509,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     t_bwd = jnp.sum(w * bwd_factor * fwd) / jnp.clip(twl.backward_efficiency, 0.1, 1.0) + loss_bwd
     attn_fwd = jnp.sum(w * attn * fwd)
     t_rec = (r_full * jnp.sum(w * (1.0 - once) * fwd) + r_sel * attn_fwd
-             + (1.0 - r_full) * _module_recompute(t, twl, w * fwd))
+             + (1.0 - r_full) * tm.module_rows(t, twl, w * fwd))
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
 
     comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec), twl.ep_overlap,
@@ -518,7 +518,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
                                                                      opts, p)
     mb_comm_lv = jnp.stack([comm[k][1] for k in ("tp", "cp", "ep", "pp")] + [mb_dp_lv])  # [5, levels]
-    t_mb = t_fwd + t_bwd + t_rec + t_scale + jnp.sum(mb_comm_lv)
+    t_host = moe_host_time(t, model, par, twl, w)
+    t_mb = t_fwd + t_bwd + t_rec + t_scale + t_host + jnp.sum(mb_comm_lv)
 
     m = safe_div(twl.global_batch, twl.micro_batch * par.dp)
     pp1 = par.pp - 1.0
@@ -539,7 +540,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     peak = hw.chip.flops[twl.compute_dtype.astype(jnp.int32)]
     mfu = safe_div(tokens_s * mf, chips * peak)
     # HFU adds the recomputed FLOPs: full or selective per token (training_memory), the modules' rows per step
-    f_mod = (1.0 - r_full) * m * _module_recompute(t, twl, w * t.f0)  # FLOPs per step on the rank's chip
+    f_mod = (1.0 - r_full) * m * tm.module_rows(t, twl, w * t.f0)  # FLOPs per step on the rank's chip
     hfu = (mfu * safe_div(mf + tm.recompute_flops_per_token(model, twl.seq, twl.recompute), mf)
            + safe_div(f_mod, step * peak))
 
@@ -547,7 +548,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     layers_rank = par.vp * jnp.ceil(model.layers / (par.pp * par.vp))
     stash = tm.in_flight(par.pp, par.vp, m, options.schedule)
     act = (tm.activation_per_layer(model, par.tp, par.cp, twl.micro_batch, twl.seq, twl.recompute,
-                                   opts.fused_attention, twl.dropout, module_flags(twl)) * layers_rank * stash
+                                   opts.fused_attention, twl.dropout, tm.module_flags(twl)) * layers_rank * stash
            + tm.LOGIT_BYTES * twl.micro_batch * jnp.ceil(twl.seq / par.cp) * model.vocab / par.tp)
     mem = wb + gb + ob + act
     cap = capacity_bytes(hw)
@@ -568,10 +569,12 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
         step_time_s=step, tokens_per_s_per_chip=safe_div(tokens_s, chips), mfu=mfu, hfu=hfu, memory_bytes=mem,
         capacity_bytes=cap, fits=fits, feasible=fits & ok, weights_bytes=wb, grads_bytes=gb, optimizer_bytes=ob,
         activation_bytes=act, chips=chips, microbatches=m, bubble_fraction=safe_div(fill, m),
-        forward=m * t_fwd, backward=m * t_bwd, recompute=m * t_rec, scaling=m * t_scale, optimizer=t_opt,
+        forward=m * t_fwd, backward=m * t_bwd, recompute=m * t_rec, scaling=m * t_scale, host=m * t_host,
+        optimizer=t_opt,
         bubble=bubble, comm=comm_lv, comm_total=comm_total, model_flops_per_token=mf, power_w=power,
         train_time_s=train_time, train_energy_j=train_energy, train_cost_usd=cost)
 
 
-__all__ = ["COMM_NAMES", "MOE_DISPATCHERS", "RECOMPUTE", "SCHEDULES", "TrainMetrics", "TrainOptions", "TrainWorkload",
+__all__ = ["COMM_NAMES", "MOE_DISPATCHERS", "MOE_EXPERT_HOST_S", "MOE_LAYER_HOST_S", "RECOMPUTE",
+           "SCHEDULES", "TrainMetrics", "TrainOptions", "TrainWorkload",
            "fold_experts", "forward_table", "rank_weights", "train_chips", "train_step"]

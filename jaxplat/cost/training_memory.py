@@ -37,7 +37,9 @@ more than the m micro-batches there are.
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Model, attention_layers, ffn_factor, moe_layers, param_count
 
@@ -56,6 +58,9 @@ def _stored_qkv(model: Model):
 
 
 RECOMPUTE_MODULES = ("layernorm", "mla_up_proj", "moe_act", "mlp")  # Megatron-Core's recompute_modules names
+# The table rows each of Megatron-Core's recompute_modules runs again in the backward (training_memory.RECOMPUTE_MODULES
+# order): the two norms, MLA's query and key/value up-projections, the experts' activation, a dense MLP.
+MODULE_ROWS = (("attn_norm", "ffn_norm"), ("q_b", "kv_b"), ("experts_act", "shared_act"), ("up_gate", "act", "down"))
 
 
 def module_savings(model: Model):
@@ -75,6 +80,19 @@ def module_savings(model: Model):
     return jnp.stack([4.0 * h, mla * (2.0 * q + 4.0 * kv),
                       moe_share * (model.top_k + model.shared_experts) * 2.0 * fe,
                       (1.0 - moe_share) * (2.0 * g * model.intermediate + 2.0 * model.intermediate)])
+
+
+def module_flags(twl) -> jax.Array:
+    """[4] 0/1 of a TrainWorkload's recomputed modules, RECOMPUTE_MODULES order."""
+    return jnp.stack([getattr(twl, f"recompute_{mod}") for mod in RECOMPUTE_MODULES])
+
+
+def module_rows(t: OpTable, twl, row_values) -> jax.Array:
+    """The recomputed modules' rows (MODULE_ROWS) of table `t` summed:
+    seconds per micro-batch for row_values [rows] the rank's forward
+    seconds per row, FLOPs for its FLOPs per row."""
+    masks = np.array([[float(n in rows) for n in t.names] for rows in MODULE_ROWS], np.float32)  # [4, rows]
+    return jnp.sum(module_flags(twl) @ jnp.asarray(masks) * row_values)
 
 
 def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fused_attention: bool, dropout=1.0,
@@ -214,5 +232,6 @@ def checks(model: Model, par, twl) -> dict:
             "cp": div(twl.seq, 2.0 * par.cp) | (par.cp == 1.0)}
 
 
-__all__ = ["RECOMPUTE_MODULES", "activation_per_layer", "attention_width", "checks", "flop_params", "in_flight",
-           "model_flops_per_token", "module_savings", "recompute_flops_per_token", "shard_groups", "state_bytes"]
+__all__ = ["MODULE_ROWS", "RECOMPUTE_MODULES", "activation_per_layer", "attention_width", "checks", "flop_params",
+           "in_flight", "model_flops_per_token", "module_flags", "module_rows", "module_savings",
+           "recompute_flops_per_token", "shard_groups", "state_bytes"]

@@ -2,7 +2,8 @@
 (MoE parallel folding: expert tensor parallelism below tp) and how the
 token dispatcher moves each token copy (Megatron-Core's all-to-all
 dispatcher and the fused DeepEP/HybridEP ones), as changes to the forward
-table's dispatch, combine and permutation rows."""
+table's dispatch, combine and permutation rows; the host time a MoE layer
+leaves exposed (`moe_host_time`)."""
 
 import dataclasses
 
@@ -10,7 +11,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.operators import OpTable
+from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Model, Parallel, replace
+
+# Host time a MoE layer exposes in Megatron-Core (eager PyTorch and Transformer Engine), per micro-batch, forward
+# and backward: its dropless token dispatcher copies the token counts per expert to the host every layer (the
+# all-to-all's split sizes and the grouped GEMMs' per-expert sizes are host lists: MoEAlltoAllTokenDispatcher
+# .preprocess; Megatron-Core's inference dispatcher keeps them on the device "without host synchronization"),
+# so the host cannot queue kernels ahead of that layer and the GPU waits while it issues them: a part per layer
+# (router, dispatch, norms: ~100-200 operators at PyTorch's 5-25 us of host work each) and a part per expert the
+# chip holds (its GEMMs, quantizations and their gradients, launched one expert at a time). Fitted on the Qwen3
+# rows of the Megatron-Bridge dev tables and judged on the DeepSeek-V3 ones (data/measured/training_split.yaml,
+# experiments/training/fit_moe_host.py: grid 0.1 ms x 5 us; within 5% of its objective 1.7-2.0 ms and 135-160 us;
+# at 5-25 us per operator, 70-360 operators per layer and 6-30 launches per expert); a graph-captured or fused
+# stack has less of it.
+MOE_LAYER_HOST_S = 1.8e-3
+MOE_EXPERT_HOST_S = 155e-6
 
 
 def fold_experts(par: Parallel, etp) -> Parallel:
@@ -86,4 +102,19 @@ def folded_experts(t: OpTable, par: Parallel) -> OpTable:
     return dataclasses.replace(t, comm_n=comm_n, comm_s=comm_s)
 
 
-__all__ = ["fold_experts", "fold_valid", "folded_experts", "moe_dispatch"]
+def moe_host_time(t: OpTable, model: Model, par: Parallel, twl, w):
+    """Seconds per micro-batch of host time the rank's MoE layers expose
+    (`MOE_LAYER_HOST_S`): per MoE layer on the rank (the router row's
+    executions in w [rows], the rank's executions of each row per
+    micro-batch), twl.moe_layer_host_s plus twl.moe_expert_host_s per
+    expert the chip holds, E / (ep·moe_ep) (twl: a TrainWorkload). 0
+    without MoE layers."""
+    if "router" not in t.names:
+        return jnp.float32(0.0)
+    layers = w[t.names.index("router")]
+    local = safe_div(model.experts, par.ep * par.moe_ep)
+    return layers * (twl.moe_layer_host_s + local * twl.moe_expert_host_s)
+
+
+__all__ = ["MOE_EXPERT_HOST_S", "MOE_LAYER_HOST_S", "fold_experts", "fold_valid", "folded_experts", "moe_dispatch",
+           "moe_host_time"]

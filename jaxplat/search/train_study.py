@@ -318,6 +318,7 @@ def flag_frame(study, df):
     return df[lead + list(FLAG_COLUMNS) + rest]
 
 
-__all__ = ["DEFAULTS", "FLAG_COLUMNS", "METRICS", "MODULE_AXES", "RECIPES", "REQUIRED_AXES", "TRAIN_AXIS_KINDS", "TRAIN_DTYPES",
+__all__ = ["DEFAULTS", "FLAG_COLUMNS", "METRICS", "MODULE_AXES", "RECIPES", "REQUIRED_AXES", "TRAIN_AXIS_KINDS",
+           "TRAIN_DTYPES",
            "TRAIN_METRICS", "TrainAxis", "TrainStudy", "flag_frame", "load_study", "measure", "study_from_dict",
            "train_command", "train_study_from_dict"]
