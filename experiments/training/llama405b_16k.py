@@ -67,6 +67,9 @@ def main():
                     help="MoE token dispatcher (TrainOptions.moe_dispatcher; DeepEP, as DeepSeek-V3 trained: fused)")
     ap.add_argument("--ep-overlap", type=float, default=0.0, help="share of the EP all-to-alls hidden, 0..1 "
                                                                   "(TrainWorkload.ep_overlap; DualPipe: 1)")
+    ap.add_argument("--moe-host", default=None, help="LAYER_S,EXPERT_S: the MoE layers' exposed host time "
+                    "(TrainWorkload.moe_layer_host_s, moe_expert_host_s; default Megatron-Core's fitted one, 0,0 "
+                    "for a stack without it)")
     args = ap.parse_args()
     GRID["ep"] = tuple(int(e) for e in args.ep.split(","))
     CHIPS, SEQ, GLOBAL_BATCH = args.chips, args.seq, args.global_batch
@@ -82,6 +85,9 @@ def main():
     fields = dict(global_batch=full(GLOBAL_BATCH), micro_batch=jnp.asarray(mb), seq=full(SEQ),
                   recompute=jnp.asarray(rec), zero=full(1.0), tokens=full(args.tokens),
                   ep_overlap=full(args.ep_overlap))
+    if args.moe_host:
+        layer, expert = (float(x) for x in args.moe_host.split(","))
+        fields.update(moe_layer_host_s=full(layer), moe_expert_host_s=full(expert))
     if args.fp8:
         fields.update(bytes_act=full(1.0), compute_dtype=full(float(DTYPES.index("fp8"))), scale_block=full(128.0))
     defaults = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0)
