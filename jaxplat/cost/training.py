@@ -212,9 +212,9 @@ class TrainWorkload:
       1/1.8, the geometric middle, `FA_TRITON_ON_AMPERE`).
     moe_layer_host_s, moe_expert_host_s: the host time a MoE layer's
       forward and backward leave exposed per micro-batch, seconds per MoE
-      layer plus seconds per expert the chip holds (`training_moe
-      .MOE_LAYER_HOST_S`);
-      0 and 0: none (a stack that captures its MoE layers in graphs).
+      layer plus seconds per expert the chip holds (fitted on dev rows:
+      training_moe.MOE_LAYER_HOST_S); 0 and 0: none (a stack that captures
+      its MoE layers in graphs).
     power_cap_w: the board power limit the run sets below the chip's
       `tdp` (nvidia-smi -pl; 0: none). The chip's peak FLOP/s are rated at
       its TDP; capped, its clock drops to `capped_clock` of it and every
