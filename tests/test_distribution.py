@@ -593,3 +593,24 @@ def test_report_description_by_hand(case):
         assert d["algorithms"] == algs + [""]
     assert d["seconds"] == pytest.approx(sum(levels), rel=1e-5)
     assert t(kind, hw, n, nbytes, stride) == pytest.approx(sum(levels), rel=1e-5)
+
+
+@pytest.mark.parametrize("p", [None, 20.0])
+def test_times_and_levels_is_collective_time_and_level_times(p):
+    """collectives.times_and_levels (one evaluation of the algorithms for
+    several payloads, as the training step's data-parallel collectives use
+    it) gives what collective_time and level_times give one by one, for
+    groups inside a node, strided across nodes, and of one chip; and
+    reduce-scatter costs what all-gather costs on the same payload."""
+    from jaxplat.cost.collectives import level_times, times_and_levels
+
+    hw = jp.load_hardware("h100-sxm")
+    n, stride = jnp.array([1.0, 4.0, 8.0, 64.0, 512.0]), jnp.array([1.0, 2.0, 1.0, 8.0, 4.0])
+    payloads = [jnp.array([1e6, 3e7, 2e8, 5e9, 1e3]), jnp.array([2e4, 1e9, 7e5, 3e8, 4e10])]
+    for kind in ("allreduce", "allgather", "reducescatter", "alltoall"):
+        for b, (t, lv) in zip(payloads, times_and_levels(kind, hw, n, payloads, p, stride)):
+            np.testing.assert_allclose(t, collective_time(kind, hw, n, b, p, stride), rtol=1e-6)
+            np.testing.assert_allclose(lv, level_times(kind, hw, n, b, stride), rtol=1e-6)
+    for b in payloads:
+        np.testing.assert_allclose(collective_time("reducescatter", hw, n, b, p, stride),
+                                   collective_time("allgather", hw, n, b, p, stride), rtol=1e-6)

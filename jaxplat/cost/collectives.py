@@ -315,6 +315,26 @@ def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, p, groups=None) 
     return jnp.concatenate(parts)[np.argsort(order)]
 
 
+def times_and_levels(kind: str, hw: Hardware, n, payloads, p=None, stride=1.0) -> list:
+    """[(seconds [G], [G, MAX_NET_LEVELS] seconds)] for each [G] payload in
+    `payloads` of one collective kind (not "sendrecv") on G groups (n,
+    stride: [G]): `collective_time` and `level_times` of each, from one
+    evaluation of the algorithms' coefficients, which depend on the groups
+    only (`_algorithm_affine`): the same formulas, computed once for all
+    the payloads and for both results."""
+    if kind not in _RUNS:
+        raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(_RUNS)}")
+    n, stride = (jnp.asarray(x, jnp.float32) for x in jnp.broadcast_arrays(n, stride))
+    (fixed, per_byte), F, _, _ = _algorithm_affine((kind,) * n.shape[0], hw, n, stride)
+    L, out = F.shape[1] - 1, []
+    for b in payloads:
+        times = [a + c * jnp.asarray(b, jnp.float32)[:, None] for a, c in zip(fixed, per_byte)]
+        best = jnp.where(F > 1.0, _pick(times, p), 0.0)
+        exact = best if p is None else jnp.where(F > 1.0, _pick(times, None), 0.0)  # level_times: exact minima
+        out.append((_pick([jnp.sum(best[:, :L], axis=-1), best[:, L]], p), exact[:, :MAX_NET_LEVELS]))
+    return out
+
+
 def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride=1.0) -> jax.Array:
     """[..., MAX_NET_LEVELS] seconds of the hierarchical form at each level
     (fastest algorithm per level; the levels of `_algorithm_grid`).

@@ -9,7 +9,7 @@ import numpy as np
 
 from jaxplat.cost import efficiency
 from jaxplat.cost import training_memory as tm
-from jaxplat.cost.collectives import collective_time, level_times
+from jaxplat.cost.collectives import collective_time, level_times, times_and_levels
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Hardware
@@ -20,13 +20,31 @@ def collective(kind, hw, n, nbytes, stride, opts, p, launch=True):
     each call's fixed software cost unless `launch` is False: a phase of a
     kernel launched already), split over the network levels in proportion
     to the hierarchical form's per-level times (level_times)."""
+    return collectives(kind, hw, n, [nbytes], stride, opts, p, launch)[0]
+
+
+def collectives(kind, hw, n, payloads, stride, opts, p, launch=True):
+    """`collective` for each payload in `payloads` on the same groups (n,
+    stride broadcast with each), from one evaluation of the algorithms
+    (`collectives.times_and_levels`)."""
     fixed = efficiency.collective_latency(hw, opts) if launch else 0.0
-    t = collective_time(kind, hw, n, nbytes, p, stride) + jnp.where(n > 1.0, fixed, 0.0)
-    lv = level_times(kind, hw, n, nbytes, stride)
-    tot = jnp.sum(lv, axis=-1, keepdims=True)
-    first = (jnp.arange(lv.shape[-1]) == 0).astype(lv.dtype)
-    share = jnp.where(tot > 0, lv / jnp.where(tot > 0, tot, 1.0), first)
-    return t, t[..., None] * share
+    shape = jnp.broadcast_shapes(*(jnp.shape(x) for x in (n, stride, *payloads)))
+    flat = lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float32), shape).reshape(-1)  # noqa: E731
+    nf = flat(n)
+    if kind == "sendrecv":  # one message at one level: no algorithms to share
+        pairs = [(collective_time(kind, hw, nf, flat(b), p, flat(stride)), level_times(kind, hw, nf, flat(b),
+                                                                                      flat(stride)))
+                 for b in payloads]
+    else:
+        pairs = times_and_levels(kind, hw, nf, [flat(b) for b in payloads], p, flat(stride))
+    out = []
+    for t, lv in pairs:
+        t = t + jnp.where(nf > 1.0, fixed, 0.0)
+        tot = jnp.sum(lv, axis=-1, keepdims=True)
+        first = (jnp.arange(lv.shape[-1]) == 0).astype(lv.dtype)
+        share = jnp.where(tot > 0, lv / jnp.where(tot > 0, tot, 1.0), first)
+        out.append((t.reshape(shape), (t[:, None] * share).reshape(shape + (lv.shape[-1],))))
+    return out
 
 
 def row_comm(t: OpTable, names, kinds, hw, w, opts, p, scale=1.0, nbytes=None):
@@ -83,8 +101,9 @@ def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p):
     params = jnp.stack([dense, expert])
     grads, weights = params * twl.bytes_grad_comm, params * twl.bytes_param
     ar = collective("allreduce", hw, n, grads, stride, opts, p)
-    rs = collective("reducescatter", hw, n, grads, stride, opts, p)
-    ag = collective("allgather", hw, n, weights, stride, opts, p)
+    # reduce-scatter and all-gather run the same algorithms at the same cost per payload (collectives._RUNS,
+    # _algorithm_coefficients): one evaluation for both
+    rs, ag = collectives("allgather", hw, n, [grads, weights], stride, opts, p)
     tot = lambda c: (jnp.sum(c[0]), jnp.sum(c[1], axis=0))  # noqa: E731
     (t_ar, l_ar), (t_rs, l_rs), (t_ag, l_ag) = tot(ar), tot(rs), tot(ag)
     ov = jnp.clip(twl.dp_overlap, 0.0, 1.0)
