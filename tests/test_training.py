@@ -275,7 +275,8 @@ def specs(tmp_path_factory):
     (["--chips", "1", "--dtype", "fp16"], "--dtype 'fp16' is not one of bf16, fp8, fp4, int8"),
     (["--chips", "3", "--tp", "3"], "--tp 3 does not divide the model's 4 attention heads; e.g. --tp 1, 2, 4"),
     (["--chips", "1", "--overlap", "1.5"], "--overlap must lie in [0, 1], got 1.5"),
-    (["--chips", "1", "--moe-host", "1e-3"], "--moe-host must be LAYER_S,EXPERT_S (two numbers of seconds), got '1e-3'"),
+    (["--chips", "1", "--moe-host", "1e-3"],
+     "--moe-host must be LAYER_S,EXPERT_S (two numbers of seconds), got '1e-3'"),
     (["--chips", "1", "--moe-host=-1,0"], "--moe-host seconds must lie in [0, 1), got -1,0"),
     (["--chips", "1", "--ep-overlap", "-0.5"], "--ep-overlap must lie in [0, 1], got -0.5"),
 ])

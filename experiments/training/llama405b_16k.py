@@ -26,7 +26,6 @@ split as a figure (experiments/training/MODEL-CHIPS-split.png).
 """
 
 import argparse
-
 import itertools
 import sys
 from pathlib import Path
@@ -37,8 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from jaxplat.cost.training import (COMM_NAMES, MOE_DISPATCHERS, RECOMPUTE, TrainOptions,  # noqa: E402
-                                  TrainWorkload, train_step)
+from jaxplat.cost.training import COMM_NAMES, MOE_DISPATCHERS, RECOMPUTE, TrainOptions, TrainWorkload, train_step  # noqa: E402
 from jaxplat.cost.training_memory import checks  # noqa: E402
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names  # noqa: E402
 from jaxplat.specs.units import DTYPES  # noqa: E402

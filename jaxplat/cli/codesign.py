@@ -12,8 +12,8 @@ import yaml
 from jaxplat.cli.calibration_args import add_calibration_arguments
 from jaxplat.design import codesign as cd
 from jaxplat.design import codesign_train as ct
-from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.design import spaces
+from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.model import EFFICIENCY_PARAMS, select_engine
 from jaxplat.model.hardware_layout import flat_layout, grouped_layout
 from jaxplat.model.pytree import get
@@ -50,7 +50,8 @@ def register(sub):
     p = sub.add_parser("codesign", help="optimize a chip (and its parallelism) for a workload",
                        description="Gradient co-design of a chip's FLOP/s, SRAM, HBM stacks and link bandwidth "
                                    "with the discrete parallelism/batch choice, checked against a dense grid.")
-    p.add_argument("study", help="codesign study YAML or a built-in name (e.g. specs/studies/codesign-llama70b-chatbot.yaml)")
+    p.add_argument("study", help="codesign study YAML or a built-in name "
+                                 "(e.g. specs/studies/codesign-llama70b-chatbot.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
     p.add_argument("--out", default="codesign-out",
                    help="folder for the chip YAML, the plot, summary.json, trajectory.csv and sensitivities.csv "
