@@ -130,3 +130,15 @@ def test_training_blocks_on_an_accelerator_are_capped(monkeypatch):
     assert train_study.ACCEL_BLOCK < asked.grid.co * asked.grid.ci <= 2**20
     infer = engine.Engine(load_study(studies / "catalog-parallelism.yaml")).grid
     assert infer.co * infer.ci > train_study.ACCEL_BLOCK
+
+
+def test_the_shipped_moe_training_study_sweeps_its_moe_axes():
+    """specs/studies/training-deepseek-v3-2k.yaml: a training study of an
+    MoE with the fused dispatcher, whose axes include etp, ep_overlap and
+    two recompute modules; its size is the product of its axes' lengths
+    (2 x 3 x 3 x 2 x 4 x 2 x 3 x 2 x 2 x 2 = 6,912)."""
+    studies = Path(__file__).resolve().parents[1] / "specs" / "studies"
+    st = load_study(studies / "training-deepseek-v3-2k.yaml")
+    names = {a.name for a in (*st.outer, *st.inner)}
+    assert {"etp", "ep_overlap", "recompute_mla_up_proj", "recompute_moe_act"} <= names
+    assert st.train_options.moe_dispatcher == "fused" and st.size == 6912
