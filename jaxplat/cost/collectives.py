@@ -156,6 +156,15 @@ _TOPO_RBF = np.array([0.5 if t == "mesh2d" else 1.0 for t in TOPOLOGIES], np.flo
 _TOPO_HOPDIV = np.array([3.0 if t == "mesh2d" else 4.0 for t in TOPOLOGIES], np.float32)
 
 
+def _select(table, i):
+    """table[i] for an integer index array i (values in range), as a
+    one-hot sum: element-wise operations, which the sweep engine maps over
+    its grid by rule, where a gather falls back to jax.vmap (the training
+    study's group sizes vary on the grid)."""
+    table = jnp.asarray(table)
+    return jnp.sum(jnp.where(i[..., None] == jnp.arange(table.shape[-1]), table, 0.0), axis=-1)
+
+
 def _topology_terms_vec(topo, f):
     """(ring steps, ring bandwidth factor, mean hops) of f chips on each
     element's topology (topo: float index into TOPOLOGIES, gathered).
@@ -165,7 +174,7 @@ def _topology_terms_vec(topo, f):
     """
     i = jnp.round(jnp.clip(topo, 0, len(TOPOLOGIES) - 1)).astype(jnp.int32)
     # (a fully connected mesh is one hop everywhere: its link split is in `_algorithm_coefficients`)
-    d, rbf, div = jnp.asarray(_TOPO_DIMS)[i], jnp.asarray(_TOPO_RBF)[i], jnp.asarray(_TOPO_HOPDIV)[i]
+    d, rbf, div = _select(_TOPO_DIMS, i), _select(_TOPO_RBF, i), _select(_TOPO_HOPDIV, i)
     # k = f^(1/d): sqrt for d = 2 (exact on squares), exp/log for d = 3
     # (XLA:CPU runs `pow` as a scalar call, 4x the cost of exp and log).
     k = jnp.where(d == 1.0, f, jnp.where(d == 2.0, jnp.sqrt(f), jnp.exp(jnp.log(jnp.maximum(f, 1.0)) / 3.0)))
@@ -215,15 +224,17 @@ def _algorithm_affine(kinds: tuple, hw: Hardware, n, stride):
     coefs, F, lvl, fc = _algorithm_coefficients(kinds, hw, n, jnp.ones_like(n), stride)
     R, L = F.shape[0], F.shape[1] - 1
     inv_beta = safe_div(1.0, hw.network.bandwidth * hw.efficiency.network)  # 0 for a level without bandwidth
-    alpha = jnp.concatenate([jnp.broadcast_to(hw.network.latency, (R, L)), hw.network.latency[lvl][:, None]], axis=-1)
-    inv_b = jnp.concatenate([jnp.broadcast_to(inv_beta, (R, L)), inv_beta[lvl][:, None]], axis=-1)
+    alpha = jnp.concatenate([jnp.broadcast_to(hw.network.latency, (R, L)), _select(hw.network.latency, lvl)[:, None]],
+                            axis=-1)
+    inv_b = jnp.concatenate([jnp.broadcast_to(inv_beta, (R, L)), _select(inv_beta, lvl)[:, None]], axis=-1)
     fixed, per_byte = [], []
     for a in algs:
         c_alpha, c_beta = coefs[a]
         runs = np.array([_RUNS[k][a] for k in kinds], bool)[:, None]
         if a == _NVLS:  # only where the switch reduces (the flat form: at the level it runs on)
             reduce = hw.network.switch_reduction > 0.5
-            runs = runs & jnp.concatenate([jnp.broadcast_to(reduce, (R, L)), reduce[lvl][:, None]], axis=-1)
+            runs = runs & jnp.concatenate([jnp.broadcast_to(reduce, (R, L)), _select(reduce, lvl)[:, None] > 0.5],
+                                          axis=-1)
         if a == _DIRECT:  # only over point-to-point links to every peer
             runs = runs & fc
         fixed.append(jnp.where(runs, c_alpha * alpha, _NOT_RUN))
