@@ -132,6 +132,20 @@ def test_training_blocks_on_an_accelerator_are_capped(monkeypatch):
     assert infer.co * infer.ci > train_study.ACCEL_BLOCK
 
 
+def test_a_cpu_grid_merges_only_the_axes_that_do_not_shape_the_table():
+    """On the CPU the engine merges trailing grid axes into one minor dim
+    (devices.CPU_GRID_MINOR points); a training study merges only the axes
+    after the last one that shapes the forward table (train_study.TABLE_AXES):
+    the 405B study's chips, global_batch, recompute and zero (192 points),
+    not its dtype, which would rebuild every table 192 times (0.8e6 against
+    6.9e6 configurations/s, experiments/training/bench_sweep.py)."""
+    studies = Path(__file__).resolve().parents[1] / "specs" / "studies"
+    eng = engine.Engine(load_study(studies / "training-llama405b-16k.yaml"))
+    merged = eng.st.inner[len(eng.st.inner) - eng.merge:]
+    assert [a.name for a in merged] == ["chips", "global_batch", "recompute", "zero"]
+    assert not {a.name for a in merged} & set(train_study.TABLE_AXES)
+
+
 def test_the_shipped_moe_training_study_sweeps_its_moe_axes():
     """specs/studies/training-deepseek-v3-2k.yaml: a training study of an
     MoE with the fused dispatcher, whose axes include etp, ep_overlap and

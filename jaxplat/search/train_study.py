@@ -105,6 +105,9 @@ TRAIN_AXIS_KINDS = {
        for mod in RECOMPUTE_MODULES},
 }
 TRAIN_AXES = tuple(TRAIN_AXIS_KINDS)
+# The axes that shape the forward table (cost.training.forward_table: its tensor, pipeline, context and
+# expert split, the micro-batch's tokens, the GEMM recipe); the others only scale what it costs
+TABLE_AXES = ("tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "seq", "dtype")
 REQUIRED_AXES = ("chips", "global_batch", "seq")
 DEFAULTS = {"tp": [1], "pp": [1], "vp": [1], "cp": [1], "ep": [1], "micro_batch": [1], "dtype": ["bf16"],
             "recompute": ["none"], "zero": [0]}
@@ -318,7 +321,7 @@ def flag_frame(study, df):
     return df[lead + list(FLAG_COLUMNS) + rest]
 
 
-__all__ = ["DEFAULTS", "FLAG_COLUMNS", "METRICS", "MODULE_AXES", "RECIPES", "REQUIRED_AXES", "TRAIN_AXIS_KINDS",
+__all__ = ["DEFAULTS", "FLAG_COLUMNS", "TABLE_AXES", "METRICS", "MODULE_AXES", "RECIPES", "REQUIRED_AXES", "TRAIN_AXIS_KINDS",
            "TRAIN_DTYPES",
            "TRAIN_METRICS", "TrainAxis", "TrainStudy", "flag_frame", "load_study", "measure", "study_from_dict",
            "train_command", "train_study_from_dict"]
