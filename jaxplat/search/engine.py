@@ -157,15 +157,11 @@ class Engine(Merging):
         self.grid = Grid.of(self.st, block, self.device.max_block, multiple=chunk,
                             segments=len(study.models) if len(kinds) > 1 else 1)
         self.eval_chunk = min(chunk, self.grid.co) if chunk > 1 else self.grid.co
-        # Trailing whole grid axes that share the block grid's last dim (gridmap.block_grid). A training
-        # study merges only axes that do not shape its forward table: merged with one that does, every
-        # table would be built once per point of the merged dim (8x slower on training-llama405b-16k).
+        # Trailing whole grid axes that share the block grid's last dim (gridmap.block_grid).
         whole = self.st.inner[self.grid.split:]
         self.merge = _merge_count([len(a) for a in whole], self.device.grid_minor) if self.st is not study else 1
         if training:
-            scaling = len(whole) - max((i + 1 for i, a in enumerate(whole) if a.name in train_study.TABLE_AXES),
-                                       default=0)
-            self.merge = max(1, min(self.merge, scaling))
+            self.merge = train_study.grid_merge(whole, self.merge)
         # No more blocks per step than the study has for each device (a
         # step's padding blocks are evaluated too).
         bps = blocks_per_step or study.blocks_per_step or self.device.blocks_per_step
