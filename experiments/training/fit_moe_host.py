@@ -1,5 +1,5 @@
 """Fit the MoE host time of the training step (TrainWorkload.moe_layer_host_s
-and moe_expert_host_s, cost.training.MOE_LAYER_HOST_S) on the Qwen3 MoE dev
+and moe_expert_host_s, cost.training_moe.MOE_LAYER_HOST_S) on the Qwen3 MoE dev
 rows and judge it on the DeepSeek-V3 ones, the split that
 data/measured/training_split.yaml declared before this fit
 (moe_host_fit_models, moe_host_validation_models).
@@ -12,7 +12,7 @@ per expert 0..300 us by 5 us (bounds: 100-200 operators, or 10-20 launches
 per expert, at PyTorch's 5-25 us of host work each). Objective: the mean
 over the fit models of the median |log(pred / measured)| (each model weighs
 the same). Prints the best, the fit and validation figures at it, and each
-row; the defaults in cost.training are set from it by hand.
+row; the defaults in cost.training_moe are set from it by hand.
 
     .venv/bin/python experiments/training/fit_moe_host.py
 """
