@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from runs import SPLIT, family, is_test, runs  # noqa: E402
 
-from jaxplat.cost.training import train_step  # noqa: E402
+from jaxplat.cost.training import train_chips, train_step  # noqa: E402
 from jaxplat.model import replace  # noqa: E402
 
 LAYER = np.round(np.arange(0.0, 5.0001e-3, 0.1e-3), 6)
@@ -52,7 +52,7 @@ def rows():
         step = [float(jax.device_get(train_step(model, hw, par, replace(twl, moe_layer_host_s=a,
                                                                          moe_expert_host_s=b), to)).step_time_s)
                 for a, b in ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0))]
-        tokens = float(twl.global_batch * twl.seq) / float(jax.device_get(train_step(*inp)).chips)
+        tokens = float(twl.global_batch * twl.seq) / float(train_chips(par))
         out.append((_base(row["model"]), row["chip"][:5], row["source"].split()[-1], meas, step[0],
                     step[1] - step[0], step[2] - step[0], tokens))
     return out

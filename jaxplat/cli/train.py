@@ -201,7 +201,7 @@ def train_workload(args, hw) -> TrainWorkload:
                          recompute=float(RECOMPUTE.index(args.recompute)), zero=float(args.zero),
                          bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=block,
                          ep_overlap=float(args.ep_overlap),
-                         moe_layer_host_s=moe_host(args)[0], moe_expert_host_s=moe_host(args)[1],
+                         **dict(zip(("moe_layer_host_s", "moe_expert_host_s"), moe_host(args))),
                          **{f"recompute_{mod}": 1.0 for mod in recompute_modules(args)})
 
 

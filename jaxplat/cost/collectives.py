@@ -294,6 +294,16 @@ def _algorithm_coefficients(kinds: tuple, hw: Hardware, n, bytes_, stride):
     return coefs, F, lvl, fc
 
 
+def _hier_or_flat(times, F, p):
+    """([R] seconds, [R, L + 1] per-level minima) of collectives whose
+    per-algorithm times [R, L + 1] (a list, `_algorithm_times`) are given:
+    the fastest algorithm at each level where it joins chips (F > 1), then
+    the faster of the hierarchical form (levels summed) and the flat one."""
+    L = F.shape[1] - 1
+    best = jnp.where(F > 1.0, _pick(times, p), 0.0)
+    return _pick([jnp.sum(best[:, :L], axis=-1), best[:, L]], p), best
+
+
 def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, p, groups=None) -> jax.Array:
     """[R] seconds of R collectives (kinds static, none "sendrecv"): the
     faster of hierarchical (per-level minima summed) and flat, each level's
@@ -317,11 +327,7 @@ def _fused_times(kinds: tuple, hw: Hardware, n, bytes_, stride, p, groups=None) 
             take = lambda x, at=at: jnp.concatenate([x[j:j + 1] for j in at])  # noqa: E731
             fixed, per_byte, F = [take(x) for x in fixed], [take(x) for x in per_byte], take(F)
         b = bytes_[np.array(rows)][:, None]
-        times = [a + c * b for a, c in zip(fixed, per_byte)]
-        L = F.shape[1] - 1
-        best = jnp.where(F > 1.0, _pick(times, p), 0.0)
-        hier, flat = jnp.sum(best[:, :L], axis=-1), best[:, L]
-        parts.append(_pick([hier, flat], p))
+        parts.append(_hier_or_flat([a + c * b for a, c in zip(fixed, per_byte)], F, p)[0])
     order = np.concatenate([np.array(rows) for rows in by_kind.values()])
     return jnp.concatenate(parts)[np.argsort(order)]
 
@@ -337,12 +343,12 @@ def times_and_levels(kind: str, hw: Hardware, n, payloads, p=None, stride=1.0) -
         raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(_RUNS)}")
     n, stride = (jnp.asarray(x, jnp.float32) for x in jnp.broadcast_arrays(n, stride))
     (fixed, per_byte), F, _, _ = _algorithm_affine((kind,) * n.shape[0], hw, n, stride)
-    L, out = F.shape[1] - 1, []
+    out = []
     for b in payloads:
         times = [a + c * jnp.asarray(b, jnp.float32)[:, None] for a, c in zip(fixed, per_byte)]
-        best = jnp.where(F > 1.0, _pick(times, p), 0.0)
+        t, best = _hier_or_flat(times, F, p)
         exact = best if p is None else jnp.where(F > 1.0, _pick(times, None), 0.0)  # level_times: exact minima
-        out.append((_pick([jnp.sum(best[:, :L], axis=-1), best[:, L]], p), exact[:, :MAX_NET_LEVELS]))
+        out.append((t, exact[:, :MAX_NET_LEVELS]))
     return out
 
 

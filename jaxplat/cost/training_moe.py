@@ -20,12 +20,14 @@ from jaxplat.model import Model, Parallel, replace
 # .preprocess; Megatron-Core's inference dispatcher keeps them on the device "without host synchronization"),
 # so the host cannot queue kernels ahead of that layer and the GPU waits while it issues them: a part per layer
 # (router, aux loss, dispatch, norms, residuals) and a part per expert the chip holds (its GEMMs, quantizations and
-# their gradients, launched one expert at a time). A PyTorch operator costs 5-25 us of host work (Python, autograd,
-# ATen dispatch, cudaLaunchKernel). Fitted on the Qwen3 rows of the Megatron-Bridge dev tables and judged on the
-# DeepSeek-V3 ones (data/measured/training_split.yaml, experiments/training/fit_moe_host.py: grid 0.1 ms x 5 us;
-# within 5% of its objective 1.7-2.0 ms and 135-160 us): 70-360 operators per layer and 6-30 launches per expert
-# at 5-25 us each, counts of that order but not checked against a profile. A graph-captured or fused stack has
-# less of it.
+# their gradients: Transformer Engine's default grouped GEMM launches one GEMM per expert over several CUDA
+# streams, and profiles of Megatron-LM on B-series chips show the GPU idle behind those launches). A PyTorch
+# operator costs 5-25 us of host work (Python, autograd, ATen dispatch, cudaLaunchKernel). No microbenchmark or
+# profile in the data gives these two numbers, so the 2x check against one cannot be made. Fitted on the Qwen3
+# rows of the Megatron-Bridge dev tables and judged on the DeepSeek-V3 ones (data/measured/training_split.yaml,
+# experiments/training/fit_moe_host.py: grid 0.1 ms x 5 us; within 5% of its objective 1.7-2.0 ms and 135-160 us):
+# 70-360 operators per layer and 6-30 launches per expert at 5-25 us each, counts of that order but not checked
+# against a profile. A graph-captured or fused stack has less of it.
 MOE_LAYER_HOST_S = 1.8e-3
 MOE_EXPERT_HOST_S = 155e-6
 
