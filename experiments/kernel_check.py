@@ -110,8 +110,8 @@ def deepgemm(rows):
         m, n, k, g = _mnk(r["notes"])
         tf, gb = gemm_prediction(hw, m, n, k, g, grouped=g > 1 or "Grouped" in r["notes"])
         pred = tf if r["metric"] == "tflops" else gb
-        out.append((role, f"{r['metric']:<12} M={m:<5} N={n:<5} K={k:<5} g={g} {'grp' if 'Grouped' in r['notes'] else ''}",
-                    pred, float(r["value"])))
+        grp = "grp" if "Grouped" in r["notes"] else ""
+        out.append((role, f"{r['metric']:<12} M={m:<5} N={n:<5} K={k:<5} g={g} {grp}", pred, float(r["value"])))
     return out
 
 
@@ -219,7 +219,9 @@ def implied(dg, fa, nets):
     print("\n== implied efficiencies (fit rows), shipped values unchanged ==")
     big = [x for x in dg if x[0] == "fit" and "tflops" in x[1] and "M=4096" in x[1] and "grp" not in x[1]]
     ratio = statistics.median(m / p for _, _, p, m in big)
-    print(f"  DeepGEMM dense FP8, M=4096: measured/predicted median {ratio:.3f} -> eff_compute x eff_narrow "
+    print(f"  DeepGEMM dense FP8, M=4096 (at the shipped tile_latency "
+          f"{float(hw.efficiency.tile_latency) * 1e6:.1f} us; experiments/kernel_pins.py solves both): "
+          f"measured/predicted median {ratio:.3f} -> eff_compute x eff_narrow "
           f"{shipped * ratio:.3f} (shipped {float(hw.efficiency.compute):.3f} x "
           f"{float(hw.efficiency.narrow_dtype):.3f} = {shipped:.3f})")
     print(f"  DeepGEMM dense FP8, M=64 (weight streaming, memory-bound): eff_memory {implied_memory(hw):.3f} "
@@ -251,7 +253,10 @@ def main(argv=None):
     for name, items in (("DeepGEMM FP8 GEMM (H800 = h100-sxm)", dg), ("FlashAttention-3 forward (H100)", fa),
                         ("NCCL bus bandwidth", nc), ("DeepEP dispatch/combine", ep)):
         report(name, items, show_test)
-    fit = lambda items, *words: [x for x in items if x[0] == "fit" and all(w in x[1] for w in words)]
+
+    def fit(items, *words):
+        return [x for x in items if x[0] == "fit" and all(w in x[1] for w in words)]
+
     implied(dg, fa, (("NCCL all-reduce, 8 H100 NVLink (NVLS)", fit(nc, "n=8 ", "allreduce")),
                      ("DeepEP normal dispatch/combine, 8 H800 NVLink", fit(ep, "bottleneck", "n=8 ")),
                      ("DeepEP normal dispatch/combine, 16-64 H800 over RDMA",

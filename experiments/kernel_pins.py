@@ -1,31 +1,32 @@
-"""What the kernel rows say each shipped efficiency should be, and what
-pinning it there does to the rows that judge a calibration (issue 37).
+"""What the kernel rows say three efficiencies should be, and what pinning
+each there does to the rows that judge a calibration (issue 37).
 
-Three shipped values are fitted numbers that the kernel measurements of
-data/measured/inference_2026-12.csv contradict (experiments/kernel_check.py
-prints the rows):
-  tile      DeepGEMM's M=4096 FP8 GEMMs (fit rows) run slower at short K
-            (K=512: 62% below the model at tile_latency 0) and faster at long
-            K than one peak share allows: a fixed time per output tile
-            outside its k-loop (`efficiency.tile_latency`; the TMA pipeline's
-            fill and the epilogue's store) beside `compute`. Both are solved
-            jointly on those rows (grid; median |error|); `attention` is then
-            re-pinned so that compute x attention keeps FlashAttention-3's
-            BF16 fit rows at S=16k where they are.
+The kernel measurements of data/measured/inference_2026-12.csv
+(experiments/kernel_check.py prints the rows) imply:
+  tile      DeepGEMM's M=4096 FP8 GEMMs (fit rows) run slower at short K and
+            faster at long K than one peak share allows (at the fitted
+            compute 0.669 and no tile time, K=512 came out 1.62x fast, K=16384
+            0.87x): a fixed time per output tile outside its k-loop
+            (`efficiency.tile_latency`: filling the TMA pipeline, storing the
+            tile) beside `compute`, solved jointly on those rows (grid;
+            median |error|); `attention` then re-pinned so that compute x
+            attention keeps FlashAttention-3's BF16 fit rows at S=16k where
+            they are. Shipped since 2026-12-05 (0.75, 0.7 us, 0.866).
   moe_memory  DeepGEMM's masked-layout grouped GEMMs at M=256 per group
             (validation rows: weight streaming, the decode layout) reach 62%
-            of the H800's HBM peak; the shipped 0.308 puts them at 2.4x
-            slower. Solved by bisection on those rows.
+            of the H800's HBM peak; the fitted 0.308 puts them 2.4x slower.
+            Solved by bisection on those rows.
   network   NCCL all-reduce on 8 NVLink H100s (fit rows): 0.82 (kernel_check's
-            implied line) against the shipped 0.356.
-Each variant is then judged on validation rows only, on `estimate`'s default
-stack (graph-captured): the 224 rows of experiments/heldout_check.py (the
-validation rows of the `moe` and `memory` pins) and the declared validation
-rows of data/measured/inference_split.yaml (experiments/calibration_check.py).
-No test row is predicted. A variant ships only where it wins on those; the
-table says which.
+            implied line) against the fitted 0.356.
+Each variant (the shipped file with those values replaced) is judged on
+validation rows only, on `estimate`'s default stack (graph-captured): the 224
+rows of experiments/heldout_check.py (the validation rows of the `moe` and
+`memory` pins) and the declared validation rows of
+data/measured/inference_split.yaml (experiments/calibration_check.py). No test
+row is predicted. With the tile pin shipped, "shipped" and "tile" print the
+same figures; docs/calibration.md has the table from before it.
 
-    .venv/bin/python experiments/kernel_pins.py      (about 3 minutes)
+    .venv/bin/python experiments/kernel_pins.py      (about 4 minutes)
 """
 
 import dataclasses
