@@ -5,7 +5,9 @@ Compute-bound M=4096, N=2112, K=7168 on h100-sxm (132 SMs, 128x128x64 tiles):
   row tiles ceil(4096/128) = 32, column tiles ceil(2112/128) = 17 (16.5: the
   last tile is half empty), k-steps 7168/64 = 112 -> 32*17*112 = 60,928 k-loop
   iterations in ceil(60,928/132) = 462 waves, so the useful share is
-  4096*2112*7168 / (462*132*128*128*64) = 62,008,590,336 / 63,946,850,304.
+  4096*2112*7168 / (462*132*128*128*64) = 62,008,590,336 / 63,946,850,304,
+  and each tile's fixed time outside its k-loop (tile_latency, 0.7 us) adds
+  tile_latency * fp8 peak / (2*128*128*64*132) k-steps to its 112.
   TFLOP/s = 2MNK / (2MNK / (fp8 peak * eff_compute * eff_narrow * share)
             + kernel_latency).
 Memory-bound M=64, N=7168, K=16384: FP8 A and B plus the BF16 output,
@@ -38,12 +40,17 @@ def test_large_fp8_gemm_tile_share_by_hand(kc):
     hw = load_hardware("h100-sxm")
     m, n, k = 4096, 2112, 7168
     share = 62_008_590_336 / 63_946_850_304
+    # each of the 32 x 17 output tiles (128 x 128) runs 112 k-steps of 64 and the tile time outside them:
+    # tile_latency at the FP8 peak's rate per SM is that many k-steps more (efficiency.quantization)
+    extra = float(hw.tile_latency) * 1978.9e12 / (2.0 * 128 * 128 * 64 * 132)
+    share /= 1.0 + extra / 112.0
     rate = 1978.9e12 * float(hw.eff_compute) * float(hw.eff_narrow) * share
     flops = 2.0 * m * n * k
     want = flops / (flops / rate + float(hw.kernel_latency)) / 1e12
     tflops, gbs = kc.gemm_prediction(hw, m, n, k)
     assert tflops == pytest.approx(want, rel=2e-4)
     assert float(hw.kernel_latency) == pytest.approx(2e-6)  # the graph-captured stack (specs/software)
+    assert float(hw.tile_latency) == pytest.approx(0.7e-6)  # the shipped calibration (kernel_pins.py)
     assert gbs == pytest.approx((m * k + k * n + 2 * m * n) / (flops / (tflops * 1e12)) / 1e9, rel=1e-5)
 
 
