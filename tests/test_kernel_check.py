@@ -17,12 +17,13 @@ Both fail if the tile share, the FP8 derate or the BF16 output were dropped.
 """
 
 import importlib
+import statistics
 import sys
 from pathlib import Path
 
 import pytest
 
-from jaxplat import load_hardware
+from jaxplat import load_hardware, replace
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -70,3 +71,33 @@ def test_shipped_memory_is_the_one_the_kernel_rows_imply(kc):
     fails (checked: with the fit's 0.914 back in the file, it fails)."""
     hw = load_hardware("h100-sxm")
     assert float(hw.eff_memory) == pytest.approx(kc.implied_memory(hw), abs=2e-3)
+
+
+def test_shipped_compute_and_tile_time_are_the_best_on_the_kernel_rows():
+    """The shipped calibration pins `compute` and `tile_latency` together where
+    DeepGEMM's compute-bound fit rows (M=4096 dense, contiguous grouped) come
+    out best in median |error| (experiments/kernel_pins.py, a grid of 0.01 x
+    0.1 us): the shipped pair must score no worse than each of its eight grid
+    neighbours, and well below the fit's (0.669, no tile time: 8.0% against
+    1.3%). Fails if either pin goes stale or the tile term is dropped."""
+    sys.path.insert(0, str(EXPERIMENTS))
+    try:
+        kp = importlib.import_module("kernel_pins")
+    finally:
+        sys.path.remove(str(EXPERIMENTS))
+    hw = load_hardware("h100-sxm")
+    shapes = kp._deepgemm("fit", lambda m, grouped, notes: m >= 4096)
+    assert len(shapes) == 10
+
+    def score(c, t):
+        h = replace(hw, efficiency=replace(hw.efficiency, compute=c, tile_latency=t))
+        return statistics.median(abs(e) for e in kp._errors(h, shapes))
+
+    c0, t0 = float(hw.eff_compute), float(hw.tile_latency)
+    assert (c0, t0) == pytest.approx((0.75, 0.7e-6))
+    best = score(c0, t0)
+    assert best < 0.02
+    for dc in (-0.01, 0.0, 0.01):
+        for dt in (-0.1e-6, 0.0, 0.1e-6):
+            assert best <= score(c0 + dc, t0 + dt) + 1e-9, (dc, dt)
+    assert score(0.668849, 0.0) > 0.07
