@@ -77,14 +77,19 @@ def _errors(hw, shapes):
     return [kc.gemm_prediction(hw, m, n, k, g, grouped=gr)[0] / meas - 1.0 for m, n, k, g, gr, meas in shapes]
 
 
+NEAR = 0.005  # median |error| within half a point of the best: the pairs the rows cannot tell apart
+
+
 def implied_tile(hw):
-    """(compute, tile_latency s, median |error| at them, at the shipped values) on DeepGEMM's
-    compute-bound fit rows (M=4096 dense, contiguous grouped)."""
+    """(compute, tile_latency s, median |error| at them, at the shipped values, the grid pairs
+    within NEAR of the best) on DeepGEMM's compute-bound fit rows (M=4096 dense, contiguous grouped)."""
     shapes = _deepgemm("fit", lambda m, grouped, notes: m >= 4096)
     score = lambda c, t: statistics.median(np.abs(_errors(  # noqa: E731
         replace(hw, efficiency=replace(hw.efficiency, compute=float(c), tile_latency=float(t))), shapes)))
-    best = min(((score(c, t), c, t) for c in COMPUTE_GRID for t in TILE_GRID))
-    return float(best[1]), float(best[2]), best[0], score(hw.efficiency.compute, hw.efficiency.tile_latency)
+    grid = [(score(c, t), float(c), float(t)) for c in COMPUTE_GRID for t in TILE_GRID]
+    best = min(grid)
+    near = [(c, t) for e, c, t in grid if e <= best[0] + NEAR]
+    return best[1], best[2], best[0], score(hw.efficiency.compute, hw.efficiency.tile_latency), near
 
 
 def implied_attention(hw, compute):
@@ -150,13 +155,17 @@ def validation_figures(values):
 
 def main():
     hw = load_hardware("h100-sxm")
-    compute, tile, err_tile, err_shipped = implied_tile(hw)
+    compute, tile, err_tile, err_shipped, near = implied_tile(hw)
     attention = implied_attention(hw, compute)
     moe_memory, network = implied_moe_memory(hw), implied_network()
     print("== what the kernel rows imply (fit rows, except moe_memory's: validation) ==")
     print(f"  compute {compute:.2f} with tile_latency {tile * 1e6:.1f} us per output tile: DeepGEMM M=4096 rows "
           f"{100 * err_tile:.1f}% median |error| (shipped {float(hw.efficiency.compute):.3f} with "
           f"{float(hw.efficiency.tile_latency) * 1e6:.1f} us: {100 * err_shipped:.1f}%)")
+    cs, ts = [c for c, _ in near], [t * 1e6 for _, t in near]
+    print(f"    within {100 * NEAR:.1f} points of it ({len(near)} grid pairs): compute {min(cs):.2f}-{max(cs):.2f} "
+          f"with tile_latency {min(ts):.1f}-{max(ts):.1f} us, rising together (a higher peak share needs a longer tile "
+          f"time): the rows pin the pair along that valley, not each apart")
     print(f"  attention {attention:.3f} keeps FlashAttention-3's BF16 S=16k rows at compute {compute:.2f} "
           f"(shipped {float(hw.efficiency.attention):.3f})")
     print(f"  moe_memory {moe_memory:.3f}: masked-layout grouped GEMMs at M=256 per group (shipped "
