@@ -60,7 +60,7 @@ COMPUTE_GRID = np.round(np.arange(0.60, 0.901, 0.01), 3)     # share of dense pe
 TILE_GRID = np.round(np.arange(0.0, 3.01e-6, 0.1e-6), 9)     # s per output tile (BOUNDS: up to 10 us)
 
 
-def _deepgemm(role, pred):
+def deepgemm_rows(role, pred):
     """[(m, n, k, groups, grouped, measured TFLOP/s)] of DeepGEMM's `role` rows that `pred` keeps."""
     rows, roles = load_inference_split()
     out = []
@@ -73,7 +73,7 @@ def _deepgemm(role, pred):
     return out
 
 
-def _errors(hw, shapes):
+def gemm_errors(hw, shapes):
     return [kc.gemm_prediction(hw, m, n, k, g, grouped=gr)[0] / meas - 1.0 for m, n, k, g, gr, meas in shapes]
 
 
@@ -83,8 +83,8 @@ NEAR = 0.005  # median |error| within half a point of the best: the pairs the ro
 def implied_tile(hw):
     """(compute, tile_latency s, median |error| at them, at the shipped values, the grid pairs
     within NEAR of the best) on DeepGEMM's compute-bound fit rows (M=4096 dense, contiguous grouped)."""
-    shapes = _deepgemm("fit", lambda m, grouped, notes: m >= 4096)
-    score = lambda c, t: statistics.median(np.abs(_errors(  # noqa: E731
+    shapes = deepgemm_rows("fit", lambda m, grouped, notes: m >= 4096)
+    score = lambda c, t: statistics.median(np.abs(gemm_errors(  # noqa: E731
         replace(hw, efficiency=replace(hw.efficiency, compute=float(c), tile_latency=float(t))), shapes)))
     grid = [(score(c, t), float(c), float(t)) for c in COMPUTE_GRID for t in TILE_GRID]
     best = min(grid)
@@ -105,11 +105,11 @@ def implied_attention(hw, compute):
 def implied_moe_memory(hw):
     """`moe_memory` at which DeepGEMM's masked-layout grouped GEMMs at M <= 256 per group (validation
     rows, weight streaming) come out right in the median; bisection on the model's own prediction."""
-    shapes = _deepgemm("validation", lambda m, grouped, notes: grouped and "masked" in notes and m <= 256)
+    shapes = deepgemm_rows("validation", lambda m, grouped, notes: grouped and "masked" in notes and m <= 256)
 
     def median_ratio(x):
         h = replace(hw, efficiency=replace(hw.efficiency, moe_memory=x))
-        return statistics.median(e + 1.0 for e in _errors(h, shapes))
+        return statistics.median(e + 1.0 for e in gemm_errors(h, shapes))
 
     lo, hi = 0.05, 1.0  # predicted/measured rises with moe_memory
     for _ in range(30):

@@ -86,12 +86,12 @@ def test_shipped_compute_and_tile_time_are_the_best_on_the_kernel_rows():
     finally:
         sys.path.remove(str(EXPERIMENTS))
     hw = load_hardware("h100-sxm")
-    shapes = kp._deepgemm("fit", lambda m, grouped, notes: m >= 4096)
+    shapes = kp.deepgemm_rows("fit", lambda m, grouped, notes: m >= 4096)
     assert len(shapes) == 10
 
     def score(c, t):
         h = replace(hw, efficiency=replace(hw.efficiency, compute=c, tile_latency=t))
-        return statistics.median(abs(e) for e in kp._errors(h, shapes))
+        return statistics.median(abs(e) for e in kp.gemm_errors(h, shapes))
 
     c0, t0 = float(hw.eff_compute), float(hw.tile_latency)
     assert (c0, t0) == pytest.approx((0.75, 0.7e-6))

@@ -41,7 +41,7 @@ def test_batch1_decode_is_memory_bound_on_a_fast_memory_chip(llama70b):
     shape; test_kernel_check works the fixed time by hand."""
     h100 = jp.load_hardware("h100-sxm")
     hw = replace(h100, flops=h100.flops * (300e12 / float(h100.flops[2])), mem_bw=h100.mem_bw.at[0].set(20e12),
-                 efficiency=replace(h100.efficiency, tile_latency=0.0))
+                 tile_latency=0.0)
     wl = workload(batch=1, prompt=1024, output=256)
     tpot = [float(jp.evaluate(llama70b, replace(hw, flops=hw.flops * k), jp.Parallel(tp=8), wl).tpot)
             for k in (1.0, 2.0, 4.0)]

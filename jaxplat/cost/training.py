@@ -193,12 +193,13 @@ class TrainWorkload:
       forward's, in (0, 1] (data- and weight-gradient GEMMs with transposed
       operands, FlashAttention's backward: 63% of the A100's peak at most
       against 73% forward, Dao 2023 Sec. 4.1); the backward's time is
-      divided by it. The default 0.775 is the one number of this model
-      fitted on measured runs: the dev rows of
+      divided by it. The default 0.775 is fitted on measured runs (with
+      the MoE host time, `training_moe`): the dev rows of
       data/measured/training_2026-12.csv (experiments/training/
       fit_backward.py; grid of 0.025 over its bounds [0.5, 1]; refitted
       after the fp32 loss, the training attention kernel and the dtype
-      fallback were modelled: 0.75 before).
+      fallback were modelled: 0.75 before; refitted again after the
+      calibration's compute / tile_latency pin of 2026-12-05: unchanged).
     attention_kernel_speed: the training stack's attention kernel's rate
       over the chip's own (calibrated: the kernel written for it, as
       inference engines run), in (0, 1]; it scales the chip's
