@@ -5,12 +5,12 @@ bound as the chip's bandwidth makes it."""
 
 import numpy as np
 import pytest
+from helpers import workload
 
 import jaxplat as jp
 from jaxplat.cost import quantization
 from jaxplat.cost.efficiency import dense_tile_m
 from jaxplat.model import replace
-from helpers import workload
 
 H100_STRUCTURE = dict(units=132.0, tile_m=128.0, tile_n=128.0, tile_k=64.0, tile_latency=0.0)
 
