@@ -190,6 +190,31 @@ def report(name, items, show_test):
         print(summary([x for x in items if x[0] == role], role))
 
 
+def kernel_rows():
+    """[(row, role)] of the kernel rows of the inference CSV, with their split role."""
+    rows, roles = load_inference_split()
+    return [(r, ro) for r, ro in zip(rows, roles) if r["load_kind"] == "kernel"]
+
+
+def fit_items(items, *words):
+    """The fit rows of `items` whose label holds every one of `words`."""
+    return [x for x in items if x[0] == "fit" and all(w in x[1] for w in words)]
+
+
+def median_ratio(items):
+    """Median measured / predicted of (role, label, predicted, measured) items."""
+    return statistics.median(m / p for _, _, p, m in items)
+
+
+def solve(ratio, lo, hi, steps=30):
+    """x in [lo, hi] where ratio(x) = 1, by bisection, for a `ratio` (measured /
+    predicted) that falls as the efficiency x rises."""
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if ratio(mid) > 1.0 else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
 def implied_memory(hw):
     """`memory` (fraction of HBM peak) at which DeepGEMM's M=64 fit rows come out
     right in the median: those GEMMs stream their FP8 weights once (15-117 MB)
@@ -201,15 +226,11 @@ def implied_memory(hw):
               if role == "fit" and r["engine"] == "DeepGEMM" and r["metric"] == "mem_bw_gb_s"
               and "Normal GEMMs" in r["notes"] and _mnk(r["notes"])[0] == 64]
 
-    def median_ratio(mem):
+    def ratio(mem):
         h = replace(hw, efficiency=replace(hw.efficiency, memory=mem))
         return statistics.median(meas / gemm_prediction(h, m, n, k)[1] for (m, n, k, _), meas in shapes)
 
-    lo, hi = 0.3, 1.0  # measured/predicted falls as `memory` rises; the root lies between
-    for _ in range(30):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if median_ratio(mid) > 1.0 else (lo, mid)
-    return 0.5 * (lo + hi)
+    return solve(ratio, 0.3, 1.0)  # measured/predicted falls as `memory` rises; the root lies between
 
 
 def implied(dg, fa, nets):
@@ -218,7 +239,7 @@ def implied(dg, fa, nets):
     shipped = float(hw.efficiency.compute * hw.efficiency.narrow_dtype)
     print("\n== implied efficiencies (fit rows), shipped values unchanged ==")
     big = [x for x in dg if x[0] == "fit" and "tflops" in x[1] and "M=4096" in x[1] and "grp" not in x[1]]
-    ratio = statistics.median(m / p for _, _, p, m in big)
+    ratio = median_ratio(big)
     print(f"  DeepGEMM dense FP8, M=4096 (at the shipped tile_latency "
           f"{float(hw.efficiency.tile_latency) * 1e6:.1f} us; experiments/kernel_pins.py solves both): "
           f"measured/predicted median {ratio:.3f} -> eff_compute x eff_narrow "
@@ -228,39 +249,35 @@ def implied(dg, fa, nets):
           f"puts the median measured/predicted at 1 (shipped {float(hw.efficiency.memory):.3f})")
     grp = [x for x in dg if x[0] == "fit" and "tflops" in x[1] and "grp" in x[1]]
     if grp:
-        r = statistics.median(m / p for _, _, p, m in grp)
+        r = median_ratio(grp)
         print(f"  DeepGEMM grouped FP8 (contiguous): measured/predicted {r:.3f} -> eff_moe "
               f"{float(hw.efficiency.moe) * r:.3f} "
               f"(shipped {float(hw.efficiency.moe):.3f}; at most 1: grouped run as dense)")
-    long_seq = [x for x in fa if x[0] == "fit" and "bf16" in x[1] and "S=16384" in x[1]]
+    long_seq = fit_items(fa, "bf16", "S=16384")
     if long_seq:
-        r = statistics.median(m / p for _, _, p, m in long_seq)
+        r = median_ratio(long_seq)
         print(f"  FA3 BF16 at S=16k: measured/predicted {r:.3f} -> eff_compute x eff_attention "
               f"{float(hw.efficiency.compute * hw.efficiency.attention) * r:.3f} "
               f"(shipped {float(hw.efficiency.compute * hw.efficiency.attention):.3f})")
     for what, items in nets:
         if items:
-            r = statistics.median(m / p for _, _, p, m in items)
+            r = median_ratio(items)
             print(f"  {what}: measured/predicted {r:.3f} -> eff_network {float(hw.efficiency.network) * r:.3f} "
                   f"(shipped {float(hw.efficiency.network):.3f})")
 
 
 def main(argv=None):
     show_test = "--test" in (argv if argv is not None else sys.argv[1:])
-    rows, roles = load_inference_split()
-    kernel = [(r, ro) for r, ro in zip(rows, roles) if r["load_kind"] == "kernel"]
+    kernel = kernel_rows()
     dg, fa, nc, ep = deepgemm(kernel), flash_attention(kernel), nccl(kernel), deepep(kernel)
     for name, items in (("DeepGEMM FP8 GEMM (H800 = h100-sxm)", dg), ("FlashAttention-3 forward (H100)", fa),
                         ("NCCL bus bandwidth", nc), ("DeepEP dispatch/combine", ep)):
         report(name, items, show_test)
 
-    def fit(items, *words):
-        return [x for x in items if x[0] == "fit" and all(w in x[1] for w in words)]
-
-    implied(dg, fa, (("NCCL all-reduce, 8 H100 NVLink (NVLS)", fit(nc, "n=8 ", "allreduce")),
-                     ("DeepEP normal dispatch/combine, 8 H800 NVLink", fit(ep, "bottleneck", "n=8 ")),
+    implied(dg, fa, (("NCCL all-reduce, 8 H100 NVLink (NVLS)", fit_items(nc, "n=8 ", "allreduce")),
+                     ("DeepEP normal dispatch/combine, 8 H800 NVLink", fit_items(ep, "bottleneck", "n=8 ")),
                      ("DeepEP normal dispatch/combine, 16-64 H800 over RDMA",
-                      [x for x in fit(ep, "bottleneck") if "n=8 " not in x[1]])))
+                      [x for x in fit_items(ep, "bottleneck") if "n=8 " not in x[1]])))
     if show_test:
         print("\n(TEST rows shown above: tritonbench flash_v3, reported once.)")
 

@@ -49,8 +49,7 @@ import kernel_check as kc  # noqa: E402
 from jaxplat import load_hardware, replace  # noqa: E402
 from jaxplat.design import calibration as cal  # noqa: E402
 from jaxplat.design.measured import read_rows  # noqa: E402
-from jaxplat.design.splits import load_inference_split  # noqa: E402
-from jaxplat.model import default_calibration  # noqa: E402
+from jaxplat.model import default_calibration, load_model  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 
 SHIPPED = ROOT.parent / "specs" / "calibration" / "default.yaml"
@@ -62,9 +61,8 @@ TILE_GRID = np.round(np.arange(0.0, 3.01e-6, 0.1e-6), 9)     # s per output tile
 
 def deepgemm_rows(role, pred):
     """[(m, n, k, groups, grouped, measured TFLOP/s)] of DeepGEMM's `role` rows that `pred` keeps."""
-    rows, roles = load_inference_split()
     out = []
-    for r, ro in zip(rows, roles):
+    for r, ro in kc.kernel_rows():
         if ro == role and r["engine"] == "DeepGEMM" and r["metric"] == "tflops":
             m, n, k, g = kc._mnk(r["notes"])
             grouped = "Grouped" in r["notes"]
@@ -94,12 +92,9 @@ def implied_tile(hw):
 
 def implied_attention(hw, compute):
     """`attention` that keeps FlashAttention-3's BF16 fit rows at S=16k where the shipped
-    compute x attention puts them, at `compute`."""
-    rows, roles = load_inference_split()
-    fa = [x for x in kc.flash_attention([(r, ro) for r, ro in zip(rows, roles) if r["load_kind"] == "kernel"])
-          if x[0] == "fit" and "bf16" in x[1] and "S=16384" in x[1]]
-    ratio = statistics.median(meas / pred for _, _, pred, meas in fa)
-    return float(hw.efficiency.compute * hw.efficiency.attention) * ratio / compute
+    compute x attention puts them, at `compute` (kernel_check's implied FA3 line)."""
+    fa = kc.fit_items(kc.flash_attention(kc.kernel_rows()), "bf16", "S=16384")
+    return float(hw.efficiency.compute * hw.efficiency.attention) * kc.median_ratio(fa) / compute
 
 
 def implied_moe_memory(hw):
@@ -107,30 +102,23 @@ def implied_moe_memory(hw):
     rows, weight streaming) come out right in the median; bisection on the model's own prediction."""
     shapes = deepgemm_rows("validation", lambda m, grouped, notes: grouped and "masked" in notes and m <= 256)
 
-    def median_ratio(x):
+    def ratio(x):  # median measured / predicted: falls as moe_memory rises
         h = replace(hw, efficiency=replace(hw.efficiency, moe_memory=x))
-        return statistics.median(e + 1.0 for e in gemm_errors(h, shapes))
+        return statistics.median(1.0 / (e + 1.0) for e in gemm_errors(h, shapes))
 
-    lo, hi = 0.05, 1.0  # predicted/measured rises with moe_memory
-    for _ in range(30):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if median_ratio(mid) < 1.0 else (lo, mid)
-    return 0.5 * (lo + hi)
+    return kc.solve(ratio, 0.05, 1.0)
 
 
 def implied_network():
     """`network` the NCCL fit rows imply (kernel_check's implied line: 8 H100s on NVLink)."""
-    rows, roles = load_inference_split()
-    items = [x for x in kc.nccl([(r, ro) for r, ro in zip(rows, roles) if r["load_kind"] == "kernel"])
-             if x[0] == "fit" and "n=8 " in x[1] and "allreduce" in x[1]]
-    hw = load_hardware("h100-sxm")
-    return float(hw.efficiency.network) * statistics.median(meas / pred for _, _, pred, meas in items)
+    items = kc.fit_items(kc.nccl(kc.kernel_rows()), "n=8 ", "allreduce")
+    return float(load_hardware("h100-sxm").efficiency.network) * kc.median_ratio(items)
 
 
 def heldout_figures(pred, rows, values):
     """{label: (median |error|, median signed)} of the heldout rows at `values`."""
     p = np.asarray(pred.predict(cal.z_of(pred, values)), float)
-    moe = {"qwen3-235b-a22b", "qwen3-30b-a3b", "llama-4-scout", "llama-4-maverick", "mixtral-8x7b"}
+    moe = {name for name in {r.model for r in rows} if float(load_model(name).experts) > 1}
     out = {}
     for label, keep in (("all 224", lambda r: True), ("dense", lambda r: r.model not in moe),
                         ("MoE", lambda r: r.model in moe)):
