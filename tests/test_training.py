@@ -217,6 +217,24 @@ def test_data_parallel_bytes(model, hw, zero, per_step):
     np.testing.assert_allclose(r.comm_total[4], per_step * PARAMS / 1e11, rtol=1e-5)
 
 
+@pytest.mark.parametrize("zero, calls", [(1, 1), (3, 3 * L)])
+def test_data_parallel_ring_latency(model, hw, zero, calls):
+    """dp = 32 over 4 nodes of 8, links of 1 µs inside a node and 10 µs
+    between, bandwidth without limit: NCCL's ring steps 32 - 4 = 28 times
+    inside the nodes and 3 times between them (39 µs a call, linear in dp,
+    where a hierarchical form would take 7 + 3 steps). ZeRO 1: one bucket
+    (344,064 parameters < 4e7) reduce-scattered and one gathered per step;
+    ZeRO 3: each of the 8 layers (FSDP units) gathered twice and reduced
+    once per micro-batch."""
+    net = [{**HW["network"][0], "latency": 1e-6, "bandwidth": 1e23}, {**HW["network"][1], "latency": 1e-5,
+                                                                    "bandwidth": 1e22}]
+    fast = hardware_from_dict({**HW, "network": net})
+    r = step(model, fast, Parallel(dp=32), global_batch=64.0, zero=float(zero), dp_overlap=0.0)
+    assert r.microbatches == 1.0
+    per_call = 28 * 1e-6 + 3 * 1e-5
+    np.testing.assert_allclose(r.comm_total[4], (2 if zero == 1 else calls) * per_call, rtol=1e-3)
+
+
 def test_context_parallel_ranks_reduce_gradients(model, hw):
     """cp = 2 alone (dp = 1): the two ranks sum their halves' gradients, a
     4-byte all-reduce over 2 ranks (B/β for B = 4P) that a dp-only group

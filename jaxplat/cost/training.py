@@ -74,7 +74,11 @@ product of the degrees inside it):
       its gradients, prefetched behind that micro-batch's forward and
       backward. Dense weights over dp·cp (stride tp: context-parallel ranks
       hold the same weights), expert weights over dp·cp / ep (stride tp·ep):
-      `training_memory.shard_groups`.
+      `training_memory.shard_groups`. Reduce-scatters and all-gathers run as
+      NCCL's rings over the whole group (`training_comm.ring_collective`: a
+      latency linear in the group, the bytes as the hierarchical form's), one
+      call per FSDP unit (a layer) for ZeRO 3 and per Megatron-Core bucket
+      (max(4e7, 1e6·dp) parameters) for ZeRO 1/2.
 """
 
 import dataclasses
@@ -517,7 +521,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
                              model.top_k)
     dense, expert = _params(t, par, twl)
     dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
-                                                                     opts, p)
+                                                                     opts, p, jnp.ceil(model.layers / par.pp))
     mb_comm_lv = jnp.stack([comm[k][1] for k in ("tp", "cp", "ep", "pp")] + [mb_dp_lv])  # [5, levels]
     t_host = moe_host_time(t, model, par, twl, w)
     t_mb = t_fwd + t_bwd + t_rec + t_scale + t_host + jnp.sum(mb_comm_lv)

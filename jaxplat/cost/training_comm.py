@@ -9,10 +9,13 @@ import numpy as np
 
 from jaxplat.cost import efficiency
 from jaxplat.cost import training_memory as tm
-from jaxplat.cost.collectives import collective_time, level_times, times_and_levels
+from jaxplat.cost.collectives import collective_time, level_times, reach_levels, times_and_levels
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Hardware
+
+BUCKET_PARAMS = 4.0e7  # Megatron-Core DistributedDataParallel: bucket_size = max(4e7, 1e6 x dp) parameters
+BUCKET_PARAMS_PER_RANK = 1.0e6
 
 
 def collective(kind, hw, n, nbytes, stride, opts, p, launch=True):
@@ -44,6 +47,34 @@ def collectives(kind, hw, n, payloads, stride, opts, p, launch=True):
         first = (jnp.arange(lv.shape[-1]) == 0).astype(lv.dtype)
         share = jnp.where(tot > 0, lv / jnp.where(tot > 0, tot, 1.0), first)
         out.append((t.reshape(shape), (t[:, None] * share).reshape(shape + (lv.shape[-1],))))
+    return out
+
+
+def ring_collective(hw, n, payloads, stride, opts, u):
+    """[(seconds, [levels] seconds)] of `u` calls of one all-gather or
+    reduce-scatter per payload (the payload split evenly over the calls) as
+    NCCL runs them: rings over all n ranks. Latency: n - 1 ring steps, each
+    that of the link it crosses, n - n/f_0 of them inside level 0's domains,
+    and so on out (NCCL's tuning model, src/graph/tuning.cc: (nsteps -
+    nInterSteps)·intraLat + nInterSteps·interLat), linear in n where the
+    hierarchical form's latency grows with the levels only. Bytes: as the
+    hierarchical form's (NCCL runs one ring per NIC, so a level's links carry
+    the payload the levels inside it leave, frac·P_l/β_l)."""
+    reach, below = reach_levels(hw, n, stride)
+    f = jnp.maximum(reach / below, 1.0)  # [G, L] chips joined at each level
+    inner = jnp.cumprod(f, axis=-1)
+    left = inner / f  # chips joined inside level l
+    nn = jnp.asarray(n, jnp.float32)[..., None]
+    steps = nn / left - nn / inner  # ring steps on level l's links; they sum to n - 1
+    beta = hw.network.bandwidth * hw.efficiency.network
+    lat = steps * hw.network.latency
+    fixed = jnp.where(nn[..., 0] > 1.0, efficiency.collective_latency(hw, opts), 0.0)
+    u = jnp.broadcast_to(u, fixed.shape)
+    out = []
+    for b in payloads:
+        lv = jnp.where(nn > 1.0, u[..., None] * lat + safe_div((f - 1.0) / f * b[..., None] / left, beta), 0.0)
+        t = jnp.sum(lv, axis=-1) + u * fixed
+        out.append((t, lv * safe_div(t, jnp.sum(lv, axis=-1))[..., None]))  # the calls' fixed cost pro rata
     return out
 
 
@@ -90,25 +121,30 @@ def fused_ep_comm(t: OpTable, hw: Hardware, w, opts, p, top_k):
     return jnp.sum(w[idx] * (s1 + s2)), jnp.sum(w[idx][:, None] * (l1 + l2), axis=0)
 
 
-def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p):
+def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p, units):
     """(total s per step, exposed s per step, exposed [levels] per step,
     exposed s per micro-batch (ZeRO 3)) of the data-parallel collectives,
-    over the groups of `training_memory.shard_groups`."""
+    over the groups of `training_memory.shard_groups`. `units`: the FSDP
+    units a ZeRO-3 rank gathers and reduces one by one (its layers)."""
+    # Calls: ZeRO 3 gathers and reduces one FSDP unit at a time (one per transformer block: the auto-wrap policy
+    # of PyTorch FSDP, Zhao et al., VLDB 2023); ZeRO 1/2 in buckets of max(4e7, 1e6·dp) parameters (Megatron-Core
+    # DistributedDataParallel's default bucket size). Each call pays the ring's latency (ring_collective).
     # dense over dp·cp at stride tp (ranks: tp, cp, dp); experts over dp·cp/ep at stride tp·ep (Megatron-Core
     # orders the expert ranks etp-ep-edp over the same tp·cp·dp ranks: its expert rank generator has no cp)
     n = jnp.stack(tm.shard_groups(par))
     stride = jnp.stack([par.tp, par.tp * par.ep])
     params = jnp.stack([dense, expert])
     grads, weights = params * twl.bytes_grad_comm, params * twl.bytes_param
+    # ZeRO 0: NCCL's all-reduce (its tree's latency grows with log n: the hierarchical form holds it)
     ar = collective("allreduce", hw, n, grads, stride, opts, p)
-    # reduce-scatter and all-gather run the same algorithms at the same cost per payload (collectives._RUNS,
-    # _algorithm_coefficients): one evaluation for both
-    rs, ag = collectives("allgather", hw, n, [grads, weights], stride, opts, p)
+    z = twl.zero
+    buckets = jnp.ceil(safe_div(params, jnp.maximum(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * n)))
+    calls = jnp.where(params > 0, jnp.where(z >= 2.5, jnp.maximum(units, 1.0), buckets), 0.0)  # none without experts
+    rs, ag = ring_collective(hw, n, [grads, weights], stride, opts, calls)
     tot = lambda c: (jnp.sum(c[0]), jnp.sum(c[1], axis=0))  # noqa: E731
     (t_ar, l_ar), (t_rs, l_rs), (t_ag, l_ag) = tot(ar), tot(rs), tot(ag)
     ov = jnp.clip(twl.dp_overlap, 0.0, 1.0)
     hide = lambda c, window: c - ov * jnp.minimum(c, window)  # noqa: E731
-    z = twl.zero
     # ZeRO 0: all-reduce; 1/2: reduce-scatter + all-gather, once per step.
     grad_t, grad_l = jnp.where(z < 0.5, t_ar, t_rs), jnp.where(z < 0.5, l_ar, l_rs)
     step_ag = jnp.where(z < 0.5, 0.0, 1.0)
@@ -124,4 +160,5 @@ def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p):
             jnp.where(fsdp, mb_total, 0.0), jnp.where(fsdp, mb_exp, 0.0), jnp.where(fsdp, mb_lv, 0.0))
 
 
-__all__ = ["collective", "dp_comm", "fused_ep_comm", "row_comm"]
+__all__ = ["BUCKET_PARAMS", "BUCKET_PARAMS_PER_RANK", "collective", "dp_comm", "fused_ep_comm", "ring_collective",
+           "row_comm"]
