@@ -113,6 +113,14 @@ def test_zero_shards_over_context_parallel_ranks(model, hw):
                                [2 * PARAMS / 8, 2 * PARAMS / 8, 12 * PARAMS / 8], rtol=1e-6)
 
 
+def test_hybrid_sharding_memory(model, hw):
+    """HSDP (dp_shard): ZeRO 3 over dp = 32 with shard groups of 8 keeps
+    1/8 of every state, as dp = 8 does; the 4 replicas hold the same shard."""
+    r = step(model, hw, Parallel(dp=32), global_batch=64.0, zero=3.0, dp_shard=8.0)
+    np.testing.assert_allclose([r.weights_bytes, r.grads_bytes, r.optimizer_bytes],
+                               [2 * PARAMS / 8, 2 * PARAMS / 8, 12 * PARAMS / 8], rtol=1e-6)
+
+
 def test_korthikanti_activations(model, hw):
     """Korthikanti et al. Table 2 with tp + sp: s·b·h·(34 + 5·a·s/h)/t per
     layer (GPT: MHA, 4h GELU MLP, dropout); GPT-3 175B dims (h 12288, a 96,
@@ -235,6 +243,19 @@ def test_data_parallel_ring_latency(model, hw, zero, calls):
     np.testing.assert_allclose(r.comm_total[4], calls * per_call, rtol=1e-3)
 
 
+def test_hybrid_sharding_collectives(model, hw):
+    """HSDP over dp = 32 (4 nodes of 8), shard groups of 8: each layer's
+    gathers and reduce-scatter ring inside a node (7 steps of 1 µs, 3 x 8
+    calls per micro-batch), and once per step the 4 replicas, one per node,
+    all-reduce their gradient shards over the 10 µs links (one-shot: one
+    step, the bandwidth being unlimited): 168 + 10 µs."""
+    net = [{**HW["network"][0], "latency": 1e-6, "bandwidth": 1e23}, {**HW["network"][1], "latency": 1e-5,
+                                                                    "bandwidth": 1e22}]
+    fast = hardware_from_dict({**HW, "network": net})
+    r = step(model, fast, Parallel(dp=32), global_batch=64.0, zero=3.0, dp_shard=8.0, dp_overlap=0.0)
+    np.testing.assert_allclose(r.comm_total[4], 3 * L * 7 * 1e-6 + 1e-5, rtol=1e-3)
+
+
 def test_context_parallel_ranks_reduce_gradients(model, hw):
     """cp = 2 alone (dp = 1): the two ranks sum their halves' gradients, a
     4-byte all-reduce over 2 ranks (B/β for B = 4P) that a dp-only group
@@ -297,6 +318,9 @@ def specs(tmp_path_factory):
      "--moe-host must be LAYER_S,EXPERT_S (two numbers of seconds), got '1e-3'"),
     (["--chips", "1", "--moe-host=-1,0"], "--moe-host seconds must lie in [0, 1), got -1,0"),
     (["--chips", "1", "--ep-overlap", "-0.5"], "--ep-overlap must lie in [0, 1], got -0.5"),
+    (["--chips", "8", "--zero", "3", "--dp-shard", "3"],
+     "--dp-shard 3 must divide the data-parallel degree 8; e.g. --dp-shard 1, 2, 4, 8"),
+    (["--chips", "8", "--dp-shard", "4"], "--dp-shard 4 shards ZeRO states, and --zero 0 has none"),
 ])
 def test_cli_bad_input(specs, capsys, flags, message):
     cfg, chip, _ = specs

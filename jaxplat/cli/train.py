@@ -70,6 +70,10 @@ def register(sub):
                         f"fitted: default {MOE_LAYER_HOST_S:g},{MOE_EXPERT_HOST_S:g}; 0,0 for a stack that "
                         "captures its MoE layers in graphs)")
     p.add_argument("--zero", default="0", help="ZeRO stage 0..3 (1 = Megatron's distributed optimizer, 3 = FSDP)")
+    p.add_argument("--dp-shard", type=int, default=0,
+                   help="hybrid sharding (PyTorch HSDP, TorchTitan's dp_shard): the ZeRO states sharded over groups "
+                        "of this many data-parallel ranks (times cp) and replicated over dp / dp-shard of them, "
+                        "which all-reduce their gradient shards once per step (default 0: the whole group)")
     p.add_argument("--overlap", type=float, default=0.0,
                    help="share of the TP and PP communication run beside the GEMMs, 0..1 (Megatron-Core's "
                         "tp_comm_overlap, overlapped P2P; default 0: all exposed)")
@@ -164,6 +168,11 @@ def validate(args, model) -> int:
                         + f"; e.g. --ep {', '.join(map(str, fit[-4:]))}"
                         + (" (or --etp 1: the experts split over the tp ranks too, MoE parallel folding)"
                            if folds else ""))
+    if args.dp_shard < 0 or (args.dp_shard and dp % args.dp_shard):
+        raise SpecError(f"--dp-shard {args.dp_shard} must divide the data-parallel degree {dp}; e.g. --dp-shard "
+                        f"{_divisors(dp)}")
+    if args.dp_shard and args.zero == "0":
+        raise SpecError(f"--dp-shard {args.dp_shard} shards ZeRO states, and --zero 0 has none; use --zero 1, 2 or 3")
     per = args.micro_batch * dp
     if args.global_batch % per:
         raise SpecError(f"--global-batch {args.global_batch} is not divisible by micro-batch × data-parallel degree "
@@ -199,6 +208,7 @@ def train_workload(args, hw) -> TrainWorkload:
     return TrainWorkload(global_batch=float(args.global_batch), micro_batch=float(args.micro_batch),
                          seq=float(args.seq), tokens=float(args.tokens),
                          recompute=float(RECOMPUTE.index(args.recompute)), zero=float(args.zero),
+                         dp_shard=float(args.dp_shard),
                          bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=block,
                          ep_overlap=float(args.ep_overlap),
                          **dict(zip(("moe_layer_host_s", "moe_expert_host_s"), moe_host(args))),
@@ -278,7 +288,7 @@ def _print_text(args, dp, m, levels, reasons):
           f"ep={args.ep}{etp} dp={dp}), global batch {args.global_batch} x {args.seq} tokens, micro-batch "
           f"{args.micro_batch} ({float(m.microbatches):g} per step), {args.dtype}, recompute {args.recompute}"
           f"{' + ' + args.recompute_modules if recompute_modules(args) else ''}, "
-          f"ZeRO {args.zero}{_options(args)}\n")
+          f"ZeRO {args.zero}{f' over groups of {args.dp_shard} (HSDP)' if args.dp_shard else ''}{_options(args)}\n")
     rows = [["step time", units.fmt_time(step)],
             ["tokens/s per chip", f"{float(m.tokens_per_s_per_chip):.4g}"],
             ["MFU / HFU", f"{100 * float(m.mfu):.1f}% / {100 * float(m.hfu):.1f}% (6N + attention)"],

@@ -166,6 +166,10 @@ class TrainWorkload:
     bytes_grad_comm: bytes per gradient element in the data-parallel
       reduction (4: fp32, Megatron-LM's accumulate_allreduce_grads_in_fp32
       with bf16; 2: bf16).
+    dp_shard: data-parallel ranks (times cp) each ZeRO shard group spans
+      (hybrid sharding: PyTorch HSDP, TorchTitan's dp_shard): states sharded
+      over them and replicated over the dp / dp_shard groups, which all-reduce
+      their gradient shards once per step; 0 (default): the whole group.
     dp_overlap: share of the data-parallel collectives hidden behind the
       backward/forward they overlap with, 0..1 (1: Megatron-Core's
       overlap_grad_reduce and overlap_param_gather, FSDP prefetching).
@@ -244,6 +248,7 @@ class TrainWorkload:
     bytes_grad: jax.Array = _f32(2.0)
     bytes_optim: jax.Array = _f32(12.0)
     bytes_grad_comm: jax.Array = _f32(4.0)
+    dp_shard: jax.Array = _f32(0.0)
     dp_overlap: jax.Array = _f32(1.0)
     eff_network: jax.Array = _f32(0.82)
     eff_moe: jax.Array = _f32(1.0)
@@ -530,7 +535,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     pp1 = par.pp - 1.0
     fill = pp1 if options.schedule == "gpipe" else safe_div(pp1, par.vp)
     bubble = fill * t_mb
-    g_dense, g_expert = tm.shard_groups(par)
+    g_dense, g_expert = tm.state_groups(par, twl.dp_shard)
     params_local = safe_div(dense, jnp.where(twl.zero >= 0.5, g_dense, 1.0)) + safe_div(
         expert, jnp.where(twl.zero >= 0.5, g_expert, 1.0))
     t_opt = safe_div(params_local * (ADAM_BYTES + twl.bytes_grad), hw.memory.bandwidth[0] * hw.efficiency.memory)
@@ -549,7 +554,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     hfu = (mfu * safe_div(mf + tm.recompute_flops_per_token(model, twl.seq, twl.recompute), mf)
            + safe_div(f_mod, step * peak))
 
-    wb, gb, ob = tm.state_bytes(dense, expert, par, twl.zero, twl.bytes_param, twl.bytes_grad, twl.bytes_optim)
+    wb, gb, ob = tm.state_bytes(dense, expert, par, twl.zero, twl.bytes_param, twl.bytes_grad, twl.bytes_optim,
+                                twl.dp_shard)
     layers_rank = par.vp * jnp.ceil(model.layers / (par.pp * par.vp))
     stash = tm.in_flight(par.pp, par.vp, m, options.schedule)
     act = (tm.activation_per_layer(model, par.tp, par.cp, twl.micro_batch, twl.seq, twl.recompute,

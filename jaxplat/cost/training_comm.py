@@ -138,25 +138,34 @@ def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p, units):
     # ZeRO 0: NCCL's all-reduce (its tree's latency grows with log n: the hierarchical form holds it)
     ar = collective("allreduce", hw, n, grads, stride, opts, p)
     z = twl.zero
+    # ZeRO 1-3 shard over the state groups (the whole group, or HSDP's shard groups: the replicas, n / shard
+    # of them at stride x shard, all-reduce their gradient shards once per step, as ZeRO 0 does the whole)
+    sh = jnp.stack(tm.state_groups(par, twl.dp_shard))
     buckets = jnp.ceil(safe_div(params, jnp.maximum(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * n)))
     calls = jnp.where(params > 0, jnp.where(z >= 2.5, jnp.maximum(units, 1.0), buckets), 0.0)  # none without experts
-    rs, ag = ring_collective(hw, n, [grads, weights], stride, opts, calls)
-    tot = lambda c: (jnp.sum(c[0]), jnp.sum(c[1], axis=0))  # noqa: E731
-    (t_ar, l_ar), (t_rs, l_rs), (t_ag, l_ag) = tot(ar), tot(rs), tot(ag)
+    rs, ag = ring_collective(hw, sh, [grads, weights], stride, opts, calls)
+    rep = collective("allreduce", hw, safe_div(n, sh), safe_div(grads, sh), stride * sh, opts, p)
+    has = (params > 0).astype(jnp.float32)  # a group without parameters (a dense model's experts) calls nothing
+    tot = lambda c: (jnp.sum(has * c[0]), jnp.sum(has[:, None] * c[1], axis=0))  # noqa: E731
+    (t_ar, l_ar), (t_rs, l_rs), (t_ag, l_ag), (t_rep, l_rep) = tot(ar), tot(rs), tot(ag), tot(rep)
     ov = jnp.clip(twl.dp_overlap, 0.0, 1.0)
     hide = lambda c, window: c - ov * jnp.minimum(c, window)  # noqa: E731
-    # ZeRO 0: all-reduce; 1/2: reduce-scatter + all-gather, once per step.
-    grad_t, grad_l = jnp.where(z < 0.5, t_ar, t_rs), jnp.where(z < 0.5, l_ar, l_rs)
+    # ZeRO 0: all-reduce; 1/2: reduce-scatter (+ the replicas' all-reduce) + all-gather, once per step.
+    grad_t = jnp.where(z < 0.5, t_ar, t_rs + t_rep)
+    grad_l = jnp.where(z < 0.5, l_ar, l_rs + l_rep)
     step_ag = jnp.where(z < 0.5, 0.0, 1.0)
     once_total = grad_t + step_ag * t_ag
     once_exp = hide(grad_t, t_bwd) + step_ag * hide(t_ag, t_fwd)
     once_lv = safe_div(hide(grad_t, t_bwd), grad_t) * grad_l + step_ag * safe_div(hide(t_ag, t_fwd), t_ag) * l_ag
-    # ZeRO 3 (FSDP): per micro-batch, gather before forward and backward, reduce-scatter the gradients.
+    # ZeRO 3 (FSDP): per micro-batch, gather before forward and backward, reduce-scatter the gradients;
+    # once per step the replicas' all-reduce (HSDP; none without replicas).
     mb_total = 2.0 * t_ag + t_rs
     mb_exp = hide(t_ag, t_fwd) + hide(t_ag + t_rs, t_bwd)
     mb_lv = safe_div(mb_exp, mb_total) * (2.0 * l_ag + l_rs)
     fsdp = z >= 2.5
-    return (jnp.where(fsdp, 0.0, once_total), jnp.where(fsdp, 0.0, once_exp), jnp.where(fsdp, 0.0, once_lv),
+    rep_exp = hide(t_rep, t_bwd)
+    return (jnp.where(fsdp, t_rep, once_total), jnp.where(fsdp, rep_exp, once_exp),
+            jnp.where(fsdp, safe_div(rep_exp, t_rep) * l_rep, once_lv),
             jnp.where(fsdp, mb_total, 0.0), jnp.where(fsdp, mb_exp, 0.0), jnp.where(fsdp, mb_lv, 0.0))
 
 

@@ -160,12 +160,22 @@ def shard_groups(par):
     return dense, jnp.maximum(dense / par.ep, 1.0)
 
 
-def state_bytes(params_dense, params_expert, par, zero, bytes_param, bytes_grad, bytes_optim):
+def state_groups(par, dp_shard):
+    """(dense, expert) ranks each parameter's ZeRO shards span: the
+    data-parallel groups (`shard_groups`), or with `dp_shard` > 0 (hybrid
+    sharding: PyTorch HSDP, TorchTitan's data_parallel_shard_degree) dp_shard·cp
+    of them, the states replicated over the group's other ranks."""
+    g_dense, g_expert = shard_groups(par)
+    cap = dp_shard * par.cp
+    return tuple(jnp.where(dp_shard > 0, jnp.minimum(cap, g), g) for g in (g_dense, g_expert))
+
+
+def state_bytes(params_dense, params_expert, par, zero, bytes_param, bytes_grad, bytes_optim, dp_shard=0.0):
     """(weights, gradients, optimizer states) bytes per chip under ZeRO
     stage `zero` (traced 0..3), dense and expert parameters sharded over
-    their data-parallel groups (`shard_groups`; ZeRO paper Sec. 5.1-5.3,
+    their data-parallel groups (`state_groups`; ZeRO paper Sec. 5.1-5.3,
     Fig. 1)."""
-    g_dense, g_expert = shard_groups(par)
+    g_dense, g_expert = state_groups(par, dp_shard)
 
     def shard(stage):
         on = zero >= stage - 0.5
@@ -234,4 +244,4 @@ def checks(model: Model, par, twl) -> dict:
 
 __all__ = ["MODULE_ROWS", "RECOMPUTE_MODULES", "activation_per_layer", "attention_width", "checks", "flop_params",
            "in_flight", "model_flops_per_token", "module_flags", "module_rows", "module_savings",
-           "recompute_flops_per_token", "shard_groups", "state_bytes"]
+           "recompute_flops_per_token", "shard_groups", "state_bytes", "state_groups"]
