@@ -227,7 +227,8 @@ def checks(model: Model, par, twl) -> dict:
     global batch; "virtual" pp·vp <= layers (a virtual stage holds at least
     one layer); "interleave" with vp > 1 the micro-batches are a multiple of
     pp (Megatron's interleaved schedule requires it); "cp" 2·cp divides the
-    sequence (load-balanced ring attention splits it in 2·cp chunks)."""
+    sequence (load-balanced ring attention splits it in 2·cp chunks);
+    "dp_shard" a hybrid sharding group divides dp and has ZeRO states to shard."""
     div = lambda x, d: jnp.mod(x, d) == 0  # noqa: E731
     deg = jnp.stack([par.tp, par.pp, par.vp, par.cp, par.ep, par.dp])
     mb = safe_div(twl.global_batch, twl.micro_batch * par.dp)
@@ -239,7 +240,9 @@ def checks(model: Model, par, twl) -> dict:
             "batch": div(twl.global_batch, twl.micro_batch * par.dp) & (mb >= 1.0),
             "virtual": par.pp * par.vp <= model.layers,
             "interleave": (par.vp <= 1.0) | div(mb, par.pp),
-            "cp": div(twl.seq, 2.0 * par.cp) | (par.cp == 1.0)}
+            "cp": div(twl.seq, 2.0 * par.cp) | (par.cp == 1.0),
+            "dp_shard": (twl.dp_shard == 0.0) | ((twl.dp_shard >= 1.0) & div(par.dp, jnp.maximum(twl.dp_shard, 1.0))
+                                                & (twl.zero >= 0.5))}
 
 
 __all__ = ["MODULE_ROWS", "RECOMPUTE_MODULES", "activation_per_layer", "attention_width", "checks", "flop_params",

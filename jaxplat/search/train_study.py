@@ -27,7 +27,7 @@ engine's per-configuration function is a static choice (`Study.task`), here
 chips, global_batch and seq are required; the other flags default to
 `jaxplat train`'s defaults (one-value axes). recompute_layernorm,
 recompute_mla_up_proj, recompute_moe_act and recompute_mlp ([0, 1]) sweep
-`--recompute-modules`. A configuration is feasible when
+`--recompute-modules`; dp_shard ([0, 8, ...]) sweeps `--dp-shard` (HSDP). A configuration is feasible when
 every check of `training_memory.checks` holds (chips divisible by tp·pp·cp,
 ep dividing dp and the experts, the global batch by micro_batch·dp,
 pp·vp <= layers, ...) and it fits in memory; `max_memory_fraction` and
@@ -100,6 +100,8 @@ TRAIN_AXIS_KINDS = {
     "recompute": AxisKind("workload", _set("recompute"), "", f"recomputation ({', '.join(RECOMPUTE)})",
                           categorical=True),
     "zero": AxisKind("workload", _set("zero"), "", "ZeRO stage (1: distributed optimizer, 3: FSDP)"),
+    "dp_shard": AxisKind("workload", _set("dp_shard"), "", "hybrid sharding (HSDP): ZeRO states sharded over groups "
+                         "of this many dp ranks, replicated over the rest (0: the whole group)"),
     **{f"recompute_{mod}": AxisKind("workload", _set(f"recompute_{mod}"), "",
                                     f"1: recompute {mod} besides (Megatron-Core's recompute_modules), 0: keep it")
        for mod in RECOMPUTE_MODULES},
@@ -197,7 +199,8 @@ def _axis(src, name, spec) -> TrainAxis:
         spec = [2**k for k in range(math.ceil(math.log2(lo)), int(math.log2(hi)) + 1)]
     if not isinstance(spec, list) or not spec:
         raise SpecError(f"{where} must be a non-empty list of numbers or {{pow2: [lo, hi]}}")
-    vals = np.array([number(src, f"axes.{name}", v, allow_zero=name in ("zero", *SHARE_FLAGS, *MODULE_AXES))
+    vals = np.array([number(src, f"axes.{name}", v,
+                            allow_zero=name in ("zero", "dp_shard", *SHARE_FLAGS, *MODULE_AXES))
                      for v in spec], np.float64)
     if name in MODULE_AXES:
         if any(v not in (0.0, 1.0) for v in vals):
@@ -208,6 +211,9 @@ def _axis(src, name, spec) -> TrainAxis:
     elif name == "zero":
         if any(v not in ZERO_STAGES for v in vals):
             raise SpecError(f"{where} must list ZeRO stages among 0, 1, 2, 3, got {spec!r}")
+    elif name == "dp_shard":
+        if np.any((vals < 0) | (vals != np.round(vals))):
+            raise SpecError(f"{where} must list whole numbers >= 0 (0: the whole data-parallel group), got {spec!r}")
     elif np.any((vals < 1) | (vals != np.round(vals))) or np.any(vals >= 2**31):
         raise SpecError(f"{where} must list whole numbers >= 1, got {spec!r}")
     if len(set(vals.tolist())) < len(vals):
@@ -306,6 +312,8 @@ def train_command(study, row) -> str:
     for k in SHARE_FLAGS:  # flags of jaxplat train only where the study has the axis (default 0)
         if k in row and float(row[k]) != 0.0:
             flags += f" --{k.replace('_', '-')} {float(row[k]):g}"
+    if "dp_shard" in row and float(row["dp_shard"]) != 0.0:  # a flag only where the study has the axis (default 0)
+        flags += f" --dp-shard {int(round(float(row['dp_shard'])))}"
     modules = [k.removeprefix("recompute_") for k in MODULE_AXES if k in row and float(row[k]) == 1.0]
     if modules:
         flags += f" --recompute-modules {','.join(modules)}"
@@ -323,7 +331,7 @@ def flag_frame(study, df):
     integers; recompute and dtype as the flags spell them) first."""
     df = df.copy()
     df["dp"] = df["chips"] / (df["tp"] * df["pp"] * df["cp"])
-    for k in FLAG_COLUMNS + tuple(k for k in ("etp", *MODULE_AXES) if k in df.columns):
+    for k in FLAG_COLUMNS + tuple(k for k in ("etp", "dp_shard", *MODULE_AXES) if k in df.columns):
         if k not in ("dtype", "recompute"):
             df[k] = df[k].round().astype("int64")
     lead = [c for c in ("rank", "index") if c in df.columns]
