@@ -50,3 +50,31 @@ def compile_events():
         yield events
     finally:
         _recording.remove(events)
+
+
+TRAIN_FLAGS = ("chips", "tp", "pp", "vp", "cp", "ep", "micro_batch", "global_batch", "seq", "dtype", "recompute",
+               "zero")  # jaxplat train's flags that a training study's top_k.csv names
+
+
+def sweep_training_study(tmp_path, study: dict, capsys):
+    """Write a training study dict, run `jaxplat sweep` on it (one device, no
+    cache) and return (the study's path, its top_k.csv as a DataFrame)."""
+    import pandas as pd
+    import yaml
+
+    from jaxplat.cli.app import main
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out), "--no-cache", "--devices", "1", "--no-progress"]) == 0
+    capsys.readouterr()
+    return path, pd.read_csv(out / "top_k.csv")
+
+
+def train_argv(model: str, hardware: str, row, flags=TRAIN_FLAGS) -> list:
+    """`jaxplat train ... --json` with a top_k.csv row's flags."""
+    argv = ["train", "--model", model, "--hardware", hardware, "--json"]
+    for k in flags:
+        argv += [f"--{k.replace('_', '-')}", str(row[k])]
+    return argv
+

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import compile_events
+from helpers import TRAIN_FLAGS, compile_events, sweep_training_study, train_argv
 
 from jaxplat.cli.app import main
 from jaxplat.cost.training import TrainWorkload, train_step
@@ -270,27 +270,16 @@ def test_a_training_study_sweeps_hybrid_sharding(tmp_path, capsys):
     flags, gives the same step time; 3 does not divide dp (64 or 32), so
     its points are not feasible, and the top rows name --dp-shard only
     where it is not 0."""
-    import pandas as pd
-    import yaml
-
     from jaxplat.search.train_study import load_study, train_command
     study = dict(name="hsdp", task="train", models=["llama-3.1-8b"], hardware="dgx-h100-pod",
                  axes=dict(chips=[64], tp=[1, 2], zero=[1, 3], dp_shard=[0, 3, 8], global_batch=[64], seq=[2048]),
                  objective={"maximize": "tokens_per_s_per_chip"}, top_k=20)
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(study))
-    out = tmp_path / "out"
-    assert main(["sweep", str(path), "--out", str(out), "--no-cache", "--devices", "1", "--no-progress"]) == 0
-    capsys.readouterr()
-    top = pd.read_csv(out / "top_k.csv")
+    path, top = sweep_training_study(tmp_path, study, capsys)
     assert sorted(zip(top["tp"], top["zero"], top["dp_shard"])) == [
         (t, z, d) for t in (1, 2) for z in (1, 3) for d in (0, 8)]
     st = load_study(path)
     for _, r in top.iterrows():
-        argv = ["train", "--model", "llama-3.1-8b", "--hardware", "dgx-h100-pod", "--json"]
-        for k in ("chips", "tp", "pp", "vp", "cp", "ep", "micro_batch", "global_batch", "seq", "dtype", "recompute",
-                  "zero", "dp_shard"):
-            argv += [f"--{k.replace('_', '-')}", str(r[k])]
+        argv = train_argv("llama-3.1-8b", "dgx-h100-pod", r, TRAIN_FLAGS + ("dp_shard",))
         assert (" --dp-shard 8" in train_command(st, r)) == (r["dp_shard"] == 8)
         assert main(argv) == 0, argv
         got = json.loads(capsys.readouterr().out)

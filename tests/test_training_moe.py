@@ -16,6 +16,7 @@ import jax
 import numpy as np
 import pytest
 import yaml
+from helpers import sweep_training_study, train_argv
 
 from jaxplat.cli.app import main
 from jaxplat.cost.training import COMM_NAMES, TrainWorkload, train_step
@@ -244,20 +245,12 @@ def test_a_training_study_sweeps_etp_and_its_rows_run_through_jaxplat_train(tmp_
     sent back through `jaxplat train` with its flags (and through the
     printed command's), gives the same step time; etp 3 does not divide
     tp 2, so its points are not feasible."""
-    import pandas as pd
-    import yaml
-
     from jaxplat.search.train_study import load_study
     study = dict(name="moe-fold", task="train", models=["mixtral-8x7b"], hardware="dgx-h100-pod",
                  axes=dict(chips=[32], tp=[2], ep=[2, 4, 8], etp=[1, 2, 3], global_batch=[128], seq=[4096],
                            dtype=["fp8"], zero=[1], recompute_moe_act=[0, 1]),
                  objective={"maximize": "tokens_per_s_per_chip"}, top_k=20)
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(study))
-    out = tmp_path / "out"
-    assert main(["sweep", str(path), "--out", str(out), "--no-cache", "--devices", "1", "--no-progress"]) == 0
-    capsys.readouterr()
-    top = pd.read_csv(out / "top_k.csv")
+    path, top = sweep_training_study(tmp_path, study, capsys)
     # feasible: etp 2 (= tp) with ep 2, 4, 8 over dp 16; etp 1 with ep 4, 8 (ep 2 at etp 1 puts 4 whole
     # experts on a chip: 127 GB, no fit)
     kept = top[top["recompute_moe_act"] == 0]
@@ -265,10 +258,7 @@ def test_a_training_study_sweeps_etp_and_its_rows_run_through_jaxplat_train(tmp_
     assert set(top["recompute_moe_act"]) == {0, 1}
     st = load_study(path)
     for _, r in top.iterrows():
-        argv = ["train", "--model", "mixtral-8x7b", "--hardware", "dgx-h100-pod", "--json", "--etp", str(r["etp"])]
-        for k in ("chips", "tp", "pp", "vp", "cp", "ep", "micro_batch", "global_batch", "seq", "dtype", "recompute",
-                  "zero"):
-            argv += [f"--{k.replace('_', '-')}", str(r[k])]
+        argv = train_argv("mixtral-8x7b", "dgx-h100-pod", r) + ["--etp", str(r["etp"])]
         argv += ["--recompute-modules", "moe_act"] * int(r["recompute_moe_act"])
         assert (" --recompute-modules moe_act" in train_command(st, r)) == bool(r["recompute_moe_act"])
         assert main(argv) == 0, argv
