@@ -7,6 +7,7 @@ import numpy as np
 
 from jaxplat.model import Hardware, workload_from_dict
 from jaxplat.model import genz_system as _genz_system
+from jaxplat.search.train_study import FLAG_COLUMNS
 
 GiB = 2.0**30
 
@@ -52,8 +53,8 @@ def compile_events():
         _recording.remove(events)
 
 
-TRAIN_FLAGS = ("chips", "tp", "pp", "vp", "cp", "ep", "micro_batch", "global_batch", "seq", "dtype", "recompute",
-               "zero")  # jaxplat train's flags that a training study's top_k.csv names
+# jaxplat train's flags that a training study's top_k.csv names (dp is derived, not a flag)
+TRAIN_FLAGS = tuple(k for k in FLAG_COLUMNS if k != "dp")
 
 
 def sweep_training_study(tmp_path, study: dict, capsys):

@@ -352,6 +352,26 @@ def times_and_levels(kind: str, hw: Hardware, n, payloads, p=None, stride=1.0) -
     return out
 
 
+def flat_ring_affine(kind: str, hw: Hardware, n, stride=1.0):
+    """([G, L] latency seconds per call, [G, L] seconds per payload byte) of
+    one all-gather or reduce-scatter as NCCL runs it: a ring over all n ranks
+    (NCCL has no hierarchical form of these two). Its bytes cross each level's
+    links as the hierarchical ring's do (one ring per NIC: level l carries the
+    payload the levels inside it leave); its steps are the hierarchical ring's
+    at level l once for every group of the chips joined up to l, n/Π_{j<=l} f_j
+    of them, so that on switches they sum to n - 1 (NCCL's tuning model,
+    src/graph/tuning.cc: (nsteps - nInterSteps)·intraLat + nInterSteps·interLat).
+    n, stride: [G]."""
+    if kind not in ("allgather", "reducescatter"):
+        raise ValueError(f"flat_ring_affine: {kind!r} is not allgather or reducescatter")
+    n, stride = (jnp.asarray(x, jnp.float32) for x in jnp.broadcast_arrays(n, stride))
+    (fixed, per_byte), F, _, algs = _algorithm_affine((kind,), hw, n, stride)
+    ring, L = algs.index(_ALGS.index("ring")), F.shape[1] - 1
+    joined = F[:, :L] > 1.0
+    groups = n[:, None] / jnp.cumprod(jnp.maximum(F[:, :L], 1.0), axis=-1)
+    return (jnp.where(joined, fixed[ring][:, :L] * groups, 0.0), jnp.where(joined, per_byte[ring][:, :L], 0.0))
+
+
 def level_times(kind: str, hw: Hardware, n: jax.Array, bytes_: jax.Array, stride=1.0) -> jax.Array:
     """[..., MAX_NET_LEVELS] seconds of the hierarchical form at each level
     (fastest algorithm per level; the levels of `_algorithm_grid`).

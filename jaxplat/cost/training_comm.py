@@ -9,7 +9,7 @@ import numpy as np
 
 from jaxplat.cost import efficiency
 from jaxplat.cost import training_memory as tm
-from jaxplat.cost.collectives import collective_time, level_times, reach_levels, times_and_levels
+from jaxplat.cost.collectives import collective_time, flat_ring_affine, level_times, times_and_levels
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Hardware
@@ -53,28 +53,17 @@ def collectives(kind, hw, n, payloads, stride, opts, p, launch=True):
 def ring_collective(hw, n, payloads, stride, opts, u):
     """[(seconds, [levels] seconds)] of `u` calls of one all-gather or
     reduce-scatter per payload (the payload split evenly over the calls) as
-    NCCL runs them: rings over all n ranks. Latency: n - 1 ring steps, each
-    that of the link it crosses, n - n/f_0 of them inside level 0's domains,
-    and so on out (NCCL's tuning model, src/graph/tuning.cc: (nsteps -
-    nInterSteps)·intraLat + nInterSteps·interLat), linear in n where the
-    hierarchical form's latency grows with the levels only. Bytes: as the
-    hierarchical form's (NCCL runs one ring per NIC, so a level's links carry
-    the payload the levels inside it leave, frac·P_l/β_l)."""
-    reach, below = reach_levels(hw, n, stride)
-    f = jnp.maximum(reach / below, 1.0)  # [G, L] chips joined at each level
-    inner = jnp.cumprod(f, axis=-1)
-    left = inner / f  # chips joined inside level l
-    nn = jnp.asarray(n, jnp.float32)[..., None]
-    steps = nn / left - nn / inner  # ring steps on level l's links; they sum to n - 1
-    beta = hw.network.bandwidth * hw.efficiency.network
-    lat = steps * hw.network.latency
-    fixed = jnp.where(nn[..., 0] > 1.0, efficiency.collective_latency(hw, opts), 0.0)
+    NCCL runs them: rings over all n ranks (`collectives.flat_ring_affine`:
+    a latency linear in n where the hierarchical form's grows with the
+    levels only), each call paying the stack's fixed cost too."""
+    lat, per_byte = flat_ring_affine("allgather", hw, n, stride)  # reduce-scatter: the same ring, reversed
+    fixed = jnp.where(n > 1.0, efficiency.collective_latency(hw, opts), 0.0)
     u = jnp.broadcast_to(u, fixed.shape)
     out = []
     for b in payloads:
-        lv = jnp.where(nn > 1.0, u[..., None] * lat + safe_div((f - 1.0) / f * b[..., None] / left, beta), 0.0)
+        lv = u[:, None] * lat + per_byte * b[:, None]
         t = jnp.sum(lv, axis=-1) + u * fixed
-        out.append((t, lv * safe_div(t, jnp.sum(lv, axis=-1))[..., None]))  # the calls' fixed cost pro rata
+        out.append((t, lv * safe_div(t, jnp.sum(lv, axis=-1))[:, None]))  # the calls' fixed cost pro rata
     return out
 
 
