@@ -225,8 +225,17 @@ def test_data_parallel_bytes(model, hw, zero, per_step):
     np.testing.assert_allclose(r.comm_total[4], per_step * PARAMS / 1e11, rtol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def latency_hw():
+    """HW with 1 µs links inside a node of 8 and 10 µs between nodes, and
+    bandwidth without limit: collectives cost their latency steps only."""
+    net = [{**HW["network"][0], "latency": 1e-6, "bandwidth": 1e23},
+           {**HW["network"][1], "latency": 1e-5, "bandwidth": 1e22}]
+    return hardware_from_dict({**HW, "network": net})
+
+
 @pytest.mark.parametrize("zero, calls", [(1, 2), (3, 3 * L)])
-def test_data_parallel_ring_latency(model, hw, zero, calls):
+def test_data_parallel_ring_latency(model, latency_hw, zero, calls):
     """dp = 32 over 4 nodes of 8, links of 1 µs inside a node and 10 µs
     between, bandwidth without limit: NCCL's ring steps 32 - 4 = 28 times
     inside the nodes and 3 times between them (39 µs a call, linear in dp,
@@ -234,25 +243,19 @@ def test_data_parallel_ring_latency(model, hw, zero, calls):
     (344,064 parameters < 4e7) reduce-scattered and one gathered per step;
     ZeRO 3: each of the 8 layers (FSDP units) gathered twice and reduced
     once per micro-batch."""
-    net = [{**HW["network"][0], "latency": 1e-6, "bandwidth": 1e23}, {**HW["network"][1], "latency": 1e-5,
-                                                                    "bandwidth": 1e22}]
-    fast = hardware_from_dict({**HW, "network": net})
-    r = step(model, fast, Parallel(dp=32), global_batch=64.0, zero=float(zero), dp_overlap=0.0)
+    r = step(model, latency_hw, Parallel(dp=32), global_batch=64.0, zero=float(zero), dp_overlap=0.0)
     assert r.microbatches == 1.0
     per_call = 28 * 1e-6 + 3 * 1e-5
     np.testing.assert_allclose(r.comm_total[4], calls * per_call, rtol=1e-3)
 
 
-def test_hybrid_sharding_collectives(model, hw):
+def test_hybrid_sharding_collectives(model, latency_hw):
     """HSDP over dp = 32 (4 nodes of 8), shard groups of 8: each layer's
     gathers and reduce-scatter ring inside a node (7 steps of 1 µs, 3 x 8
     calls per micro-batch), and once per step the 4 replicas, one per node,
     all-reduce their gradient shards over the 10 µs links (one-shot: one
     step, the bandwidth being unlimited): 168 + 10 µs."""
-    net = [{**HW["network"][0], "latency": 1e-6, "bandwidth": 1e23}, {**HW["network"][1], "latency": 1e-5,
-                                                                    "bandwidth": 1e22}]
-    fast = hardware_from_dict({**HW, "network": net})
-    r = step(model, fast, Parallel(dp=32), global_batch=64.0, zero=3.0, dp_shard=8.0, dp_overlap=0.0)
+    r = step(model, latency_hw, Parallel(dp=32), global_batch=64.0, zero=3.0, dp_shard=8.0, dp_overlap=0.0)
     np.testing.assert_allclose(r.comm_total[4], 3 * L * 7 * 1e-6 + 1e-5, rtol=1e-3)
 
 
