@@ -28,7 +28,9 @@ What each kind of row becomes (each assumption lands in the row's `note`):
   predicts them one operator at a time.
 Models and chips without a spec in the repository are skipped (listed on
 stderr): Mistral-7B, Qwen2-7B, DeciLM-7B and other 7B models of the ANL
-table; Llama-3.2-90B-Vision and Qwen3-1.7B of the closed-loop sweeps.
+table; Llama-3.2-90B-Vision of the closed-loop sweeps (Qwen3-1.7B's spec,
+data/hf_configs/qwen3-1.7b.json, came after the 2026-12-04 refit: its rows
+are test rows, first predicted on 2026-12-05).
 """
 
 import csv
@@ -54,6 +56,7 @@ MODELS = {
     "Qwen/Qwen2-72B": "data/hf_configs/qwen2.5-72b.json",
     "huggyllama/llama-7b": "llama-2-7b",
     "Qwen2.5-72B-Instruct": "data/hf_configs/qwen2.5-72b.json",
+    "Qwen3-1.7B": "data/hf_configs/qwen3-1.7b.json",
 }
 # Chips: the A100 as ALCF Polaris's A100 SXM4 40GB (ANL ran LLM-Inference-Bench on Polaris; datasheet-only spec).
 CHIPS = {"H100": "h100-sxm", "MI300X": "mi300x", "A100": "experiments/specs/a100-40gb-polaris.yaml"}
