@@ -85,7 +85,7 @@ def test_builtin_model_dims_match_published_parameter_counts():
 
 
 def test_every_hf_config_is_tested():
-    assert len(list(HF.glob("*.json"))) == 25
+    assert len(list(HF.glob("*.json"))) == 26
 
 
 @pytest.mark.parametrize("path", sorted(HF.glob("*.json")), ids=lambda p: p.stem)
@@ -108,6 +108,12 @@ def test_hf_config_details():
     assert float(opt.gated) == 0 and float(opt.intermediate) == 36864
     gemma = jp.load_model(HF / "gemma-2-27b.json")
     assert float(gemma.tied) == 1 and float(gemma.head_dim) == 128
+    # Qwen3-1.7B: 1,720,574,976 tensors' elements in a snapshot's safetensors header (hf_configs/README.md),
+    # which also holds the RMSNorm weights param_count leaves out: two per layer (2,048 each), the q and k
+    # norms (128 each) and the final one.
+    from jaxplat.model import param_count
+    qwen = jp.load_model(HF / "qwen3-1.7b.json")
+    assert float(qwen.tied) == 1 and int(param_count(qwen)) + 28 * (2 * 2048 + 2 * 128) + 2048 == 1_720_574_976
 
 
 def _err(fn, *args):
