@@ -19,9 +19,9 @@ Models (specs/models or data/hf_configs): Llama-2-7B/70B, Llama-3-8B/70B (as
 llama-3.1-8b/70b: the same dimensions, GQA and vocabulary; only RoPE scaling
 and context differ), Mixtral-8x7B, Qwen2-72B (data/hf_configs/qwen2.5-72b.json:
 Qwen2.5-72B keeps Qwen2-72B's architecture), huggyllama/llama-7b (LLaMA-1 7B:
-Llama-2-7B's dimensions). Not mapped (no spec or config in the repository):
-Mistral-7B-v0.1, Qwen2-7B, DeciLM-7B, Aquila-7B, GPT-J-6B, BLOOM-7B1,
-OPT-6.7B, Qwen1.5-7B.
+Llama-2-7B's dimensions), Qwen2-7B and Mistral-7B-v0.1 (data/hf_configs, since
+2026-12-05). Not mapped (no spec or config in the repository): DeciLM-7B,
+Aquila-7B, GPT-J-6B, BLOOM-7B1, OPT-6.7B, Qwen1.5-7B.
 
 Roles come from data/measured/inference_split.yaml: fit and validation rows
 are printed by default; test rows (the A100, never in the calibration) only
@@ -61,6 +61,8 @@ MODELS = {
     "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
     "Qwen/Qwen2-72B": str(ROOT / "data/hf_configs/qwen2.5-72b.json"),
     "huggyllama/llama-7b": "llama-2-7b",
+    "Qwen/Qwen2-7B": str(ROOT / "data/hf_configs/qwen2-7b.json"),
+    "mistralai/Mistral-7B-v0.1": str(ROOT / "data/hf_configs/mistral-7b-v0.1.json"),
 }
 
 

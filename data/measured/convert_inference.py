@@ -27,10 +27,12 @@ What each kind of row becomes (each assumption lands in the row's `note`):
 - Kernel rows are not rows of a deployment: experiments/kernel_check.py
   predicts them one operator at a time.
 Models and chips without a spec in the repository are skipped (listed on
-stderr): Mistral-7B, Qwen2-7B, DeciLM-7B and other 7B models of the ANL
-table; Llama-3.2-90B-Vision of the closed-loop sweeps (Qwen3-1.7B's spec,
-data/hf_configs/qwen3-1.7b.json, came after the 2026-12-04 refit: its rows
-are test rows, first predicted on 2026-12-05).
+stderr): DeciLM-7B and five single-row 7B models of the ANL table;
+Llama-3.2-90B-Vision of the closed-loop sweeps. Three configs came after the
+2026-12-04 refit (data/hf_configs: Qwen2-7B, Mistral-7B-v0.1, Qwen3-1.7B):
+their validation and test rows were first predicted on 2026-12-05, and
+calibration_rows_2026-12.csv, the refit's input, is kept as it was: run
+again, this script adds Mistral-7B's 118 fit rows (H100, MI300X) to it.
 """
 
 import csv
@@ -57,6 +59,8 @@ MODELS = {
     "huggyllama/llama-7b": "llama-2-7b",
     "Qwen2.5-72B-Instruct": "data/hf_configs/qwen2.5-72b.json",
     "Qwen3-1.7B": "data/hf_configs/qwen3-1.7b.json",
+    "Qwen/Qwen2-7B": "data/hf_configs/qwen2-7b.json",
+    "mistralai/Mistral-7B-v0.1": "data/hf_configs/mistral-7b-v0.1.json",
 }
 # Chips: the A100 as ALCF Polaris's A100 SXM4 40GB (ANL ran LLM-Inference-Bench on Polaris; datasheet-only spec).
 CHIPS = {"H100": "h100-sxm", "MI300X": "mi300x", "A100": "experiments/specs/a100-40gb-polaris.yaml"}
