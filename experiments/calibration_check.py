@@ -87,7 +87,7 @@ def _pytrees(row, cal, stack):
 def predictions(rows, cal) -> dict:
     """{stack: [rows] predicted value of each row's metric}. Models of one structure (the same
     static fields: attention kind, windowed or not) share one vmapped program per load, the model a
-    batched input like the chip: 4 programs for the declared validation and test rows, not one per model."""
+    batched input like the chip: 3 programs for the declared validation and test rows, not one per model."""
     out = {s: np.zeros(len(rows)) for s in STACKS}
     models = {name: load_model(name) for name in {r.model for r in rows}}
     groups = defaultdict(list)

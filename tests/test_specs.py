@@ -78,8 +78,8 @@ def test_yaml_reads_exponent_floats_without_dot(tmp_path):
 def test_builtin_model_dims_match_published_parameter_counts():
     from jaxplat.model import param_count
     # Published sizes (hf_configs/README.md): Llama-3.1-405B 405.9B, DeepSeek-V3 671B, Mixtral 46.7B;
-    # Qwen2-7B 7.6B (Qwen2 technical report, arXiv 2407.10671, Table 1), Mistral 7B 7.3B (Mistral AI's
-    # announcement, 2023-09-27).
+    # Qwen2-7B 7.6B (the Qwen2.5-7B model card's 7.61B: the same architecture), Mistral 7B 7.3B (Mistral
+    # AI's announcement, 2023-09-27).
     for name, billions in (("llama-3.1-405b", 405.9), ("deepseek-v3", 671.0), ("mixtral-8x7b", 46.7),
                            ("qwen3-235b-a22b", 235.1), (HF / "qwen2-7b.json", 7.6), (HF / "mistral-7b-v0.1.json", 7.3)):
         got = float(param_count(jp.load_model(name))) / 1e9
