@@ -45,8 +45,8 @@ def pytest_unconfigure(config):
     """An xdist worker ends here without the interpreter's teardown: it has sent its last report, and
     freeing the hundreds of XLA programs it compiled kept the suite waiting for seconds after its last
     test (about 2 s for two modules on one worker). The controller's exit status still says whether
-    tests failed."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    tests failed. Not under pytest-cov, whose workers write their data at exit."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and not config.pluginmanager.has_plugin("_cov"):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
