@@ -43,9 +43,9 @@ LONGEST_FIRST = ("test_serving_modes", "test_catalog", "test_search_multiprocess
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """An xdist worker ends here without the interpreter's teardown: it has sent its last report, and
-    freeing the hundreds of XLA programs it compiled kept the suite waiting for seconds after its last
-    test (about 2 s for two modules on one worker). The controller's exit status still says whether
-    tests failed. Not under pytest-cov, whose workers write their data at exit."""
+    freeing the hundreds of XLA programs it compiled kept the suite waiting after its last test (the
+    whole suite ended 10.5 s after its last test, 2.7 s with this). The controller's exit status still
+    says whether tests failed. Not under pytest-cov, whose workers write their data at exit."""
     if os.environ.get("PYTEST_XDIST_WORKER") and not config.pluginmanager.has_plugin("_cov"):
         sys.stdout.flush()
         sys.stderr.flush()
