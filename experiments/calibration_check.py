@@ -40,7 +40,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from jaxplat.design.calibration import predict_one
-from jaxplat.design.measured import read_rows, row_pytrees
+from jaxplat.design.measured import read_rows, row_hardware, row_inputs
 from jaxplat.model import load_calibration, load_model, load_software
 from jaxplat.model.hardware_spec import hardware_from_dict
 from jaxplat.specs import read_yaml, resolve
@@ -74,14 +74,18 @@ def check_rows(role: str):
         return read_rows(path)
 
 
-def _pytrees(row, cal, stack):
-    hw, par, wl, srv = row_pytrees(row, cal)
-    if stack == "default":  # what `estimate` gives once `cal` is the shipped file: its values as defaults
-        path = resolve("hardware", row.hardware)
-        d = read_yaml(path)
-        d.setdefault("name", path.stem)
-        hw = hardware_from_dict(d, src=str(path), defaults=cal, software=load_software("graph-captured"))
-    return hw, par, wl, srv
+def _hardware(row, cal, stack, cache: dict):
+    """A row's Hardware on `stack`, built once per chip, engine and stack (`cache`)."""
+    key = (row.hardware, row.engine if stack == "own" else "", stack)
+    if key not in cache:
+        if stack == "default":  # what `estimate` gives once `cal` is the shipped file: its values as defaults
+            path = resolve("hardware", row.hardware)
+            d = read_yaml(path)
+            d.setdefault("name", path.stem)
+            cache[key] = hardware_from_dict(d, src=str(path), defaults=cal, software=load_software("graph-captured"))
+        else:
+            cache[key] = row_hardware(row, cal)
+    return cache[key]
 
 
 def predictions(rows, cal) -> dict:
@@ -94,12 +98,15 @@ def predictions(rows, cal) -> dict:
     for i, r in enumerate(rows):
         groups[(jax.tree.structure(models[r.model]), r.load)].append(i)
     metric = {"throughput_tok_s": 0, "ttft_s": 1, "tpot_s": 2}
-    stack = lambda trees: jax.tree.map(lambda *x: jnp.stack(x), *trees)  # noqa: E731
+    # Stacked on the host: one transfer per leaf, not one small device op per row and leaf.
+    stack = lambda trees: jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *trees)  # noqa: E731
+    chips, inputs = {}, [row_inputs(r) for r in rows]
     for (_, load), idx in groups.items():
         kind = "batch" if load == "batch" else "loop"
         items = [(s, i) for s in STACKS for i in idx]
         model = stack([models[rows[i].model] for _, i in items])
-        hw, par, wl, srv = (stack(t) for t in zip(*[_pytrees(rows[i], cal, s) for s, i in items]))
+        hw = stack([_hardware(rows[i], cal, s, chips) for s, i in items])
+        par, wl, srv = (stack(t) for t in zip(*[inputs[i] for _, i in items]))
         amount = jnp.array([rows[i].amount for _, i in items], jnp.float32)
         f = jax.jit(jax.vmap(lambda m, h, p, w, s, a, kind=kind: predict_one(m, h, p, w, s, kind, a)))
         got = np.asarray(f(model, hw, par, wl, srv, amount))
@@ -121,18 +128,45 @@ def errors(rows, pred) -> np.ndarray:
     return np.where(batch, meas / pred, pred / meas) - 1.0
 
 
+def model_name(model: str) -> str:
+    """A row's model: its spec's name, or its config file's without the extension (llama-3.1-8b stays whole)."""
+    p = Path(model)
+    return p.name[: -len(p.suffix)] if p.suffix in (".json", ".yaml") else p.name
+
+
+def _same_batch(r):
+    return (model_name(r.model), r.engine, r.par.get("tp"), r.amount, r.prompt, r.output)
+
+
+def ratio_partners(test_rows) -> list:
+    """For each static batch among `test_rows` (the A100), the H100 row of the same model, engine,
+    tensor-parallel degree, batch and lengths among the fit and validation rows, or None."""
+    h100 = {_same_batch(r): r for role in ("fit", "validation") for r in check_rows(role)
+            if r.load == "batch" and Path(r.hardware).stem == "h100-sxm"}
+    return [h100.get(_same_batch(r)) if r.load == "batch" else None for r in test_rows]
+
+
+RATIO = "A100 / H100 static batch e2e ratio"
+
+
 def figures(roles=("validation",), cal_path=DEFAULT_FILE) -> dict:
     """{role: {stack: {category: {n, median_abs, median_signed}}}} of each role's rows (plus 'all static
-    batch e2e'); every role's rows of one model and load are one program."""
+    batch e2e', and for the test rows the A100's end-to-end latency over the H100's on the same batch,
+    RATIO: predicted ratio / measured ratio - 1); rows of one model structure and load are one program."""
     rows, role_of = [], []
     for role in roles:
         got = check_rows(role)
         rows += got
         role_of += [role] * len(got)
+    partners = ratio_partners([r for r, ro in zip(rows, role_of) if ro == "test"]) if "test" in roles else []
+    tests = [i for i, ro in enumerate(role_of) if ro == "test"]
+    pairs = [(i, len(rows) + k) for k, (i, h) in enumerate((i, h) for i, h in zip(tests, partners) if h is not None)]
+    extra = [h for h in partners if h is not None]
     cal = load_calibration(cal_path)
     out = {role: {} for role in roles}
-    for stack, pred in predictions(rows, cal).items():
-        e = errors(rows, pred)
+    for stack, pred in predictions(rows + extra, cal).items():
+        e = errors(rows, pred[:len(rows)])
+        allrows = rows + extra
         for role in roles:
             cats = defaultdict(list)
             for r, x, ro in zip(rows, e, role_of):
@@ -140,6 +174,9 @@ def figures(roles=("validation",), cal_path=DEFAULT_FILE) -> dict:
                     cats[category(r)].append(x)
                     if r.load == "batch":
                         cats["all static batch e2e"].append(x)
+            if role == "test" and pairs:
+                # Rows carry throughput = B * OSL / e2e, so e2e(A100) / e2e(H100) = thr(H100) / thr(A100).
+                cats[RATIO] = [(pred[h] / pred[a]) / (allrows[h].value / allrows[a].value) - 1.0 for a, h in pairs]
             out[role][stack] = {c: {"n": len(v), "median_abs": float(np.median(np.abs(v))),
                                     "median_signed": float(np.median(v))} for c, v in sorted(cats.items())}
     return out

@@ -15,7 +15,7 @@ temporary copy of the file (parameters.compute x 1.1) the comparison finds 5
 mismatches (validation, own stack: static batch e2e signed +3.1% against the
 recorded -0.4%, MI300X signed -6.5% against -11.5%, closed-loop TTFT 7.9% /
 +5.7% against 11.4% / +11.4%; default stack TTFT signed -0.6% against +7.4%).
-About 30 s on 2 cores (3 programs compiled: one per model structure and load; no fit).
+About 16 s on 2 cores (3 programs compiled: one per model structure and load; no fit).
 """
 
 import sys

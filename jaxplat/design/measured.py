@@ -174,17 +174,21 @@ def read_rows(path) -> list[Row]:
     return rows
 
 
-def row_pytrees(row: Row, calibration=None):
-    """(Hardware, Parallel, Workload, Serving) of a row. The chip's
-    efficiency is `calibration`'s (default: the shipped one's) as run by the
-    row's engine (each of its "+" parts) where the calibration has values for
-    it (Calibration.for_engine)."""
+def row_hardware(row: Row, calibration=None):
+    """The Hardware of a row: its chip, with `calibration`'s (default: the
+    shipped one's) efficiency as run by the row's engine (each of its "+"
+    parts) where the calibration has values for it (Calibration.for_engine).
+    Depends on the row's chip and engine only."""
     cal = calibration if calibration is not None else default_calibration()
     if cal is not None and any(e in cal.engines for e in engine_parts(row.engine)):
         calibration = cal.for_engine(row.engine)
     # A calibration's rows run on the software stack its fixed costs were fitted with.
     stack = load_software(cal.software) if cal is not None and cal.software else None
-    hw = load_hardware(row.hardware, calibration, software=stack)
+    return load_hardware(row.hardware, calibration, software=stack)
+
+
+def row_inputs(row: Row):
+    """(Parallel, Workload, Serving) of a row."""
     par = Parallel(**row.par)
     wl = workload_from_dict({"batch": 1, "prompt": row.prompt, "output": row.output, "dtype": row.dtype},
                             src=f"row {row.line}")
@@ -192,7 +196,12 @@ def row_pytrees(row: Row, calibration=None):
     srv = serving(prompt_cv=s["prompt_cv"], output_cv=s["output_cv"], max_batch=s["max_batch"], chunk=s["chunk"],
                   mem_fraction=s["mem_fraction"], max_num_tokens=s["max_num_tokens"], kv_block=s["kv_block"],
                   prefill_first=s["prefill_first"])
-    return hw, par, wl, srv
+    return par, wl, srv
 
 
-__all__ = ["LOADS", "METRICS", "OPTIONAL", "REQUIRED", "Row", "read_rows", "row_pytrees"]
+def row_pytrees(row: Row, calibration=None):
+    """(Hardware, Parallel, Workload, Serving) of a row (`row_hardware`, `row_inputs`)."""
+    return (row_hardware(row, calibration), *row_inputs(row))
+
+
+__all__ = ["LOADS", "METRICS", "OPTIONAL", "REQUIRED", "Row", "read_rows", "row_hardware", "row_inputs", "row_pytrees"]
