@@ -158,15 +158,15 @@ def figures(roles=("validation",), cal_path=DEFAULT_FILE) -> dict:
         got = check_rows(role)
         rows += got
         role_of += [role] * len(got)
-    partners = ratio_partners([r for r, ro in zip(rows, role_of) if ro == "test"]) if "test" in roles else []
+    # The A100 test batches' H100 partners are predicted with the rest (appended after `rows`).
     tests = [i for i, ro in enumerate(role_of) if ro == "test"]
-    pairs = [(i, len(rows) + k) for k, (i, h) in enumerate((i, h) for i, h in zip(tests, partners) if h is not None)]
-    extra = [h for h in partners if h is not None]
+    found = [(i, h) for i, h in zip(tests, ratio_partners([rows[i] for i in tests]) if tests else []) if h is not None]
+    pairs = [(i, len(rows) + k) for k, (i, _) in enumerate(found)]
+    allrows = rows + [h for _, h in found]
     cal = load_calibration(cal_path)
     out = {role: {} for role in roles}
-    for stack, pred in predictions(rows + extra, cal).items():
+    for stack, pred in predictions(allrows, cal).items():
         e = errors(rows, pred[:len(rows)])
-        allrows = rows + extra
         for role in roles:
             cats = defaultdict(list)
             for r, x, ro in zip(rows, e, role_of):
