@@ -38,6 +38,7 @@ Run: .venv/bin/python experiments/static_batch_check.py [--test] [--roles fit,va
 """
 
 import argparse
+import importlib.util
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -53,17 +54,18 @@ ROOT = Path(__file__).resolve().parents[1]
 STACKS = ("graph-captured", "fitted-2026-12")
 POLARIS = str(ROOT / "experiments/specs/a100-40gb-polaris.yaml")
 CHIPS = {"H100": ("h100-sxm",), "MI300X": ("mi300x",), "A100": (POLARIS, "a100-80gb")}
-MODELS = {
-    "meta-llama/Llama-2-7b-hf": "llama-2-7b",
-    "meta-llama/Llama-2-70b-hf": "llama-2-70b",
-    "meta-llama/Meta-Llama-3-8B": "llama-3.1-8b",
-    "meta-llama/Meta-Llama-3-70B": "llama-3.1-70b",
-    "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
-    "Qwen/Qwen2-72B": str(ROOT / "data/hf_configs/qwen2.5-72b.json"),
-    "huggyllama/llama-7b": "llama-2-7b",
-    "Qwen/Qwen2-7B": str(ROOT / "data/hf_configs/qwen2-7b.json"),
-    "mistralai/Mistral-7B-v0.1": str(ROOT / "data/hf_configs/mistral-7b-v0.1.json"),
-}
+
+
+def _models() -> dict:
+    """The CSV's model names -> specs: data/measured/convert_inference.py's map (one map for every check
+    of these rows), its config paths made absolute."""
+    spec = importlib.util.spec_from_file_location("convert_inference", ROOT / "data/measured/convert_inference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return {k: str(ROOT / v) if "/" in v else v for k, v in mod.MODELS.items()}
+
+
+MODELS = _models()
 
 
 def chip_label(spec):

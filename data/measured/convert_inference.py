@@ -47,7 +47,7 @@ from jaxplat.design.splits import load_inference_split
 
 SHIPPED_ROWS = HERE / "calibration_rows.csv"
 OUT = HERE / "calibration_rows_2026-12.csv"
-# Models of the CSV -> specs (experiments/static_batch_check.py's map: Llama-3-8B/70B have
+# Models of the CSV -> specs (experiments/static_batch_check.py reads this map too: Llama-3-8B/70B have
 # Llama-3.1's dimensions, Qwen2-72B Qwen2.5-72B's architecture, huggyllama LLaMA-1 7B Llama-2-7B's).
 MODELS = {
     "meta-llama/Llama-2-7b-hf": "llama-2-7b",
