@@ -149,6 +149,12 @@ def ratio_partners(test_rows) -> list:
 RATIO = "A100 / H100 static batch e2e ratio"
 
 
+def ratio_error(a, h, pred_a, pred_h) -> float:
+    """Predicted over measured e2e(A100) / e2e(H100) of a pair of rows, minus 1 (`pred_*`: the rows'
+    predicted throughputs). Rows carry throughput = B * OSL / e2e, so the ratio is thr(H100) / thr(A100)."""
+    return (pred_h / pred_a) / (h.value / a.value) - 1.0
+
+
 def figures(roles=("validation",), cal_path=DEFAULT_FILE) -> dict:
     """{role: {stack: {category: {n, median_abs, median_signed}}}} of each role's rows (plus 'all static
     batch e2e', and for the test rows the A100's end-to-end latency over the H100's on the same batch,
@@ -175,8 +181,7 @@ def figures(roles=("validation",), cal_path=DEFAULT_FILE) -> dict:
                     if r.load == "batch":
                         cats["all static batch e2e"].append(x)
             if role == "test" and pairs:
-                # Rows carry throughput = B * OSL / e2e, so e2e(A100) / e2e(H100) = thr(H100) / thr(A100).
-                cats[RATIO] = [(pred[h] / pred[a]) / (allrows[h].value / allrows[a].value) - 1.0 for a, h in pairs]
+                cats[RATIO] = [ratio_error(allrows[a], allrows[h], pred[a], pred[h]) for a, h in pairs]
             out[role][stack] = {c: {"n": len(v), "median_abs": float(np.median(np.abs(v))),
                                     "median_signed": float(np.median(v))} for c, v in sorted(cats.items())}
     return out

@@ -33,10 +33,8 @@ def main():
     pred = cc.predictions([r for p in pairs for r in p], load_calibration(cc.DEFAULT_FILE))
     errs = defaultdict(lambda: defaultdict(list))
     for k, (a, h) in enumerate(pairs):
-        # Rows carry throughput = B * OSL / e2e, so e2e(A100) / e2e(H100) = thr(H100) / thr(A100).
-        measured = h.value / a.value
         for stack in cc.STACKS:
-            err = pred[stack][2 * k + 1] / pred[stack][2 * k] / measured - 1.0
+            err = cc.ratio_error(a, h, pred[stack][2 * k], pred[stack][2 * k + 1])
             errs[stack][cc.model_name(a.model)].append(err)
             errs[stack]["all"].append(err)
     print(f"A100 / H100 end-to-end latency ratio, {len(pairs)} pairs of static batches "
