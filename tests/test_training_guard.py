@@ -14,6 +14,7 @@ MoE rows, less) and the test fails.
 About 20 s on 2 busy cores (one compiled call per row shape).
 """
 
+import csv
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -56,3 +57,31 @@ def test_dev_rows_keep_their_recorded_errors(errors):
            or abs(got[fam][2] - s) > TOLERANCE]
     assert set(got) == set(RECORDED), f"families changed: {sorted(got)}"
     assert not bad, "dev figures moved (update docs/training.md and this record):\n" + "\n".join(bad)
+
+
+def test_nemo_2407_dimensions_give_the_summarys_own_model_flops():
+    """The dimensions runs.py gives the NeMo 24.07 rows that print none (GPT3-5B/20B, Nemotron-8B/22B/340B,
+    from NeMo's launcher configs) are the measured models': the summary prints model TFLOP/s per GPU beside
+    tokens/s per GPU, and their ratio is NeMo's count of FLOPs per token, 6N (N without the input
+    embedding) plus full, non-causal attention, 12·l·h·s. Worked from the Model runs.py builds, it must
+    come within 0.2%: every row of the summary, those whose dimensions the CSV gives too, is within 0.1%
+    (Nemotron-8B with a vocab of 51,200 would miss by 10%)."""
+    sys.path.insert(0, str(ROOT / "experiments" / "training"))
+    from runs import NEMO_2407_DIMS, family, model_for
+
+    with open(ROOT / "data/measured/training_2026-12.csv") as f:
+        rows = [r for r in csv.DictReader(f) if family(r["source"]) == "NeMo 24.07"]
+    seen = set()
+    for r in rows:
+        if r["metric"] != "tokens_per_s_per_chip":
+            continue
+        tflops = next(float(t["value"]) for t in rows if t["metric"] == "tflops_per_chip" and t["model"] == r["model"]
+                      and t["chips"] == r["chips"] and t["micro_batch"] == r["micro_batch"])
+        m = model_for(r)
+        L, h, f_, kv, hd, V = (float(x) for x in (m.layers, m.hidden, m.intermediate, m.kv_heads, m.head_dim, m.vocab))
+        mlp = (3.0 if float(m.gated) else 2.0) * h * f_
+        n = L * (2 * h * h + 2 * h * kv * hd + mlp) + V * h
+        per_token = 6.0 * n + 12.0 * L * h * float(r["seq_len"])
+        assert float(r["value"]) * per_token == pytest.approx(tflops * 1e12, rel=2e-3), r["model"]
+        seen.add(r["model"])
+    assert set(NEMO_2407_DIMS) <= seen

@@ -2,7 +2,8 @@
 `cost.training.train_step` inputs (model, hardware, parallel, workload).
 
 A run is expressible when its model's dimensions are known (the row's own
-columns, a built-in spec for the MoE models, or MosaicML's MPT configs), its
+columns, a built-in spec for the MoE models, MosaicML's MPT configs, or NeMo's
+launcher configs for the NeMo 24.07 rows that print none), its
 degrees multiply to its chips, ep divides dp (Megatron carves EP out of
 DP) and its sequence length is given. Its measured tokens/s per chip is the
 row's own number, or, for Megatron-LM's rows that give TFLOP/s or MFU only,
@@ -37,6 +38,17 @@ MPT = {"125m": (768, 12, 12), "350m": (1024, 16, 24), "760m": (1536, 12, 24), "1
        "3b": (2560, 20, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 64, 48),
        "70b": (8192, 64, 80)}
 MPT_VOCAB = 50368.0
+# The NeMo 24.07 rows whose dimensions the performance summary does not print, from NeMo-Framework-
+# Launcher's training configs of those models (launcher_scripts/conf/training/gpt3/5b.yaml, 20b.yaml;
+# nemotron/nemotron_8b.yaml, nemotron_22b.yaml, nemotron_340b.yaml): layers, hidden, ffn_hidden, heads,
+# query groups, vocab. GPT-3: 4h GELU MLP, tied embeddings, the GPT-2 BPE vocab (51,200 as the other
+# GPT rows take it); Nemotron: a squared-ReLU MLP (not gated), untied embeddings, the 256k SentencePiece
+# vocab (nemotron_2_256k). Checked against the summary's own model TFLOP/s: tokens/s x (6N + 12·l·h·s)
+# matches it within 0.5% for every one (tests/test_training.py).
+NEMO_2407_DIMS = {"GPT3-5B": (24, 4096, 16384, 32, 32, 51200), "GPT3-20B": (44, 6144, 24576, 48, 48, 51200),
+                  "Nemotron-8B": (32, 4096, 16384, 32, 32, 256000),
+                  "Nemotron-22B": (40, 6144, 24576, 48, 48, 256000),
+                  "Nemotron-340B": (96, 18432, 73728, 96, 8, 256000)}
 MOE_SPECS = {"DeepSeekV3": "deepseek-v3", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b"}
 FAMILIES = ("Megatron-Bridge/NeMo", "LLM Foundry", "Megatron-LM SC21", "Megatron-Core r0.8", "NeMo 24.07",
             "NeMo long-sequence", "TorchTitan", "Megatron-LM README 2022")
@@ -78,6 +90,12 @@ def model_for(row):
         return replace(_base("llama-2-7b"), layers=float(n), dense_layers=float(n), hidden=float(d), heads=float(a),
                        kv_heads=float(a), head_dim=float(d // a), intermediate=4.0 * d, vocab=MPT_VOCAB, tied=1.0,
                        gated=0.0, max_context=0.0)
+    if family(row["source"]) == "NeMo 24.07" and name in NEMO_2407_DIMS and not row["layers"]:
+        L, h, ffn, heads, kv, vocab = (float(x) for x in NEMO_2407_DIMS[name])
+        gpt = name.startswith("GPT")
+        return replace(_base("llama-2-7b"), layers=L, dense_layers=L, hidden=h, heads=heads, kv_heads=kv,
+                       head_dim=h / heads, intermediate=ffn, vocab=vocab, tied=1.0 if gpt else 0.0, gated=0.0,
+                       max_context=0.0)
     L, h, heads = _num(row["layers"]), _num(row["hidden"]), _num(row["heads"])
     if None in (L, h, heads) or "Nemotron" in name or "OSS" in name:
         return None
