@@ -220,14 +220,15 @@ def serving_arrays(model, hw, par: Parallel, inputs: dict, opts: Options, plan: 
         # Energy and money at the closed loop's own batch and throughput (serving.operating_point).
         point = serving.operating_point(model, hw, par, wl, opts, closed.batch, closed.throughput)
         return {"max_batch": mb, "throughput": full.throughput, "closed": closed, "point": point}
-    # Offline max load: the closed loop with every slot busy (serving.max_load), kept whole
-    # for the batch its energy and money are priced at.
     mb, _, _ = serving.capacity(model, hw, par, wl, srv, opts)
-    full = serving.closed_loop(model, hw, par, wl, srv, jnp.maximum(mb, 1.0), opts, mb)
-    thr = full.throughput
-    out = {"max_batch": mb, "throughput": thr}
+    out = {"max_batch": mb}
     if not plan.rate:
-        out["point"] = serving.operating_point(model, hw, par, wl, opts, full.batch, thr)
+        # Offline max load: the closed loop with every slot busy (serving.max_load), kept whole
+        # for the batch its energy and money are priced at. Under a rate nothing reports it, and
+        # leaving it out of the trace saves its compile.
+        full = serving.closed_loop(model, hw, par, wl, srv, jnp.maximum(mb, 1.0), opts, mb)
+        out["throughput"] = full.throughput
+        out["point"] = serving.operating_point(model, hw, par, wl, opts, full.batch, full.throughput)
     sm = None
     if plan.disagg:
         n_p, n_d, tp_p, tp_d = (inputs["pools"][i] for i in range(4))
