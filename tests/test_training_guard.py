@@ -85,3 +85,21 @@ def test_nemo_2407_dimensions_give_the_summarys_own_model_flops():
         assert float(r["value"]) * per_token == pytest.approx(tflops * 1e12, rel=2e-3), r["model"]
         seen.add(r["model"])
     assert set(NEMO_2407_DIMS) <= seen
+
+
+def test_a_pipelined_torchtitan_row_runs_pp_micro_batches_of_its_local_batch():
+    """TorchTitan splits a rank's local batch into as many micro-batches as pipeline stages (its default;
+    its tables set no other): Table 5's Llama-3.1-405B row (pp 8, dp 8, local batch 32, global 256) runs
+    8 micro-batches of 4; a Table 6 row that omits the global batch (local 8, dp 2) gets 8 x 2 = 16, in
+    micro-batches of 1. A row without pipelining, or of another source, keeps its columns."""
+    sys.path.insert(0, str(ROOT / "experiments" / "training"))
+    from runs import batches
+
+    deg = lambda pp, dp: {"tp": 8, "pp": pp, "vp": 1, "cp": 1, "dp": dp, "ep": 1}  # noqa: E731
+    tt = "TorchTitan Llama3.1 benchmarks 2024-12"
+    assert batches({"source": tt, "global_batch_seqs": "256", "micro_batch": "32"}, deg(8, 8)) == (256.0, 4.0)
+    assert batches({"source": tt, "global_batch_seqs": "", "micro_batch": "8"}, deg(8, 2)) == (16.0, 1.0)
+    assert batches({"source": tt, "global_batch_seqs": "512", "micro_batch": "16"}, deg(1, 32)) == (512.0, 16.0)
+    nemo = "NeMo 24.07 performance summary (H100 FP8)"
+    assert batches({"source": nemo, "global_batch_seqs": "256", "micro_batch": "1"}, deg(8, 4)) == (256.0, 1.0)
+    assert batches({"source": nemo, "global_batch_seqs": "", "micro_batch": "1"}, deg(8, 4)) == (None, 1.0)

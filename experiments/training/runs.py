@@ -263,6 +263,21 @@ def dropout(row) -> float:
     return 1.0 if row["model"].upper().startswith("GPT") else 0.0
 
 
+def batches(row, deg):
+    """(global batch, micro-batch) of a row in sequences; global None when not given. TorchTitan's
+    tables give each data-parallel rank's local batch (the micro_batch column) and, with pipeline
+    parallelism, split it into as many micro-batches as there are stages: TorchTitan's default when
+    `experimental.pipeline_parallel_microbatches` is unset (build_pipeline_schedule, 2024), and its
+    tables set none. So a pipelined TorchTitan row runs pp micro-batches of local/pp sequences, and its
+    global batch, where the table omits it, is the local batch times dp (Table 5's rows give both:
+    256 = 32 x 8)."""
+    gb, mb = _num(row["global_batch_seqs"]), _num(row["micro_batch"], 1.0)
+    if family(row["source"]) == "TorchTitan" and deg["pp"] > 1:
+        gb = mb * deg["dp"] if gb is None else gb
+        mb = mb / deg["pp"]
+    return gb, mb
+
+
 def recompute_code(text: str) -> float:
     t = text.lower()
     if "full" in t:
@@ -303,9 +318,10 @@ def inputs(row):
         return f"no spec for chip {row['chip']}"
     if not row["seq_len"]:
         return "sequence length not given"
-    if not row["global_batch_seqs"]:
-        return "global batch not given"
     deg = {k: int(_num(row[k], 1)) for k in ("tp", "pp", "vp", "cp", "dp", "ep")}
+    global_batch, micro_batch = batches(row, deg)
+    if global_batch is None:
+        return "global batch not given"
     chips = int(_num(row["chips"]))
     if deg["tp"] * deg["pp"] * deg["cp"] * deg["dp"] != chips:
         return "degrees do not multiply to the chips"
@@ -317,7 +333,7 @@ def inputs(row):
     pure = "pure" in row["zero_or_fsdp"].lower()
     par = fold_experts(Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"], dp=deg["dp"],
                                 overlap=overlap(row)), etp)
-    twl = TrainWorkload(global_batch=_num(row["global_batch_seqs"]), micro_batch=_num(row["micro_batch"], 1.0),
+    twl = TrainWorkload(global_batch=global_batch, micro_batch=micro_batch,
                         seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
                         bytes_grad_comm=2.0 if pure else 4.0, dropout=dropout(row),
