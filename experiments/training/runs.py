@@ -5,7 +5,8 @@ A run is expressible when its model's dimensions are known (the row's own
 columns, a built-in spec for the MoE models, MosaicML's MPT configs, or NeMo's
 launcher configs for the NeMo 24.07 rows that print none), its
 degrees multiply to its chips, ep divides dp (Megatron carves EP out of
-DP) and its sequence length is given. Its measured tokens/s per chip is the
+DP) and its sequence length and global batch are given (TorchTitan's pipelined
+rows: `batches`). Its measured tokens/s per chip is the
 row's own number, or, for Megatron-LM's rows that give TFLOP/s or MFU only,
 that number over the FLOPs per token of the paper's own formula:
   SC'21 Tables 1-2 (recompute counted): 96·l·h²·(1 + s/6h + V/16lh) per
@@ -44,7 +45,7 @@ MPT_VOCAB = 50368.0
 # query groups, vocab. GPT-3: 4h GELU MLP, tied embeddings, the GPT-2 BPE vocab (51,200 as the other
 # GPT rows take it); Nemotron: a squared-ReLU MLP (not gated), untied embeddings, the 256k SentencePiece
 # vocab (nemotron_2_256k). Checked against the summary's own model TFLOP/s: tokens/s x (6N + 12·l·h·s)
-# matches it within 0.5% for every one (tests/test_training.py).
+# matches it within 0.1% for every one (tests/test_training_guard.py).
 NEMO_2407_DIMS = {"GPT3-5B": (24, 4096, 16384, 32, 32, 51200), "GPT3-20B": (44, 6144, 24576, 48, 48, 51200),
                   "Nemotron-8B": (32, 4096, 16384, 32, 32, 256000),
                   "Nemotron-22B": (40, 6144, 24576, 48, 48, 256000),
