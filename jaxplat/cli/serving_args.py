@@ -233,18 +233,16 @@ def serving_arrays(model, hw, par: Parallel, inputs: dict, opts: Options, plan: 
     if plan.disagg:
         n_p, n_d, tp_p, tp_d = (inputs["pools"][i] for i in range(4))
         sm = serving.disaggregated(model, hw, replace(par, tp=tp_p), replace(par, tp=tp_d), wl, srv, n_p, n_d, opts)
-    elif plan.rate and plan.goodput:
-        # The load asked for and goodput's lowest one (for goodput_note) as one
-        # vmapped trace: a second copy of the queueing program compiles as long again.
-        both = jax.tree.map(lambda a, b: jnp.stack([a, b]), srv, _unloaded(srv))
-        q = jax.vmap(lambda s: serving.queueing(model, hw, par, wl, s, opts, mb))(both)
+    elif plan.goodput:
+        # The load asked for and goodput's lowest one (for goodput_note) ride in goodput's own
+        # vmapped trace of the queueing model: a second copy of it compiles as long again.
+        out["goodput"], q = serving.goodput(model, hw, par, wl, srv, opts, mb,
+                                            also=jnp.stack([srv.rate, _unloaded(srv).rate]))
         sm, out["unloaded"] = (jax.tree.map(lambda x, i=i: x[i], q) for i in (0, 1))
     elif plan.rate:
         sm = serving.queueing(model, hw, par, wl, srv, opts, mb)
     if sm is not None:
         out["queue"] = sm
-    if plan.goodput:
-        out["goodput"] = serving.goodput(model, hw, par, wl, srv, opts, mb)
     if plan.draft:
         batch = jnp.maximum(1.0, sm.batch if plan.rate else mb)
         kw = ({"draft_model": inputs["draft_model"]} if plan.draft == "model" else

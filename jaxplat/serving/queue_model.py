@@ -209,24 +209,37 @@ def slo_met(sm: ServingMetrics, wl: Workload, q) -> jax.Array:
 
 
 def goodput(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Serving,
-            opts: Options = Options(), max_batch=None, steps: int = 30) -> jax.Array:
+            opts: Options = Options(), max_batch=None, steps: int = 30, also=None):
     """Highest arrival rate (requests/s per replica) whose srv.slo_quantile
     TTFT and TPOT meet wl.ttft_slo and wl.tpot_slo (DistServe's goodput), by
     bisection in log rate over [1e-4, 1e4] req/s (30 steps: 2e-8 relative).
     0 if even 1e-4 req/s misses. Latency grows with the rate, so the rates
     that meet the SLOs form an interval from 0. Not differentiable (use the
     queueing metrics with softplus SLO penalties for gradients).
+
+    also: None, or rates (requests/s, shape [K]) at which the caller wants
+    the queueing metrics too; they are evaluated beside the bisection's
+    probes in its one vmapped trace of the queueing model (a second trace
+    would compile as long again), and goodput returns (rate, ServingMetrics
+    with a leading axis K).
     """
     if max_batch is None:
         max_batch, _, _ = capacity(model, hw, par, wl, srv, opts)
     lo0, hi0 = jnp.log(jnp.float32(1e-4)), jnp.log(jnp.float32(1e4))
-    ok = jax.vmap(lambda lr: slo_met(queueing(model, hw, par, wl, replace(srv, rate=jnp.exp(lr)), opts, max_batch),
-                                     wl, srv.slo_quantile))
+    extra = jnp.zeros((0,), jnp.float32) if also is None else jnp.asarray(also, jnp.float32)
+    probe = jax.vmap(lambda r: queueing(model, hw, par, wl, replace(srv, rate=r), opts, max_batch))
+    head = lambda q: jax.tree.map(lambda x: x[:2], q)  # noqa: E731 (the bisection's two probes)
+    tail = lambda q: jax.tree.map(lambda x: x[2:], q)  # noqa: E731 (the rates in `also`)
 
     def body(_, state):
-        lo, hi, any_ok = state
+        lo, hi, _, kept = state
         mid = (lo + hi) / 2.0
-        good, base = ok(jnp.stack([mid, lo0]))  # one trace of the queueing model
-        return jnp.where(good, mid, lo), jnp.where(good, hi, mid), base
-    lo, _, base = jax.lax.fori_loop(0, steps, body, (lo0, hi0, jnp.bool_(False)))
-    return jnp.where(base, jnp.exp(lo), 0.0)
+        q = probe(jnp.concatenate([jnp.exp(jnp.stack([mid, lo0])), extra]))  # one trace of the queueing model
+        good, base = slo_met(head(q), wl, srv.slo_quantile)
+        return jnp.where(good, mid, lo), jnp.where(good, hi, mid), base, tail(q)
+    # The `also` metrics' place in the carry, shaped by tracing the probe (not compiling it).
+    k = extra.shape[0]
+    kept0 = jax.tree.map(lambda a: jnp.zeros((k, *a.shape[1:]), a.dtype), jax.eval_shape(probe, jnp.zeros(2 + k, jnp.float32)))
+    lo, _, base, kept = jax.lax.fori_loop(0, steps, body, (lo0, hi0, jnp.bool_(False), kept0))
+    rate = jnp.where(base, jnp.exp(lo), 0.0)
+    return rate if also is None else (rate, kept)
