@@ -236,10 +236,12 @@ def goodput(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servin
         mid = (lo + hi) / 2.0
         q = probe(jnp.concatenate([jnp.exp(jnp.stack([mid, lo0])), extra]))  # one trace of the queueing model
         good, base = slo_met(head(q), wl, srv.slo_quantile)
-        return jnp.where(good, mid, lo), jnp.where(good, hi, mid), base, tail(q)
-    # The `also` metrics' place in the carry, shaped by tracing the probe (not compiling it).
-    k = extra.shape[0]
-    kept0 = jax.tree.map(lambda a: jnp.zeros((k, *a.shape[1:]), a.dtype), jax.eval_shape(probe, jnp.zeros(2 + k, jnp.float32)))
+        return jnp.where(good, mid, lo), jnp.where(good, hi, mid), base, None if also is None else tail(q)
+    kept0 = None
+    if also is not None:  # the `also` metrics' place in the carry, shaped by tracing the probe (not compiling it)
+        k = extra.shape[0]
+        shapes = jax.eval_shape(probe, jnp.zeros(2 + k, jnp.float32))
+        kept0 = jax.tree.map(lambda a: jnp.zeros((k, *a.shape[1:]), a.dtype), shapes)
     lo, _, base, kept = jax.lax.fori_loop(0, steps, body, (lo0, hi0, jnp.bool_(False), kept0))
     rate = jnp.where(base, jnp.exp(lo), 0.0)
     return rate if also is None else (rate, kept)
