@@ -103,3 +103,18 @@ def test_a_pipelined_torchtitan_row_runs_pp_micro_batches_of_its_local_batch():
     nemo = "NeMo 24.07 performance summary (H100 FP8)"
     assert batches({"source": nemo, "global_batch_seqs": "256", "micro_batch": "1"}, deg(8, 4)) == (256.0, 1.0)
     assert batches({"source": nemo, "global_batch_seqs": "", "micro_batch": "1"}, deg(8, 4)) == (None, 1.0)
+
+
+def test_torchtitans_asynctp_benchmark_runs_its_configs_sequence_length():
+    """The AsyncTP benchmark (2025-06) states no sequence length; its commands run llama3_8b.toml and
+    llama3_70b.toml without overriding seq_len (8192), and its "async TP" rows overlap TP communication
+    where its "vanilla TP" ones do not. A row that states its length keeps it; another source without
+    one stays inexpressible."""
+    sys.path.insert(0, str(ROOT / "experiments" / "training"))
+    from runs import overlap, seq_len
+
+    bench = {"source": "TorchTitan AsyncTP benchmark 2025-06", "seq_len": "", "dtype": "bf16"}
+    assert seq_len(bench) == 8192.0 and seq_len({**bench, "seq_len": "4096"}) == 4096.0
+    assert seq_len({**bench, "source": "TorchTitan Llama3.1 benchmarks 2024-12"}) is None
+    assert overlap({**bench, "notes": "async TP; torch.compile"}) == 1.0
+    assert overlap({**bench, "notes": "vanilla TP; torch.compile"}) == 0.0

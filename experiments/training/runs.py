@@ -5,8 +5,8 @@ A run is expressible when its model's dimensions are known (the row's own
 columns, a built-in spec for the MoE models, MosaicML's MPT configs, or NeMo's
 launcher configs for the NeMo 24.07 rows that print none), its
 degrees multiply to its chips, ep divides dp (Megatron carves EP out of
-DP) and its sequence length and global batch are given (TorchTitan's pipelined
-rows: `batches`). Its measured tokens/s per chip is the
+DP) and its sequence length and global batch are given (TorchTitan's AsyncTP
+benchmark: `seq_len`; its pipelined rows: `batches`). Its measured tokens/s per chip is the
 row's own number, or, for Megatron-LM's rows that give TFLOP/s or MFU only,
 that number over the FLOPs per token of the paper's own formula:
   SC'21 Tables 1-2 (recompute counted): 96·l·h²·(1 + s/6h + V/16lh) per
@@ -168,7 +168,9 @@ def overlap(row) -> float:
     fam = family(row["source"])
     if fam in ("Megatron-Bridge/NeMo", "NeMo 24.07", "Megatron-Core r0.8", "NeMo long-sequence"):
         return 1.0
-    return 1.0 if "asynctp" in row["dtype"].lower() else 0.0
+    # TorchTitan names AsyncTP in the precision column (2024-12 tables) or as "async TP" in the notes
+    # (the 2025-06 AsyncTP benchmark, beside its "vanilla TP" rows).
+    return 1.0 if "asynctp" in row["dtype"].lower() or "async tp" in row["notes"].lower() else 0.0
 
 
 def ep_overlap(row) -> float:
@@ -264,6 +266,17 @@ def dropout(row) -> float:
     return 1.0 if row["model"].upper().startswith("GPT") else 0.0
 
 
+def seq_len(row):
+    """Tokens per sequence of a row, or None. TorchTitan's AsyncTP benchmark (2025-06) states none, but
+    gives its commands: torchtitan/models/llama3/train_configs/llama3_8b.toml and llama3_70b.toml with
+    no --training.seq_len, so the configs' seq_len = 8192 (the rule the CSV's notes apply to the
+    2024-12 TorchTitan rows, from the configs at commit 9dec370)."""
+    s = _num(row["seq_len"])
+    if s is None and row["source"].startswith("TorchTitan AsyncTP benchmark 2025-06"):
+        return 8192.0
+    return s
+
+
 def batches(row, deg):
     """(global batch, micro-batch) of a row in sequences; global None when not given. TorchTitan's
     tables give each data-parallel rank's local batch (the micro_batch column) and, with pipeline
@@ -317,7 +330,8 @@ def inputs(row):
         return "model dimensions not given"
     if hw is None:
         return f"no spec for chip {row['chip']}"
-    if not row["seq_len"]:
+    seq = seq_len(row)
+    if seq is None:
         return "sequence length not given"
     deg = {k: int(_num(row[k], 1)) for k in ("tp", "pp", "vp", "cp", "dp", "ep")}
     global_batch, micro_batch = batches(row, deg)
@@ -335,7 +349,7 @@ def inputs(row):
     par = fold_experts(Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"], dp=deg["dp"],
                                 overlap=overlap(row)), etp)
     twl = TrainWorkload(global_batch=global_batch, micro_batch=micro_batch,
-                        seq=_num(row["seq_len"]), recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
+                        seq=seq, recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
                         bytes_grad_comm=2.0 if pure else 4.0, dropout=dropout(row),
                         attention_kernel_speed=attention_kernel(row), power_cap_w=power_cap(row["chip"]),
