@@ -25,6 +25,7 @@ Test rows are predicted only with --test (once, after the model is frozen).
 
 import argparse
 import csv
+import functools
 import importlib.util
 import json
 import sys
@@ -58,8 +59,10 @@ def _converter():
     return mod
 
 
+@functools.lru_cache(maxsize=None)
 def check_rows(role: str):
-    """Validated Rows of the inference CSV's `role` rows (spec paths made absolute)."""
+    """Validated Rows of the inference CSV's `role` rows (spec paths made absolute); read once per
+    process (figures() and ratio_partners() both ask for the validation rows), so a tuple."""
     dicts = _converter().inference_rows(role)
     for d in dicts:
         for k in ("model", "hardware"):
@@ -71,7 +74,7 @@ def check_rows(role: str):
             w = csv.DictWriter(f, list(dicts[0]))
             w.writeheader()
             w.writerows(dicts)
-        return read_rows(path)
+        return tuple(read_rows(path))
 
 
 def _hardware(row, cal, stack, cache: dict):

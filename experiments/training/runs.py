@@ -80,6 +80,14 @@ def _base(name):
     return _BASE[name]
 
 
+def _dense(layers, hidden, heads, kv_heads, intermediate, vocab, tied: bool, gated: bool):
+    """A dense decoder of these dimensions (Llama-2-7B's spec with them replaced; no context limit)."""
+    f = float
+    return replace(_base("llama-2-7b"), layers=f(layers), dense_layers=f(layers), hidden=f(hidden), heads=f(heads),
+                   kv_heads=f(kv_heads), head_dim=f(hidden) / f(heads), intermediate=f(intermediate), vocab=f(vocab),
+                   tied=1.0 if tied else 0.0, gated=1.0 if gated else 0.0, max_context=0.0)
+
+
 def model_for(row):
     """The Model of a row, or None (dimensions unknown)."""
     name = row["model"]
@@ -88,15 +96,16 @@ def model_for(row):
             return _base(spec)
     if name.startswith("MPT "):
         d, a, n = MPT[name.split()[1]]
-        return replace(_base("llama-2-7b"), layers=float(n), dense_layers=float(n), hidden=float(d), heads=float(a),
-                       kv_heads=float(a), head_dim=float(d // a), intermediate=4.0 * d, vocab=MPT_VOCAB, tied=1.0,
-                       gated=0.0, max_context=0.0)
+        return _dense(n, d, a, a, 4 * d, MPT_VOCAB, tied=True, gated=False)
     if family(row["source"]) == "NeMo 24.07" and name in NEMO_2407_DIMS and not row["layers"]:
-        L, h, ffn, heads, kv, vocab = (float(x) for x in NEMO_2407_DIMS[name])
-        gpt = name.startswith("GPT")
-        return replace(_base("llama-2-7b"), layers=L, dense_layers=L, hidden=h, heads=heads, kv_heads=kv,
-                       head_dim=h / heads, intermediate=ffn, vocab=vocab, tied=1.0 if gpt else 0.0, gated=0.0,
-                       max_context=0.0)
+        L, h, ffn, heads, kv, vocab = NEMO_2407_DIMS[name]
+        return _dense(L, h, heads, kv, ffn, vocab, tied=name.startswith("GPT"), gated=False)
+    L, h, heads = _num(row["layers"]), _num(row["hidden"]), _num(row["heads"])
+    if None in (L, h, heads) or "Nemotron" in name or "OSS" in name:
+        return None
+    gpt = name.upper().startswith("GPT")
+    return _dense(L, h, heads, _num(row["kv_heads"], heads), _num(row["ffn_hidden"], 4.0 * h),
+                  _num(row["vocab"], 51200.0), tied=gpt, gated=not gpt)
     L, h, heads = _num(row["layers"]), _num(row["hidden"]), _num(row["heads"])
     if None in (L, h, heads) or "Nemotron" in name or "OSS" in name:
         return None
