@@ -96,7 +96,7 @@ from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
 from jaxplat.cost.memory import capacity_bytes
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div
-from jaxplat.cost.training_comm import dp_comm, fused_ep_comm, row_comm
+from jaxplat.cost.training_comm import collective, dp_comm, fused_ep_comm, row_comm
 from jaxplat.cost.training_moe import (
     MOE_EXPERT_HOST_S,
     MOE_LAYER_HOST_S,
@@ -135,7 +135,17 @@ SCALING_READS = 2.0
 FA2_ON_HOPPER = 0.35 / 0.75        # attention_kernel_speed of FlashAttention-2 on an H100 (Shah et al. 2024)
 FA_TRITON_ON_AMPERE = 1.0 / 1.8    # attention_kernel_speed of Triton FlashAttention on an A100 (Dao 2023 Sec. 4.1)
 SP_ROWS = ("attn_norm", "attn_residual", "ffn_norm", "ffn_residual", "mamba_norm", "mamba_residual", "final_norm")
-LAYER_TP = ("attn_allreduce", "ffn_allreduce", "mamba_allreduce", "ssm_x_allreduce")
+# The GEMMs each TP collective row runs beside when TP communication is overlapped (Megatron-Core /
+# Transformer Engine tp_comm_overlap, TorchTitan's async TP): (first, last) — the all-gather before a
+# sublayer decomposed into its first, column-parallel GEMMs, the reduce-scatter (or all-reduce) after it
+# into its last, row-parallel one (Wang et al. ASPLOS'23, "Overlap Communication with Dependent Computation
+# via Decomposition"). The head's all-gather (with SP) runs beside the head's GEMM.
+TP_OVERLAP_GEMMS = {
+    "attn_allreduce": (("qkv", "q_a", "kv_a"), ("out_proj",)),
+    "ffn_allreduce": (("up_gate", "shared_up_gate", "experts_up_gate"), ("down", "shared_down", "experts_down")),
+    "mamba_allreduce": (("ssm_in_proj",), ("ssm_out_proj",)),
+    "ssm_x_allreduce": ((), ("ssm_x_proj",)),
+}
 
 
 def _f32(v):
@@ -401,42 +411,84 @@ def rank_weights(t: OpTable, par: Parallel) -> jax.Array:
     return t.stage * (layer * par.vp + head + emb * jnp.where(par.pp > 1.0, 0.0, 1.0))
 
 
-def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows, ep_overlap, top_k):
-    """{"tp", "cp", "ep", "pp"}: (total s, exposed [levels] s) per
-    micro-batch on the busiest rank (module doc). `windows`: the compute
-    seconds of the micro-batch's forward, backward and recompute that TP,
-    EP and PP collectives overlap with (`Parallel.overlap` of the shorter
-    of the two hidden in each pass: Megatron-Core's tp_comm_overlap and
-    overlapped P2P run beside the GEMMs); EP's all-to-alls a share
-    `ep_overlap` (TrainWorkload.ep_overlap), each against the pass's compute."""
+def _tp_windows(t: OpTable, w, per_row, names, side):
+    """[len(names)] s: the GEMMs each TP collective row of `names` runs beside
+    (TP_OVERLAP_GEMMS[name][side]: 0 the first GEMMs, 1 the last), their
+    `per_row` seconds on the rank per execution of the collective."""
+    pairs = jnp.asarray(np.array([_mask(t, TP_OVERLAP_GEMMS[n][side]) for n in names]))  # [names, rows]
+    idx = np.array([t.names.index(n) for n in names])
+    return safe_div(pairs @ (w * per_row), w[idx])
+
+
+def _tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
+    """(total s, exposed s, [levels] s before overlap) of one micro-batch's TP
+    collectives on the rank. Each layer collective runs beside the GEMMs it
+    is fused with (TP_OVERLAP_GEMMS), a share `Parallel.overlap` of it
+    decomposed into tp chunks of which one cannot overlap: exposed
+    max(c - g·(tp - 1)/tp, 0) beside g s of GEMMs. Forward (and full
+    recompute): the all-gather beside the first GEMMs, the reduce-scatter
+    (all-reduce without SP) beside the last; backward: their conjugates
+    beside the same GEMMs' gradients. The embedding's collective and the
+    cross-entropy statistics have no GEMM beside them: exposed."""
     opts, sp = topts.options, topts.sequence_parallel
-    tp_kinds = ("allgather", "reducescatter") if sp else ("allreduce",)
-    fwd_tp, lv_tp = row_comm(t, LAYER_TP, tp_kinds, hw, w, opts, p)
+    ov = jnp.clip(par.overlap, 0.0, 1.0)
+    chunk = safe_div(par.tp - 1.0, par.tp)
+
+    def exposed(c, g):  # c s of a collective beside g s of GEMMs
+        return (1.0 - ov) * c + ov * jnp.maximum(c - chunk * g, 0.0)
+
+    names = [n for n in TP_OVERLAP_GEMMS if n in t.names]
+    idx = np.array([t.names.index(n) for n in names])
+    kinds = ("allgather", "reducescatter") if sp else (None, "allreduce")
+    tot, exp, lv = 0.0, 0.0, 0.0
+    for side, kind in enumerate(kinds):
+        if kind is None:
+            continue
+        c, levels = collective(kind, hw, t.comm_n[idx], t.comm_b[idx], t.comm_s[idx], opts, p)
+        g_f, g_b = (_tp_windows(t, w, x, names, side) for x in (gemm_fwd, gemm_bwd))
+        wi = w[idx]
+        tot = tot + (2.0 + rec_full) * jnp.sum(wi * c)
+        exp = exp + jnp.sum(wi * ((1.0 + rec_full) * exposed(c, g_f) + exposed(c, g_b)))
+        lv = lv + (2.0 + rec_full) * jnp.sum(wi[:, None] * levels, axis=0)
+    head = np.array([t.names.index("lm_head")])
     emb = row_comm(t, ("embedding_allreduce",), ("reducescatter",) if sp else ("allreduce",), hw, w, opts, p)
-    head_tokens = t.m[np.array([t.names.index("lm_head")])]
-    ce = row_comm(t, ("lm_head_allgather",), ("allreduce",), hw, w, opts, p, nbytes=head_tokens * CE_STATS_BYTES)
-    fwd_tp, lv_tp = fwd_tp + emb[0] + ce[0], lv_tp + emb[1] + ce[1]
+    ce = row_comm(t, ("lm_head_allgather",), ("allreduce",), hw, w, opts, p, nbytes=t.m[head] * CE_STATS_BYTES)
+    tot, exp, lv = tot + 2.0 * emb[0] + ce[0], exp + 2.0 * emb[0] + ce[0], lv + 2.0 * emb[1] + ce[1]
     if sp:  # the head's input, gathered from the sequence-parallel shards (the FFN's hidden states)
         ffn = np.array([t.names.index("ffn_allreduce")])
-        g = row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
-        fwd_tp, lv_tp = fwd_tp + g[0], lv_tp + g[1]
+        g, g_lv = row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
+        wins = [jnp.sum(w[head] * x[head]) for x in (gemm_fwd, gemm_bwd)]  # the head's GEMM on the rank
+        tot, exp, lv = tot + 2.0 * g, exp + exposed(g, wins[0]) + exposed(g, wins[1]), lv + 2.0 * g_lv
+    return tot, exp, lv
+
+
+def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows, gemms, ep_overlap, top_k):
+    """{"tp", "cp", "ep", "pp"}: (total s, exposed [levels] s) per
+    micro-batch on the busiest rank (module doc). TP: `_tp_comm` beside the
+    GEMMs of `gemms` ([rows] forward and backward s per execution).
+    `windows`: the compute seconds of the micro-batch's forward, backward
+    and recompute that PP sends (a share `Parallel.overlap`: overlapped
+    P2P) and EP all-to-alls (a share `ep_overlap`,
+    TrainWorkload.ep_overlap) run beside, each against the pass's compute."""
+    opts = topts.options
+    tp_tot, tp_exp, lv_tp = _tp_comm(t, hw, par, w, rec_full, topts, p, *gemms)
     if topts.moe_dispatcher == "fused" and "dispatch" in t.names:
         ep, lv_ep = fused_ep_comm(t, hw, w, opts, p, top_k)
     else:
         ep, lv_ep = row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
-    send_scale = 1.0 / par.tp if sp else 1.0
+    send_scale = 1.0 / par.tp if topts.sequence_parallel else 1.0
     pp, lv_pp = row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
-    # Per pass: forward, backward (the conjugate collectives, the gradients' sends), full recompute (no sends).
+    # Per pass: forward, backward (the gradients' sends), full recompute (no sends).
     def exposed(c, ov, win):  # c s of collectives, a share ov of them beside win s of the pass's compute
         return (1.0 - ov) * c + ov * jnp.maximum(c - win, 0.0)
     ov, ov_ep = jnp.clip(par.overlap, 0.0, 1.0), jnp.clip(ep_overlap, 0.0, 1.0)
-    tp_pp = (fwd_tp + pp, fwd_tp + pp, rec_full * fwd_tp)
-    share = safe_div(sum(exposed(c, ov, win) for c, win in zip(tp_pp, windows)), sum(tp_pp))
+    pps = (pp, pp, 0.0 * pp)
+    share_pp = safe_div(sum(exposed(c, ov, win) for c, win in zip(pps, windows)), sum(pps))
     eps = (ep, ep, rec_full * ep)
     share_ep = safe_div(sum(exposed(c, ov_ep, win) for c, win in zip(eps, windows)), sum(eps))
-    out = {"tp": ((2.0 + rec_full) * fwd_tp, share * (2.0 + rec_full) * lv_tp),
+    out = {"tp": (tp_tot, safe_div(tp_exp, tp_tot) * lv_tp),
            "ep": ((2.0 + rec_full) * ep, share_ep * (2.0 + rec_full) * lv_ep),
-           "pp": (2.0 * pp, share * 2.0 * lv_pp)}
+           "pp": (2.0 * pp, share_pp * 2.0 * lv_pp)}
     cp, lv_cp = row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
     cp_total = (3.0 + rec_full) * cp  # K/V forward, K/V and their gradients backward
     cp_exposed = (jnp.maximum(cp - attn_fwd, 0.0) * (1.0 + rec_full)
@@ -522,8 +574,9 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
              + (1.0 - r_full) * tm.module_rows(t, twl, w * fwd))
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
 
-    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec), twl.ep_overlap,
-                             model.top_k)
+    gemms = (fwd, bwd_factor * fwd / jnp.clip(twl.backward_efficiency, 0.1, 1.0))  # [rows] s per execution
+    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec), gemms,
+                             twl.ep_overlap, model.top_k)
     dense, expert = _params(t, par, twl)
     dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
                                                                      opts, p, jnp.ceil(model.layers / par.pp))
