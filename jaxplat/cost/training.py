@@ -43,8 +43,10 @@ product of the degrees inside it):
       states before and after attention and the MLP (Korthikanti Sec. 4.2.2),
       the conjugates in backward, again in full recomputation; without it
       all-reduces. The LM head all-gathers its input and all-reduces the
-      vocabulary-parallel cross-entropy's 3 fp32 statistics per token
-      (Megatron's vocab_parallel_cross_entropy).
+      vocabulary-parallel cross-entropy's 3 fp32 statistics per token in
+      the forward (Megatron's vocab_parallel_cross_entropy). Full
+      recomputation repeats the layers' collectives, not the embedding's or
+      the head's.
   cp  ring attention passes K/V around the cp ranks (the table's K/V
       all-gather bytes) in forward and K/V plus their gradients in backward
       (2x); overlapped with the attention core's compute (Transformer
@@ -59,10 +61,14 @@ product of the degrees inside it):
       node (`training_comm.fused_ep_comm`).
   pp  a send of the micro-batch's hidden states per virtual stage, forward
       and backward, the sequence-parallel shard (1/tp of it) with SP.
-      tp and pp: a share `Parallel.overlap` of them runs beside the
-      pass's compute (Megatron-Core's tp_comm_overlap, overlapped P2P),
-      hidden up to the pass's compute time; the rest is exposed (overlap 0,
-      the default: all of it).
+      A share `Parallel.overlap` of them overlaps (overlap 0, the default:
+      all exposed). TP (Megatron-Core's tp_comm_overlap, TorchTitan's async
+      TP): each layer collective beside the GEMMs it is fused with
+      (TP_OVERLAP_GEMMS), decomposed into tp chunks of which one runs
+      alone, so max(c - g·(tp - 1)/tp, 0) of it shows beside g s of GEMMs;
+      the embedding's collective and the cross-entropy statistics have no
+      GEMM beside them. PP (overlapped P2P): hidden up to the pass's
+      compute time.
   dp  ZeRO 0: all-reduce of the gradients; ZeRO 1/2: reduce-scatter of the
       gradients and all-gather of the updated 16-bit weights (Megatron's
       distributed optimizer); both in buckets, the gradients' overlapped
