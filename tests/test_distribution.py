@@ -520,6 +520,20 @@ def test_deepseek_v3_experts_are_sized_from_its_config(dsv3):
     assert by_hand == pytest.approx(671e9, rel=1e-3)  # the model card's figure
 
 
+def test_gpt_oss_120b_spec_counts_its_model_cards_parameters():
+    """gpt-oss-120b (config.json): 36 layers of GQA attention (64 query and
+    8 KV heads of 64 on a 2,880 residual) and 128 SwiGLU experts of width
+    2,880 with a router, untied 201,088-token embedding and head. Counted by
+    hand (weights only, no biases or norms) they give 116.79B, the model
+    card's 116.83B total within 0.05% (its biases and norms)."""
+    D, V, E = 2880, 201088, 128
+    attention = D * 64 * 64 + 2 * D * 8 * 64 + 64 * 64 * D  # q, k, v, o
+    moe = E * 3 * D * 2880 + D * E                           # routed experts, router
+    by_hand = 2 * V * D + 36 * (attention + moe)             # = 116,788,838,400
+    assert float(jp.model.param_count(jp.load_model("gpt-oss-120b"))) == pytest.approx(by_hand, rel=1e-6)
+    assert by_hand == pytest.approx(116.83e9, rel=5e-4)
+
+
 def test_mla_cache_is_the_compressed_latent(dsv3, h100):
     """GenZ has no MLA: it would cache K and V for 128 heads. DeepSeek-V3
     caches a 512-dim latent and a 64-dim RoPE key per token and layer

@@ -50,7 +50,8 @@ NEMO_2407_DIMS = {"GPT3-5B": (24, 4096, 16384, 32, 32, 51200), "GPT3-20B": (44, 
                   "Nemotron-8B": (32, 4096, 16384, 32, 32, 256000),
                   "Nemotron-22B": (40, 6144, 24576, 48, 48, 256000),
                   "Nemotron-340B": (96, 18432, 73728, 96, 8, 256000)}
-MOE_SPECS = {"DeepSeekV3": "deepseek-v3", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b"}
+MOE_SPECS = {"DeepSeekV3": "deepseek-v3", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b",
+             "GPT OSS 120B": "gpt-oss-120b"}
 FAMILIES = ("Megatron-Bridge/NeMo", "LLM Foundry", "Megatron-LM SC21", "Megatron-Core r0.8", "NeMo 24.07",
             "NeMo long-sequence", "TorchTitan", "Megatron-LM README 2022")
 
@@ -106,15 +107,6 @@ def model_for(row):
     gpt = name.upper().startswith("GPT")
     return _dense(L, h, heads, _num(row["kv_heads"], heads), _num(row["ffn_hidden"], 4.0 * h),
                   _num(row["vocab"], 51200.0), tied=gpt, gated=not gpt)
-    L, h, heads = _num(row["layers"]), _num(row["hidden"]), _num(row["heads"])
-    if None in (L, h, heads) or "Nemotron" in name or "OSS" in name:
-        return None
-    gpt = name.upper().startswith("GPT")
-    ffn = _num(row["ffn_hidden"], 4.0 * h)
-    return replace(_base("llama-2-7b"), layers=L, dense_layers=L, hidden=h, heads=heads,
-                   kv_heads=_num(row["kv_heads"], heads), head_dim=h / heads, intermediate=ffn,
-                   vocab=_num(row["vocab"], 51200.0), tied=1.0 if gpt else 0.0, gated=0.0 if gpt else 1.0,
-                   max_context=0.0)
 
 
 def hardware_for(chip: str):
@@ -205,8 +197,14 @@ def recompute_modules(row) -> dict:
     (scripts/performance/configs/deepseek/deepseek_workload_base_configs.py):
     DeepSeek-V3 on B200 at pp 16 (the V1 recipe) recomputes mla_up_proj, at
     pp 8 vp 2 ep 32 (B200_FP8_MX_V2) and on H100 mla_up_proj and mlp; the
-    Qwen3 and Llama recipes name none."""
-    if family(row["source"]) != "Megatron-Bridge/NeMo" or "deepseek" not in row["model"].lower():
+    Qwen3 and Llama recipes name none; GPT-OSS-120B's on B200 and H100
+    (gpt_oss/gpt_oss_workload_base_configs.py, every B200 and H100 variant)
+    layernorm and moe_act."""
+    if family(row["source"]) != "Megatron-Bridge/NeMo":
+        return {}
+    if row["model"].startswith("GPT OSS") and row["chip"].startswith(("B200", "H100")):
+        return {"recompute_layernorm": 1.0, "recompute_moe_act": 1.0}
+    if "deepseek" not in row["model"].lower():
         return {}
     v1_b200 = row["chip"].startswith("B200") and _num(row["pp"], 1) == 16
     return {"recompute_mla_up_proj": 1.0, **({} if v1_b200 else {"recompute_mlp": 1.0})}
