@@ -64,7 +64,7 @@ product of the degrees inside it):
       A share `Parallel.overlap` of them overlaps (overlap 0, the default:
       all exposed). TP (Megatron-Core's tp_comm_overlap, TorchTitan's async
       TP): each layer collective beside the GEMMs it is fused with
-      (TP_OVERLAP_GEMMS), decomposed into tp chunks of which one runs
+      (training_comm.TP_OVERLAP_GEMMS), decomposed into tp chunks of which one runs
       alone, so max(c - g·(tp - 1)/tp, 0) of it shows beside g s of GEMMs;
       the embedding's collective and the cross-entropy statistics have no
       GEMM beside them. PP (overlapped P2P): hidden up to the pass's
@@ -102,7 +102,7 @@ from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
 from jaxplat.cost.memory import capacity_bytes
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div
-from jaxplat.cost.training_comm import collective, dp_comm, fused_ep_comm, row_comm
+from jaxplat.cost.training_comm import dp_comm, micro_batch_comm, names_mask
 from jaxplat.cost.training_moe import (
     MOE_EXPERT_HOST_S,
     MOE_LAYER_HOST_S,
@@ -131,7 +131,6 @@ ADAM_BYTES = 26.0         # per parameter: read fp32 master, m, v (12), write th
 # and writes the 16-bit gradient the head's GEMMs read (2).
 LOSS_FWD_BYTES = 14.0
 LOSS_BWD_BYTES = 22.0
-CE_STATS_BYTES = 12.0     # per token: max, sum of exponentials and the target logit, fp32 (vocab-parallel CE)
 # Low-precision scaling: each GEMM operand cast from 16 bits reads 2 bytes and writes its own width
 # (+ a block scale per 32 elements for MX formats, OCP MX spec v1.0); per-tensor (current) scaling reads
 # the tensor once more for its amax (Transformer Engine's FP8 recipes; Micikevicius et al. 2022,
@@ -141,17 +140,6 @@ SCALING_READS = 2.0
 FA2_ON_HOPPER = 0.35 / 0.75        # attention_kernel_speed of FlashAttention-2 on an H100 (Shah et al. 2024)
 FA_TRITON_ON_AMPERE = 1.0 / 1.8    # attention_kernel_speed of Triton FlashAttention on an A100 (Dao 2023 Sec. 4.1)
 SP_ROWS = ("attn_norm", "attn_residual", "ffn_norm", "ffn_residual", "mamba_norm", "mamba_residual", "final_norm")
-# The GEMMs each TP collective row runs beside when TP communication is overlapped (Megatron-Core /
-# Transformer Engine tp_comm_overlap, TorchTitan's async TP): (first, last) — the all-gather before a
-# sublayer decomposed into its first, column-parallel GEMMs, the reduce-scatter (or all-reduce) after it
-# into its last, row-parallel one (Wang et al. ASPLOS'23, "Overlap Communication with Dependent Computation
-# via Decomposition"). The head's all-gather (with SP) runs beside the head's GEMM.
-TP_OVERLAP_GEMMS = {
-    "attn_allreduce": (("qkv", "q_a", "kv_a"), ("out_proj",)),
-    "ffn_allreduce": (("up_gate", "shared_up_gate", "experts_up_gate"), ("down", "shared_down", "experts_down")),
-    "mamba_allreduce": (("ssm_in_proj",), ("ssm_out_proj",)),
-    "ssm_x_allreduce": ((), ("ssm_x_proj",)),
-}
 
 
 def _f32(v):
@@ -383,10 +371,6 @@ def _table_inputs(par: Parallel, twl: TrainWorkload):
     return tpar, wl
 
 
-def _mask(table: OpTable, names) -> np.ndarray:
-    return np.array([float(n in names) for n in table.names], np.float32)
-
-
 def forward_table(model: Model, par: Parallel, twl: TrainWorkload, topts: TrainOptions):
     """(table, workload) of one micro-batch's forward on the busiest rank's
     chip: the prefill table with the LM head over every token and, with
@@ -395,10 +379,10 @@ def forward_table(model: Model, par: Parallel, twl: TrainWorkload, topts: TrainO
     t = build_table(model, tpar, wl, "prefill", topts.options)
     tokens = jnp.ceil(twl.seq / par.cp)  # per sequence on this chip
     # The head's row holds the last token only, unless the profile already counts every token (GenZ).
-    head = jnp.asarray(_mask(t, () if topts.options.conv.lm_head_all_tokens else ("lm_head",)))
+    head = jnp.asarray(names_mask(t, () if topts.options.conv.lm_head_all_tokens else ("lm_head",)))
     sc = 1.0 + head * (tokens - 1.0)
     if topts.sequence_parallel:
-        sc = sc / (1.0 + jnp.asarray(_mask(t, SP_ROWS)) * (par.tp - 1.0))
+        sc = sc / (1.0 + jnp.asarray(names_mask(t, SP_ROWS)) * (par.tp - 1.0))
     t = dataclasses.replace(t, f0=t.f0 * sc, a0=t.a0 * sc, o0=t.o0 * sc, m=t.m * (1.0 + head * (tokens - 1.0)))
     if "dispatch" in t.names:  # an MoE: its experts' layout, then the dispatcher's token movement
         t = moe_dispatch(folded_experts(t, par), model, par, twl, topts.moe_dispatcher)
@@ -411,103 +395,17 @@ def rank_weights(t: OpTable, par: Parallel) -> jax.Array:
     head (the last stage, charged as the busiest); the embedding only
     without pipelining (it sits on the first stage, with fewer layers'
     work than the last's head: Megatron-Bridge's uneven splits)."""
-    emb = jnp.asarray(_mask(t, [n for n, g in zip(t.names, t.groups) if g == "embedding"]))
-    head = jnp.asarray(_mask(t, [n for n, g in zip(t.names, t.groups) if g == "lm_head"]))
+    emb = jnp.asarray(names_mask(t, [n for n, g in zip(t.names, t.groups) if g == "embedding"]))
+    head = jnp.asarray(names_mask(t, [n for n, g in zip(t.names, t.groups) if g == "lm_head"]))
     layer = 1.0 - emb - head
     return t.stage * (layer * par.vp + head + emb * jnp.where(par.pp > 1.0, 0.0, 1.0))
-
-
-def _tp_windows(t: OpTable, w, per_row, names, side):
-    """[len(names)] s: the GEMMs each TP collective row of `names` runs beside
-    (TP_OVERLAP_GEMMS[name][side]: 0 the first GEMMs, 1 the last), their
-    `per_row` seconds on the rank per execution of the collective."""
-    pairs = jnp.asarray(np.array([_mask(t, TP_OVERLAP_GEMMS[n][side]) for n in names]))  # [names, rows]
-    idx = np.array([t.names.index(n) for n in names])
-    return safe_div(pairs @ (w * per_row), w[idx])
-
-
-def _tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
-    """(total s, exposed s, [levels] s before overlap) of one micro-batch's TP
-    collectives on the rank. Each layer collective runs beside the GEMMs it
-    is fused with (TP_OVERLAP_GEMMS), a share `Parallel.overlap` of it
-    decomposed into tp chunks of which one cannot overlap: exposed
-    max(c - g·(tp - 1)/tp, 0) beside g s of GEMMs. Forward (and full
-    recompute): the all-gather beside the first GEMMs, the reduce-scatter
-    (all-reduce without SP) beside the last; backward: their conjugates
-    beside the same GEMMs' gradients. The embedding's collective and the
-    cross-entropy statistics have no GEMM beside them: exposed."""
-    opts, sp = topts.options, topts.sequence_parallel
-    ov = jnp.clip(par.overlap, 0.0, 1.0)
-    chunk = safe_div(par.tp - 1.0, par.tp)
-
-    def exposed(c, g):  # c s of a collective beside g s of GEMMs
-        return (1.0 - ov) * c + ov * jnp.maximum(c - chunk * g, 0.0)
-
-    names = [n for n in TP_OVERLAP_GEMMS if n in t.names]
-    idx = np.array([t.names.index(n) for n in names])
-    kinds = ("allgather", "reducescatter") if sp else (None, "allreduce")
-    tot, exp, lv = 0.0, 0.0, 0.0
-    for side, kind in enumerate(kinds):
-        if kind is None:
-            continue
-        c, levels = collective(kind, hw, t.comm_n[idx], t.comm_b[idx], t.comm_s[idx], opts, p)
-        g_f, g_b = (_tp_windows(t, w, x, names, side) for x in (gemm_fwd, gemm_bwd))
-        wi = w[idx]
-        tot = tot + (2.0 + rec_full) * jnp.sum(wi * c)
-        exp = exp + jnp.sum(wi * ((1.0 + rec_full) * exposed(c, g_f) + exposed(c, g_b)))
-        lv = lv + (2.0 + rec_full) * jnp.sum(wi[:, None] * levels, axis=0)
-    head = np.array([t.names.index("lm_head")])
-    emb = row_comm(t, ("embedding_allreduce",), ("reducescatter",) if sp else ("allreduce",), hw, w, opts, p)
-    ce = row_comm(t, ("lm_head_allgather",), ("allreduce",), hw, w, opts, p, nbytes=t.m[head] * CE_STATS_BYTES)
-    tot, exp, lv = tot + 2.0 * emb[0] + ce[0], exp + 2.0 * emb[0] + ce[0], lv + 2.0 * emb[1] + ce[1]
-    if sp:  # the head's input, gathered from the sequence-parallel shards (the FFN's hidden states)
-        ffn = np.array([t.names.index("ffn_allreduce")])
-        g, g_lv = row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
-        wins = [jnp.sum(w[head] * x[head]) for x in (gemm_fwd, gemm_bwd)]  # the head's GEMM on the rank
-        tot, exp, lv = tot + 2.0 * g, exp + exposed(g, wins[0]) + exposed(g, wins[1]), lv + 2.0 * g_lv
-    return tot, exp, lv
-
-
-def _micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn_fwd, windows, gemms, ep_overlap, top_k):
-    """{"tp", "cp", "ep", "pp"}: (total s, exposed [levels] s) per
-    micro-batch on the busiest rank (module doc). TP: `_tp_comm` beside the
-    GEMMs of `gemms` ([rows] forward and backward s per execution).
-    `windows`: the compute seconds of the micro-batch's forward, backward
-    and recompute that PP sends (a share `Parallel.overlap`: overlapped
-    P2P) and EP all-to-alls (a share `ep_overlap`,
-    TrainWorkload.ep_overlap) run beside, each against the pass's compute."""
-    opts = topts.options
-    tp_tot, tp_exp, lv_tp = _tp_comm(t, hw, par, w, rec_full, topts, p, *gemms)
-    if topts.moe_dispatcher == "fused" and "dispatch" in t.names:
-        ep, lv_ep = fused_ep_comm(t, hw, w, opts, p, top_k)
-    else:
-        ep, lv_ep = row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
-    send_scale = 1.0 / par.tp if topts.sequence_parallel else 1.0
-    pp, lv_pp = row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
-    # Per pass: forward, backward (the gradients' sends), full recompute (no sends).
-    def exposed(c, ov, win):  # c s of collectives, a share ov of them beside win s of the pass's compute
-        return (1.0 - ov) * c + ov * jnp.maximum(c - win, 0.0)
-    ov, ov_ep = jnp.clip(par.overlap, 0.0, 1.0), jnp.clip(ep_overlap, 0.0, 1.0)
-    pps = (pp, pp, 0.0 * pp)
-    share_pp = safe_div(sum(exposed(c, ov, win) for c, win in zip(pps, windows)), sum(pps))
-    eps = (ep, ep, rec_full * ep)
-    share_ep = safe_div(sum(exposed(c, ov_ep, win) for c, win in zip(eps, windows)), sum(eps))
-    out = {"tp": (tp_tot, safe_div(tp_exp, tp_tot) * lv_tp),
-           "ep": ((2.0 + rec_full) * ep, share_ep * (2.0 + rec_full) * lv_ep),
-           "pp": (2.0 * pp, share_pp * 2.0 * lv_pp)}
-    cp, lv_cp = row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
-    cp_total = (3.0 + rec_full) * cp  # K/V forward, K/V and their gradients backward
-    cp_exposed = (jnp.maximum(cp - attn_fwd, 0.0) * (1.0 + rec_full)
-                  + jnp.maximum(2.0 * cp - BACKWARD_ATTENTION * attn_fwd, 0.0))
-    out["cp"] = (cp_total, safe_div(cp_exposed, cp) * lv_cp)
-    return out
 
 
 def _params(t: OpTable, par: Parallel, twl: TrainWorkload):
     """(dense, expert) parameters per chip of the busiest rank (weights
     stored by its rows; embedding and head on different stages when pp > 1)."""
     w = rank_weights(t, par)
-    expert = jnp.asarray(_mask(t, ("experts_up_gate", "experts_down")))
+    expert = jnp.asarray(names_mask(t, ("experts_up_gate", "experts_down")))
     _, wl = _table_inputs(par, twl)
     return jnp.sum(w * t.stored * (1.0 - expert)) / twl.bytes_param, jnp.sum(w * t.stored * expert) / wl.bytes_experts
 
@@ -515,7 +413,7 @@ def _params(t: OpTable, par: Parallel, twl: TrainWorkload):
 def _scaling_time(t: OpTable, hw: Hardware, twl: TrainWorkload, w):
     """Seconds of the low-precision casts of one micro-batch's GEMM operands
     on the rank (0 at 16 bits and wider; SCALING_READS)."""
-    gemm = jnp.asarray(_mask(t, ("qkv", "out_proj", "up_gate", "down", "experts_up_gate", "experts_down",
+    gemm = jnp.asarray(names_mask(t, ("qkv", "out_proj", "up_gate", "down", "experts_up_gate", "experts_down",
                                  "shared_up_gate", "shared_down", "q_a", "q_b", "kv_a", "kv_b")))
     elems = jnp.sum(w * gemm * (2.0 * t.m * t.k + t.m * t.n))
     per = SCALING_READS + twl.bytes_act + safe_div(1.0, twl.scale_block) + jnp.where(twl.scale_block > 0, 0.0, 2.0)
@@ -568,9 +466,9 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     clock = capped_clock(hw, twl.power_cap_w)
     fwd = combine(c0 / clock, m0, 0.0, p)  # [rows] s, one execution
     attn = jnp.asarray(efficiency.attention_mask(t))
-    lookup = jnp.asarray(_mask(t, ("embedding",)))
+    lookup = jnp.asarray(names_mask(t, ("embedding",)))
     bwd_factor = jnp.where(attn > 0, BACKWARD_ATTENTION, jnp.where(lookup > 0, BACKWARD_LOOKUP, BACKWARD_GEMM))
-    once = jnp.asarray(_mask(t, [n for n, g in zip(t.names, t.groups) if g in ("embedding", "lm_head")]))
+    once = jnp.asarray(names_mask(t, [n for n, g in zip(t.names, t.groups) if g in ("embedding", "lm_head")]))
     r_full = jnp.where(twl.recompute >= 1.5, 1.0, 0.0)
     r_sel = jnp.where((twl.recompute >= 0.5) & (twl.recompute < 1.5), 1.0, 0.0)
     t_fwd = jnp.sum(w * fwd) + loss_fwd
@@ -581,8 +479,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
 
     gemms = (fwd, bwd_factor * fwd / jnp.clip(twl.backward_efficiency, 0.1, 1.0))  # [rows] s per execution
-    comm = _micro_batch_comm(t, hw, par, w, r_full, options, p, attn_fwd, (t_fwd, t_bwd, t_rec), gemms,
-                             twl.ep_overlap, model.top_k)
+    comm = micro_batch_comm(t, hw, par, w, r_full, options, p, (attn_fwd, BACKWARD_ATTENTION * attn_fwd),
+                            (t_fwd, t_bwd, t_rec), gemms, twl.ep_overlap, model.top_k)
     dense, expert = _params(t, par, twl)
     dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
                                                                      opts, p, jnp.ceil(model.layers / par.pp))

@@ -1,8 +1,10 @@
 """The collectives of a training step (`cost.training`): each call's time
 from `collectives.collective_time` and the stack's fixed cost, split over
-the network levels; the table rows' TP, EP and PP collectives; the fused
-MoE dispatchers' two-level all-to-all; the data-parallel gradient and
-weight collectives of each ZeRO stage (see `cost.training`'s module doc)."""
+the network levels; the table rows' TP, EP and PP collectives of one
+micro-batch and the part of them overlap hides (TP beside the GEMMs each is
+fused with); the fused MoE dispatchers' two-level all-to-all; the
+data-parallel gradient and weight collectives of each ZeRO stage (see
+`cost.training`'s module doc)."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +18,19 @@ from jaxplat.model import Hardware
 
 BUCKET_PARAMS = 4.0e7  # Megatron-Core DistributedDataParallel: bucket_size = max(4e7, 1e6 x dp) parameters
 BUCKET_PARAMS_PER_RANK = 1.0e6
+CE_STATS_BYTES = 12.0     # per token: max, sum of exponentials and the target logit, fp32 (vocab-parallel CE)
+
+# The GEMMs each TP collective row runs beside when TP communication is overlapped (Megatron-Core /
+# Transformer Engine tp_comm_overlap, TorchTitan's async TP): (first, last) — the all-gather before a
+# sublayer decomposed into its first, column-parallel GEMMs, the reduce-scatter (or all-reduce) after it
+# into its last, row-parallel one (Wang et al. ASPLOS'23, "Overlap Communication with Dependent Computation
+# via Decomposition"). The head's all-gather (with SP) runs beside the head's GEMM.
+TP_OVERLAP_GEMMS = {
+    "attn_allreduce": (("qkv", "q_a", "kv_a"), ("out_proj",)),
+    "ffn_allreduce": (("up_gate", "shared_up_gate", "experts_up_gate"), ("down", "shared_down", "experts_down")),
+    "mamba_allreduce": (("ssm_in_proj",), ("ssm_out_proj",)),
+    "ssm_x_allreduce": ((), ("ssm_x_proj",)),
+}
 
 
 def collective(kind, hw, n, nbytes, stride, opts, p, launch=True):
@@ -158,5 +173,97 @@ def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p, units):
             jnp.where(fsdp, mb_total, 0.0), jnp.where(fsdp, mb_exp, 0.0), jnp.where(fsdp, mb_lv, 0.0))
 
 
-__all__ = ["BUCKET_PARAMS", "BUCKET_PARAMS_PER_RANK", "collective", "dp_comm", "fused_ep_comm", "ring_collective",
-           "row_comm"]
+def names_mask(table: OpTable, names) -> np.ndarray:
+    """[rows] 1 where a row's name is in `names`, else 0."""
+    return np.array([float(n in names) for n in table.names], np.float32)
+
+
+def _tp_windows(t: OpTable, w, per_row, names, side):
+    """[len(names)] s: the GEMMs each TP collective row of `names` runs beside
+    (TP_OVERLAP_GEMMS[name][side]: 0 the first GEMMs, 1 the last), their
+    `per_row` seconds on the rank per execution of the collective."""
+    pairs = jnp.asarray(np.array([names_mask(t, TP_OVERLAP_GEMMS[n][side]) for n in names]))  # [names, rows]
+    idx = np.array([t.names.index(n) for n in names])
+    return safe_div(pairs @ (w * per_row), w[idx])
+
+
+def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
+    """(total s, exposed s, [levels] s before overlap) of one micro-batch's TP
+    collectives on the rank. Each layer collective runs beside the GEMMs it
+    is fused with (TP_OVERLAP_GEMMS), a share `Parallel.overlap` of it
+    decomposed into tp chunks of which one cannot overlap: exposed
+    max(c - g·(tp - 1)/tp, 0) beside g s of GEMMs. Forward (and full
+    recompute): the all-gather beside the first GEMMs, the reduce-scatter
+    (all-reduce without SP) beside the last; backward: their conjugates
+    beside the same GEMMs' gradients. The embedding's collective and the
+    cross-entropy statistics have no GEMM beside them: exposed."""
+    opts, sp = topts.options, topts.sequence_parallel
+    ov = jnp.clip(par.overlap, 0.0, 1.0)
+    chunk = safe_div(par.tp - 1.0, par.tp)
+
+    def exposed(c, g):  # c s of a collective beside g s of GEMMs
+        return (1.0 - ov) * c + ov * jnp.maximum(c - chunk * g, 0.0)
+
+    names = [n for n in TP_OVERLAP_GEMMS if n in t.names]
+    idx = np.array([t.names.index(n) for n in names])
+    kinds = ("allgather", "reducescatter") if sp else (None, "allreduce")
+    tot, exp, lv = 0.0, 0.0, 0.0
+    for side, kind in enumerate(kinds):
+        if kind is None:
+            continue
+        c, levels = collective(kind, hw, t.comm_n[idx], t.comm_b[idx], t.comm_s[idx], opts, p)
+        g_f, g_b = (_tp_windows(t, w, x, names, side) for x in (gemm_fwd, gemm_bwd))
+        wi = w[idx]
+        tot = tot + (2.0 + rec_full) * jnp.sum(wi * c)
+        exp = exp + jnp.sum(wi * ((1.0 + rec_full) * exposed(c, g_f) + exposed(c, g_b)))
+        lv = lv + (2.0 + rec_full) * jnp.sum(wi[:, None] * levels, axis=0)
+    head = np.array([t.names.index("lm_head")])
+    emb = row_comm(t, ("embedding_allreduce",), ("reducescatter",) if sp else ("allreduce",), hw, w, opts, p)
+    ce = row_comm(t, ("lm_head_allgather",), ("allreduce",), hw, w, opts, p, nbytes=t.m[head] * CE_STATS_BYTES)
+    tot, exp, lv = tot + 2.0 * emb[0] + ce[0], exp + 2.0 * emb[0] + ce[0], lv + 2.0 * emb[1] + ce[1]
+    if sp:  # the head's input, gathered from the sequence-parallel shards (the FFN's hidden states)
+        ffn = np.array([t.names.index("ffn_allreduce")])
+        g, g_lv = row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
+        wins = [jnp.sum(w[head] * x[head]) for x in (gemm_fwd, gemm_bwd)]  # the head's GEMM on the rank
+        tot, exp, lv = tot + 2.0 * g, exp + exposed(g, wins[0]) + exposed(g, wins[1]), lv + 2.0 * g_lv
+    return tot, exp, lv
+
+
+def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep_overlap, top_k):
+    """{"tp", "cp", "ep", "pp"}: (total s, exposed [levels] s) per
+    micro-batch on the busiest rank (module doc). TP: `tp_comm` beside the
+    GEMMs of `gemms` ([rows] forward and backward s per execution).
+    `attn`: (forward, backward) s of the attention core, which ring
+    attention's K/V passes run beside. `windows`: the compute seconds of
+    the micro-batch's forward, backward and recompute that PP sends (a
+    share `Parallel.overlap`: overlapped P2P) and EP all-to-alls (a share
+    `ep_overlap`, TrainWorkload.ep_overlap) run beside, each against the
+    pass's compute."""
+    opts = topts.options
+    tp_tot, tp_exp, lv_tp = tp_comm(t, hw, par, w, rec_full, topts, p, *gemms)
+    if topts.moe_dispatcher == "fused" and "dispatch" in t.names:
+        ep, lv_ep = fused_ep_comm(t, hw, w, opts, p, top_k)
+    else:
+        ep, lv_ep = row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
+    send_scale = 1.0 / par.tp if topts.sequence_parallel else 1.0
+    pp, lv_pp = row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
+    # Per pass: forward, backward (the gradients' sends), full recompute (no sends).
+    def exposed(c, ov, win):  # c s of collectives, a share ov of them beside win s of the pass's compute
+        return (1.0 - ov) * c + ov * jnp.maximum(c - win, 0.0)
+    ov, ov_ep = jnp.clip(par.overlap, 0.0, 1.0), jnp.clip(ep_overlap, 0.0, 1.0)
+    pps = (pp, pp, 0.0 * pp)
+    share_pp = safe_div(sum(exposed(c, ov, win) for c, win in zip(pps, windows)), sum(pps))
+    eps = (ep, ep, rec_full * ep)
+    share_ep = safe_div(sum(exposed(c, ov_ep, win) for c, win in zip(eps, windows)), sum(eps))
+    out = {"tp": (tp_tot, safe_div(tp_exp, tp_tot) * lv_tp),
+           "ep": ((2.0 + rec_full) * ep, share_ep * (2.0 + rec_full) * lv_ep),
+           "pp": (2.0 * pp, share_pp * 2.0 * lv_pp)}
+    cp, lv_cp = row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
+    cp_total = (3.0 + rec_full) * cp  # K/V forward, K/V and their gradients backward
+    cp_exposed = jnp.maximum(cp - attn[0], 0.0) * (1.0 + rec_full) + jnp.maximum(2.0 * cp - attn[1], 0.0)
+    out["cp"] = (cp_total, safe_div(cp_exposed, cp) * lv_cp)
+    return out
+
+
+__all__ = ["BUCKET_PARAMS", "BUCKET_PARAMS_PER_RANK", "CE_STATS_BYTES", "TP_OVERLAP_GEMMS", "collective", "dp_comm",
+           "fused_ep_comm", "micro_batch_comm", "names_mask", "ring_collective", "row_comm", "tp_comm"]
