@@ -47,8 +47,11 @@ class Parallel:
         training reads it: the bubble is (pp - 1) / (vp x micro-batches).
       microbatches: micro-batches the batch is split into (pipelining; 1 =
         the whole batch at once). The genz profile uses GenZ's own rule.
-      overlap: fraction of communication hidden behind compute (0 = none,
-        GenZ's assumption; 1 = all of it).
+      overlap: fraction of communication run beside compute (0 = none,
+        GenZ's assumption; 1 = all of it). Inference, as GenZ: that share
+        costs no time. Training: it hides only up to the compute it runs
+        beside (each TP collective beside the GEMMs it is fused with, one of
+        tp chunks alone; PP sends beside the pass: `cost.training_comm`).
       imbalance: MoE load imbalance, tokens of the busiest expert-parallel
         rank over the mean (1 = perfectly balanced routing; no effect
         without expert parallelism, ep = moe_ep = 1, where every chip holds
