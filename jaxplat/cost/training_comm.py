@@ -247,11 +247,11 @@ def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep
         ep, lv_ep = row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
     send_scale = 1.0 / par.tp if topts.sequence_parallel else 1.0
     pp, lv_pp = row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
-    # Per pass: forward, backward (the gradients' sends), full recompute (no sends).
+    # Per pass: forward, backward (the gradients' sends), full recompute.
     def exposed(c, ov, win):  # c s of collectives, a share ov of them beside win s of the pass's compute
         return (1.0 - ov) * c + ov * jnp.maximum(c - win, 0.0)
     ov, ov_ep = jnp.clip(par.overlap, 0.0, 1.0), jnp.clip(ep_overlap, 0.0, 1.0)
-    pps = (pp, pp, 0.0 * pp)
+    pps = (pp, pp, jnp.zeros_like(pp))  # full recompute sends nothing
     share_pp = safe_div(sum(exposed(c, ov, win) for c, win in zip(pps, windows)), sum(pps))
     eps = (ep, ep, rec_full * ep)
     share_ep = safe_div(sum(exposed(c, ov_ep, win) for c, win in zip(eps, windows)), sum(eps))
