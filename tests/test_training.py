@@ -191,9 +191,10 @@ def test_sequence_parallel_bytes(model, hw):
 def test_overlapped_tp_hides_one_chunk_short_of_its_gemms(model, hw):
     """On a slow link (10 MB/s) every TP collective outlasts the GEMM it is
     decomposed into, so overlap hides, per pass, (tp - 1)/tp of that GEMM's
-    time (one of tp chunks runs alone): over forward and backward (2x) the
-    layers' GEMMs and the head's, 1/tp of them on each rank,
-    (1/2)·3·(gemm + head)/2 / 1 TFLOP/s at tp 2, by hand."""
+    time (one of tp chunks runs alone): over the forward (1x) and the
+    backward (2x: data and weight gradients) the layers' GEMMs and the
+    head's, 1/tp of them on each rank: (1/2)·3·(gemm + head)/2 / 1 TFLOP/s
+    at tp 2, by hand."""
     slow = hardware_from_dict({**HW, "network": [{**HW["network"][0], "bandwidth": 1e7}, HW["network"][1]]})
     gemm, head, _ = hand_flops()
     r = step(model, slow, Parallel(tp=2, overlap=1.0))
