@@ -52,7 +52,10 @@ LABELS = {"validation": "validation rows (inference_split.yaml; variants chosen 
           "test": "test rows (inference_split.yaml; predicted once, after the fit was frozen)"}
 
 
-def _converter():
+@functools.lru_cache(maxsize=None)
+def converter():
+    """data/measured/convert_inference.py as a module (its row conversion and its map of the CSV's model
+    names to specs), loaded once per process."""
     spec = importlib.util.spec_from_file_location("convert_inference", ROOT / "data/measured/convert_inference.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -63,7 +66,7 @@ def _converter():
 def check_rows(role: str):
     """Validated Rows of the inference CSV's `role` rows (spec paths made absolute); read once per
     process (figures() and ratio_partners() both ask for the validation rows), so a tuple."""
-    dicts = _converter().inference_rows(role)
+    dicts = converter().inference_rows(role)
     for d in dicts:
         for k in ("model", "hardware"):
             if "/" in d[k]:

@@ -38,8 +38,8 @@ Run: .venv/bin/python experiments/static_batch_check.py [--test] [--roles fit,va
 """
 
 import argparse
-import importlib.util
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -50,6 +50,9 @@ from jaxplat import Parallel, evaluate, load_hardware, load_model
 from jaxplat.design.splits import load_inference_split
 from jaxplat.model import select_engine, workload_from_dict
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calibration_check import converter  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = ("graph-captured", "fitted-2026-12")
 POLARIS = str(ROOT / "experiments/specs/a100-40gb-polaris.yaml")
@@ -58,11 +61,8 @@ CHIPS = {"H100": ("h100-sxm",), "MI300X": ("mi300x",), "A100": (POLARIS, "a100-8
 
 def _models() -> dict:
     """The CSV's model names -> specs: data/measured/convert_inference.py's map (one map for every check
-    of these rows), its config paths made absolute."""
-    spec = importlib.util.spec_from_file_location("convert_inference", ROOT / "data/measured/convert_inference.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return {k: str(ROOT / v) if "/" in v else v for k, v in mod.MODELS.items()}
+    of these rows, loaded by calibration_check.converter), its config paths made absolute."""
+    return {k: str(ROOT / v) if "/" in v else v for k, v in converter().MODELS.items()}
 
 
 MODELS = _models()

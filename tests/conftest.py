@@ -10,8 +10,9 @@ it to compile the parts on parallel threads, which the workers, one per core,
 leave no core for (the suite went from 469 s to 430 s on 2 cores).
 JAXPLAT_TEST_FULL_OPT=1 compiles as a user's run does (numbers may differ in
 the last bits; the tolerances allow it). The flags must be in the environment
-before JAX starts its backend: here, before anything imports jax. JAXPLAT_TEST_CACHE_DIR=DIR keeps the compiled
-programs on disk for the next run (JAX's persistent compilation cache).
+before JAX starts its backend: here, before anything imports jax.
+JAXPLAT_TEST_CACHE_DIR=DIR keeps the compiled programs on disk for the next
+run (JAX's persistent compilation cache).
 """
 
 import os
