@@ -222,9 +222,9 @@ def goodput(model: Model, hw: Hardware, par: Parallel, wl: Workload, srv: Servin
     probes in its one vmapped trace of the queueing model (a second trace
     would compile as long again), and goodput returns (rate, ServingMetrics
     with a leading axis K). Inside the loop they are evaluated at every step
-    (2 + K rates a step instead of 2): with K = 2, 134 ms a call against 96 ms
-    without (Llama-3.1-8B on an H100 spec, 2 CPU cores), where the second
-    trace cost `estimate --rate` about 8 s of compile (docs/index.md).
+    (2 + K rates a step instead of 2): more run time than evaluating them
+    once, traded for the second trace's compile, which is longer by orders
+    of magnitude (`estimate --rate` cold start: docs/index.md).
     """
     if max_batch is None:
         max_batch, _, _ = capacity(model, hw, par, wl, srv, opts)
