@@ -347,6 +347,10 @@ def test_cli_errors_are_one_line():
     (["--batch", "-3"], "--batch must be positive"),
     (["--overlap", "1.5"], "--overlap is a fraction"),
     (["--imbalance", "0.5"], "--imbalance must"),
+    (["--imbalance", "nan"], "--imbalance must be a finite number >= 1"),  # NaN fails every comparison
+    (["--rate", "nan"], "--rate must be a finite number of requests/s >= 0, got nan"),
+    (["--draft", "ngram", "--acceptance", "1.5"], "--acceptance is a per-token probability in [0, 1], got 1.5"),
+    (["--draft", "ngram", "--draft-k", "0"], "--draft-k must be a positive number of drafted tokens, got 0"),
     (["--sp", "0"], "--sp must be positive"),
 ])
 def test_cli_rejects_bad_flags_in_one_line(flags, msg, capsys):

@@ -357,6 +357,8 @@ def specs(tmp_path_factory):
      "--moe-host must be LAYER_S,EXPERT_S (two numbers of seconds), got '1e-3'"),
     (["--chips", "1", "--moe-host=-1,0"], "--moe-host seconds must lie in [0, 1), got -1,0"),
     (["--chips", "1", "--ep-overlap", "-0.5"], "--ep-overlap must lie in [0, 1], got -0.5"),
+    (["--chips", "1", "--tokens=-1e12"], "--tokens must be a number of tokens to train on, >= 0 (e.g. 1.5e13), "
+     "got -1e+12"),
     (["--chips", "8", "--zero", "3", "--dp-shard", "3"],
      "--dp-shard 3 must divide the data-parallel degree 8; e.g. --dp-shard 1, 2, 4, 8"),
     (["--chips", "8", "--dp-shard", "4"], "--dp-shard 4 shards ZeRO states, and --zero 0 has none"),

@@ -7,6 +7,7 @@ second call of the same shape neither traces nor compiles.
 """
 
 import argparse
+import math
 import sys
 
 import jax
@@ -29,6 +30,7 @@ from jaxplat.model import (
     PROFILES,
     Options,
     Parallel,
+    chip_software_stack,
     dtype_fields,
     load_checkpoint_dtype,
     load_hardware,
@@ -36,7 +38,6 @@ from jaxplat.model import (
     load_workload,
     network_level_names,
     replace,
-    chip_software_stack,
     select_engine,
 )
 from jaxplat.report import format_comm_breakdown, json_text, operator_table, table
@@ -138,8 +139,8 @@ def _overrides(wl, args):
             raise SpecError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
     if not 0.0 <= args.overlap <= 1.0:
         raise SpecError(f"--overlap is a fraction in [0, 1], got {args.overlap}")
-    if args.imbalance < 1.0:
-        raise SpecError(f"--imbalance must be >= 1 (1 = perfectly balanced), got {args.imbalance}")
+    if not 1.0 <= args.imbalance < math.inf:  # (NaN fails the comparison: refused too)
+        raise SpecError(f"--imbalance must be a finite number >= 1 (1 = perfectly balanced), got {args.imbalance}")
     if args.dtype:
         text = args.dtype
         if text.strip().lower() == "checkpoint":

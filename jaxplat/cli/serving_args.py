@@ -10,6 +10,7 @@ computes (traceable), `serving_result` makes the JSON fields. `serving_json`
 runs the three.
 """
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -165,14 +166,15 @@ def plan(args, model, par: Parallel, wl, warnings=None):
     if args.rate is None and args.concurrency is None and not (args.max_batch or args.chunk or args.disagg
                                                                 or args.draft):
         return None, None
-    if args.rate is not None and args.rate < 0:
-        raise SpecError(f"--rate must be >= 0, got {args.rate}")
-    if args.concurrency is not None and (args.concurrency < 1 or args.rate is not None):
+    # Written as "not (ok)" so that NaN, which fails every comparison, is refused too.
+    if args.rate is not None and not (0 <= args.rate < math.inf):
+        raise SpecError(f"--rate must be a finite number of requests/s >= 0, got {args.rate}")
+    if args.concurrency is not None and (not 1 <= args.concurrency < math.inf or args.rate is not None):
         raise SpecError("--concurrency must be a positive number of clients, without --rate")
     for flag in ("max_batch", "chunk", "kv_block"):
-        if getattr(args, flag) < 0:
+        if not getattr(args, flag) >= 0:
             raise SpecError(f"--{flag.replace('_', '-')} must be >= 0, got {getattr(args, flag)}")
-    if args.max_num_tokens < 1:
+    if not args.max_num_tokens >= 1:
         raise SpecError(f"--max-num-tokens must be positive, got {args.max_num_tokens}")
     if not 0 < args.mem_fraction <= 1:
         raise SpecError(f"--mem-fraction must be in (0, 1], got {args.mem_fraction}")
@@ -197,6 +199,10 @@ def plan(args, model, par: Parallel, wl, warnings=None):
         inputs["pools"] = np.asarray(_disagg(args.disagg, int(par.tp)), np.float32)  # NP, ND, TP_P, TP_D
     draft = ""
     if args.draft and not concurrency:
+        if not 0.0 <= args.acceptance <= 1.0:
+            raise SpecError(f"--acceptance is a per-token probability in [0, 1], got {args.acceptance}")
+        if args.draft_k < 1:
+            raise SpecError(f"--draft-k must be a positive number of drafted tokens, got {args.draft_k}")
         draft = args.draft if args.draft in ("ngram", "mtp") else "model"
         if draft == "model":
             inputs["draft_model"] = load_model(args.draft)

@@ -6,6 +6,7 @@ sequences. Every number comes from `cost.training.train_step` (one compiled
 call, kept on disk by `cli.compiled`).
 """
 
+import math
 import sys
 
 import numpy as np
@@ -136,6 +137,8 @@ def validate(args, model) -> int:
         v = getattr(args, flag)
         if not 0.0 <= v <= 1.0:
             raise SpecError(f"--{flag.replace('_', '-')} must lie in [0, 1], got {v:g}")
+    if not (math.isfinite(args.tokens) and args.tokens >= 0):  # 0: no time-to-train lines
+        raise SpecError(f"--tokens must be a number of tokens to train on, >= 0 (e.g. 1.5e13), got {args.tokens:g}")
     for flag in ("chips", "tp", "pp", "vp", "cp", "ep", "global_batch", "micro_batch", "seq"):
         if getattr(args, flag) <= 0:
             raise SpecError(f"--{flag.replace('_', '-')} must be a positive whole number, got {getattr(args, flag)}")
