@@ -159,6 +159,66 @@ def test_jamba_kv_is_attention_kv_plus_state(profile, h100):
     assert float(met.kv_bytes) == pytest.approx(kv + state, rel=1e-6)
 
 
+NEMOTRON_3_NANO = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
+
+
+def test_nemotron_3_nano_spec_counts_its_model_cards_parameters():
+    """Nemotron-3-Nano-30B-A3B (nemotron_h): 52 one-sublayer blocks, 23 Mamba-2
+    (64 heads of 64, 8 groups, state 128, conv 4 on a 2,688 residual), 23 MoE
+    (128 squared-ReLU experts of 1,856, top 6, one shared MLP of 3,712, a
+    router) and 6 GQA attention (32 query and 2 KV heads of 128), untied
+    131,072-token embedding and head. Counted by hand, weights only: 31.58B,
+    the model card's 31.6B total. The blocks pair into 29 layers of a mixer
+    and an FFN, 6 of them without one."""
+    D, V = 2688, 131072
+    in_proj = D * (2 * 4096 + 2 * 8 * 128 + 64)                  # z, x, B, C, dt (Mamba-2)
+    mamba = in_proj + (4096 + 2 * 8 * 128) * 4 + 2 * 64 + 4096 * D  # + conv, A and D, out-projection
+    attention = D * 32 * 128 + 2 * D * 2 * 128 + 32 * 128 * D      # q, k, v, o
+    moe = 128 * 2 * D * 1856 + 2 * D * 3712 + D * 128             # experts (up, down), shared MLP, router
+    by_hand = 2 * V * D + 23 * mamba + 6 * attention + 23 * moe
+    m = jp.load_model("nemotron-3-nano-30b-a3b")
+    assert float(param_count(m)) == pytest.approx(by_hand, rel=1e-6)
+    assert by_hand == pytest.approx(31.6e9, rel=2e-3)
+    counts = {k: float(getattr(m, k)) for k in ("layers", "mamba_layers", "no_ffn_layers", "dense_layers")}
+    assert counts == {"layers": 29.0, "mamba_layers": 23.0, "no_ffn_layers": 6.0, "dense_layers": 0.0}
+    assert float(jp.model.moe_layers(m)) == 23 and float(jp.model.attention_layers(m)) == 6
+    assert float(m.gated) == 0 and float(m.shared_experts) == 2 and m.ssm == "mamba2"
+
+
+def _nemotron_h(**change):
+    cfg = dict(model_type="nemotron_h", num_hidden_layers=6, hybrid_override_pattern="M-M*E-", hidden_size=64,
+               num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=96, n_routed_experts=8,
+               num_experts_per_tok=2, moe_intermediate_size=32, moe_shared_expert_intermediate_size=64,
+               mamba_num_heads=4, mamba_head_dim=32, n_groups=2, ssm_state_size=16, vocab_size=128)
+    return jp.model.model_from_config({**cfg, **change}, src="nh.json")
+
+
+def test_nemotron_h_blocks_pair_into_layers():
+    """'M-M*E-': mixers M, M, * and FFN blocks -, E, -: three layers, two of
+    them with the dense MLP and one with the MoE, none without an FFN; the
+    same blocks named by layers_block_type give the same model."""
+    m = _nemotron_h()
+    assert [float(x) for x in (m.layers, m.mamba_layers, m.dense_layers, m.no_ffn_layers)] == [3, 2, 2, 0]
+    assert float(jp.model.moe_layers(m)) == 1 and float(jp.model.ffn_layers(m)) == 3
+    names = ["mamba", "mlp", "mamba", "attention", "moe", "mlp"]
+    same = _nemotron_h(hybrid_override_pattern=None, layers_block_type=names)
+    assert float(param_count(same)) == float(param_count(m))
+    dense_only = _nemotron_h(hybrid_override_pattern="M-M*-M", n_routed_experts=None)  # 4 mixers, 2 MLPs
+    assert float(dense_only.no_ffn_layers) == 2 and float(jp.model.ffn_layers(dense_only)) == 2
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(hybrid_override_pattern="M-EE-*"), "4 FFN blocks (E, -) but 2 mixers"),
+    (dict(hybrid_override_pattern="M-M*E"), "has 5 blocks, num_hidden_layers says 6"),
+    (dict(hybrid_override_pattern="M-M*X-"), "hybrid_override_pattern, a string of M"),
+    (dict(n_routed_experts=None), "MoE blocks (E) but no n_routed_experts"),
+])
+def test_nemotron_h_bad_patterns_are_one_line(change, words):
+    with pytest.raises(SpecError) as e:
+        _nemotron_h(**change)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
 def test_hybrid_stage_counts():
     m = _model("jamba-v0.1")
     c = jp.cost.operators.stage_counts(m, jp.Parallel(pp=4))

@@ -51,7 +51,7 @@ NEMO_2407_DIMS = {"GPT3-5B": (24, 4096, 16384, 32, 32, 51200), "GPT3-20B": (44, 
                   "Nemotron-22B": (40, 6144, 24576, 48, 48, 256000),
                   "Nemotron-340B": (96, 18432, 73728, 96, 8, 256000)}
 MOE_SPECS = {"DeepSeekV3": "deepseek-v3", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b",
-             "GPT OSS 120B": "gpt-oss-120b"}
+             "GPT OSS 120B": "gpt-oss-120b", "Nemotron_3_Nano": "nemotron-3-nano-30b-a3b"}
 FAMILIES = ("Megatron-Bridge/NeMo", "LLM Foundry", "Megatron-LM SC21", "Megatron-Core r0.8", "NeMo 24.07",
             "NeMo long-sequence", "TorchTitan", "Megatron-LM README 2022")
 
@@ -212,15 +212,17 @@ def recompute_modules(row) -> dict:
 
 def moe_dispatcher(row) -> str:
     """TrainOptions.moe_dispatcher of a row's software: Megatron-Bridge's
-    performance recipes (scripts/performance/configs/qwen and deepseek,
-    *_workload_base_configs.py) run Qwen3-30B-A3B and DeepSeek-V3 on the
-    flex dispatcher with HybridEP (moe_flex_dispatcher_backend="hybridep"),
+    performance recipes (scripts/performance/configs/qwen, deepseek and
+    nemotronh, *_workload_base_configs.py) run Qwen3-30B-A3B, DeepSeek-V3
+    and Nemotron 3 Nano on the flex dispatcher with HybridEP
+    (moe_flex_dispatcher_backend="hybridep"),
     Qwen3-235B-A22B on B200 and H100 on the all-to-all dispatcher
     (moe_token_dispatcher_type="alltoall"); every other row takes the
     default, the all-to-all dispatcher Megatron-Core's MoE README
     recommends with expert parallelism."""
     name = row["model"].lower()
-    if family(row["source"]) == "Megatron-Bridge/NeMo" and ("30b_a3b" in name or "deepseek" in name):
+    if family(row["source"]) == "Megatron-Bridge/NeMo" and ("30b_a3b" in name or "deepseek" in name
+                                                           or "nemotron_3_nano" in name):
         return "fused"
     return "alltoall"
 

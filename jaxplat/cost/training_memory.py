@@ -75,11 +75,17 @@ def module_savings(model: Model):
     `activation_per_layer`. Returns a [4] array, RECOMPUTE_MODULES order."""
     h, g, fe = model.hidden, ffn_factor(model), model.expert_intermediate
     q, kv = _stored_qkv(model)
-    moe_share = safe_div(moe_layers(model), model.layers)
+    moe_share, dense_share = _ffn_shares(model)
     mla = 1.0 if model.attention == "mla" else 0.0
     return jnp.stack([4.0 * h, mla * (2.0 * q + 4.0 * kv),
                       moe_share * (model.top_k + model.shared_experts) * 2.0 * fe,
-                      (1.0 - moe_share) * (2.0 * g * model.intermediate + 2.0 * model.intermediate)])
+                      dense_share * (2.0 * g * model.intermediate + 2.0 * model.intermediate)])
+
+
+def _ffn_shares(model: Model):
+    """(MoE, dense) shares of the layers: the FFN each layer holds on average
+    (layers without an FFN, pure Mamba's or Nemotron-H's mixers, hold none)."""
+    return safe_div(moe_layers(model), model.layers), safe_div(model.dense_layers, model.layers)
 
 
 def module_flags(twl) -> jax.Array:
@@ -126,8 +132,8 @@ def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fuse
     fe = model.expert_intermediate
     moe_mlp = 2.0 * h + dropout * h + (model.top_k * (2.0 * h + 2.0 * g * fe + 2.0 * fe)
                                        + model.shared_experts * (2.0 * g * fe + 2.0 * fe))
-    moe_share = safe_div(moe_layers(model), model.layers)
-    per_token = 4.0 * h + attn + (1.0 - moe_share) * dense_mlp + moe_share * moe_mlp
+    moe_share, dense_share = _ffn_shares(model)
+    per_token = 4.0 * h + attn + dense_share * dense_mlp + moe_share * moe_mlp
     if modules is not None:
         per_token = per_token - jnp.sum(jnp.asarray(modules) * module_savings(model))
     tokens = s_loc * micro_batch

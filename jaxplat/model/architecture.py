@@ -43,6 +43,11 @@ class Model:
       mamba_layers: layers whose mixer is a Mamba block instead of attention
         (all of them for Mamba / Falcon-Mamba, 28 of Jamba's 32). Attention
         layers are the others (`attention_layers`).
+      no_ffn_layers: layers with a mixer but no FFN, besides the pure Mamba
+        models' (which have neither dense nor MoE layers): Nemotron-H's
+        single-sublayer blocks, paired mixer with FFN, leave the mixers
+        without a partner here (`model_spec._nemotron_h`). MoE layers are
+        the layers that are neither dense nor these.
       d_inner, d_state, d_conv, dt_rank: Mamba dims (expand x hidden, the
         SSM state per channel, the causal conv's kernel width, the rank of
         the dt projection). Zero for transformers.
@@ -83,6 +88,7 @@ class Model:
     nope_dim: jax.Array
     v_head_dim: jax.Array
     mamba_layers: jax.Array = _zero()
+    no_ffn_layers: jax.Array = _zero()
     d_inner: jax.Array = _zero()
     d_state: jax.Array = _zero()
     d_conv: jax.Array = _zero()
@@ -99,8 +105,8 @@ class Model:
 
 
 def moe_layers(m: Model) -> jax.Array:
-    """Number of MoE layers (layers without a dense FFN, when there are experts)."""
-    return jnp.where(m.experts > 0, m.layers - m.dense_layers, 0.0)
+    """Number of MoE layers (layers with neither a dense FFN nor none, when there are experts)."""
+    return jnp.where(m.experts > 0, m.layers - m.dense_layers - m.no_ffn_layers, 0.0)
 
 
 def attention_layers(m: Model) -> jax.Array:

@@ -6,7 +6,7 @@ from jaxplat.model.architecture import Model
 from jaxplat.model.pytree import as_f32
 from jaxplat.specs import SpecError, number, read_yaml, resolve
 
-_UNSUPPORTED_TYPES = ("zamba", "zamba2", "rwkv", "rwkv5", "rwkv6", "nemotron_h", "bamba", "falcon_h1")
+_UNSUPPORTED_TYPES = ("zamba", "zamba2", "rwkv", "rwkv5", "rwkv6", "bamba", "falcon_h1")
 _MAMBA_TYPES = ("mamba", "falcon_mamba", "mamba2")
 _NON_GATED_TYPES = ("opt", "gpt2", "gpt3", "gpt_neox", "gptj", "gpt_bigcode", "bloom", "falcon", "phi")
 _ALIASES = {  # other spellings of the keys we read (GPT-2 and OPT configs)
@@ -116,9 +116,10 @@ def model_from_config(cfg: dict, src="model") -> Model:
             raise SpecError(f"{src}: {key} = {cfg[key]!r:.60} is not modelled ({what}); "
                             "supported: configs without it")
     _check_quantization(cfg, src)
-    if mtype in _UNSUPPORTED_TYPES or "layers_block_type" in cfg:
+    if mtype in _UNSUPPORTED_TYPES or ("layers_block_type" in cfg and mtype != "nemotron_h"):
         raise SpecError(f"{src}: model_type {mtype!r} is not modelled; supported: decoder-only transformers "
-                        "(MHA/GQA/MQA/MLA, dense or MoE), Mamba / Mamba-2 / Falcon-Mamba and Jamba hybrids")
+                        "(MHA/GQA/MQA/MLA, dense or MoE), Mamba / Mamba-2 / Falcon-Mamba, Jamba and Nemotron-H "
+                        "hybrids")
     if mtype in _MAMBA_TYPES or ("state_size" in cfg and "num_attention_heads" not in cfg):
         return _mamba_from_config(cfg, mtype, src)
     for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
@@ -186,6 +187,9 @@ def model_from_config(cfg: dict, src="model") -> Model:
     ssm = {}
     if mtype == "jamba" or cfg.get("attn_layer_period") is not None:
         ssm, dense_layers = _jamba_layers(cfg, num, L, experts, src)
+    if mtype == "nemotron_h":
+        ssm, L, dense_layers = _nemotron_h(cfg, num, L, experts, expert_width, src)
+        shared, gated = ssm.pop("shared"), False
     tied = cfg.get("tie_word_embeddings", mtype not in _UNTIED_BY_DEFAULT)
     max_ctx = num("max_position_embeddings") if cfg.get("max_position_embeddings") is not None else 0.0
     local = local_attention(cfg, mtype, int(L), src)
@@ -247,6 +251,47 @@ def _jamba_layers(cfg, num, L, experts, src):
     dims = dict(ssm="mamba1", mamba_layers=L - attn, d_inner=num("mamba_expand", 2.0) * D, d_state=num("mamba_d_state", 16.0),
                 d_conv=num("mamba_d_conv", 4.0), dt_rank=_dt_rank(cfg.get("mamba_dt_rank", "auto"), D, src))
     return dims, dense
+
+
+# Nemotron-H's block letters (hybrid_override_pattern) and names (layers_block_type).
+_NEMOTRON_H_BLOCKS = {"M": "mamba", "E": "moe", "*": "attention", "-": "mlp"}
+
+
+def _nemotron_h(cfg, num, blocks, experts, expert_width, src):
+    """Nemotron-H (NVIDIA, arXiv 2504.03624; the Nemotron 3 family adds MoE
+    blocks): each of the `blocks` is one pre-norm sublayer, a Mamba-2 mixer
+    (M), attention (*), an MoE (E) or a squared-ReLU MLP (-), in the order of
+    `hybrid_override_pattern` (or the names of `layers_block_type`). Costs add
+    up per block, so the blocks are paired into layers of a mixer and an FFN:
+    as many layers as mixers, the FFN blocks in as many of them and none in
+    the rest (`Model.no_ffn_layers`); pipeline stages then split these
+    layers, not the blocks. Returns (Mamba fields plus the shared experts'
+    width in routed experts, layers, dense layers)."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if pattern is None and isinstance(cfg.get("layers_block_type"), list):
+        names = {v: k for k, v in _NEMOTRON_H_BLOCKS.items()}
+        names.update({"full_attention": "*"})
+        pattern = "".join(names.get(str(b), "?") for b in cfg["layers_block_type"])
+    if not isinstance(pattern, str) or not pattern or set(pattern) - set(_NEMOTRON_H_BLOCKS):
+        raise SpecError(f"{src}: nemotron_h needs hybrid_override_pattern, a string of M (Mamba-2), * (attention), "
+                        f"E (MoE) and - (MLP), or layers_block_type naming them; got {pattern!r:.60}")
+    if len(pattern) != blocks:
+        raise SpecError(f"{src}: hybrid_override_pattern has {len(pattern)} blocks, num_hidden_layers says "
+                        f"{blocks:g}")
+    n = {c: float(pattern.count(c)) for c in _NEMOTRON_H_BLOCKS}
+    mixers, ffns = n["M"] + n["*"], n["E"] + n["-"]
+    if ffns > mixers:
+        raise SpecError(f"{src}: {ffns:g} FFN blocks (E, -) but {mixers:g} mixers (M, *): a pattern with more FFN "
+                        "blocks than mixers is not modelled")
+    if n["E"] and not experts:
+        raise SpecError(f"{src}: hybrid_override_pattern has MoE blocks (E) but no n_routed_experts")
+    heads, head_dim = num("mamba_num_heads"), num("mamba_head_dim")
+    # transformers' NemotronHMOE: one shared MLP of moe_shared_expert_intermediate_size, whatever n_shared_experts
+    width = num("moe_shared_expert_intermediate_size", 0.0, allow_zero=True) if n["E"] else 0.0
+    dims = dict(ssm="mamba2", mamba_layers=n["M"], no_ffn_layers=mixers - ffns, d_inner=heads * head_dim,
+                d_state=num("ssm_state_size"), d_conv=num("conv_kernel", 4.0), dt_rank=0.0, ssm_heads=heads,
+                ssm_groups=num("n_groups", 1.0), shared=width / expert_width if width else 0.0)
+    return dims, mixers, n["-"]
 
 
 def _dt_rank(value, hidden, src):
