@@ -27,10 +27,10 @@ TOLERANCE = 0.5  # percentage points
 # family: (rows, median |error| %, median signed error %), from `validate.py` at the commit that adds this
 RECORDED = {
     "LLM Foundry": (216, 9.3, -4.9),
-    "Megatron-Bridge/NeMo": (68, 8.1, 5.1),
+    "Megatron-Bridge/NeMo": (68, 9.4, 5.9),
     "Megatron-Core r0.8": (9, 4.7, -2.6),
     "Megatron-LM SC21": (22, 6.1, 6.1),
-    "all": (315, 9.0, -0.7),
+    "all": (315, 9.2, -0.7),
 }
 
 

@@ -267,6 +267,20 @@ def attention_kernel(row) -> float:
     return 1.0
 
 
+def grad_comm_bytes(row) -> float:
+    """TrainWorkload.bytes_grad_comm of a row: 2 (bf16) where its stack reduces
+    the gradients in 16 bits, LLM Foundry's FSDP in its PURE mixed-precision
+    mode and Megatron-Bridge's performance recipes (their common configs set
+    `mixed_precision.grad_reduce_in_fp32 = False` and `ddp.grad_reduce_in_fp32
+    = False`: scripts/performance/configs/llama/llama3_llm_pretrain.py
+    `set_llama3_common_configs`, and the qwen, deepseek, gpt_oss and
+    nemotronh ones alike); else 4 (fp32: Megatron-LM's arguments turn on
+    accumulate_allreduce_grads_in_fp32 with bf16)."""
+    if "pure" in row["zero_or_fsdp"].lower() or family(row["source"]) == "Megatron-Bridge/NeMo":
+        return 2.0
+    return 4.0
+
+
 def dropout(row) -> float:
     """1 for Megatron's and NeMo's GPT models (hidden and attention dropout
     0.1 by default in Megatron-LM's arguments and NeMo's GPT-3 configs), 0
@@ -354,13 +368,12 @@ def inputs(row):
     if deg["ep"] % fold or deg["dp"] % (deg["ep"] // fold):
         return "ep does not divide dp (expert parallelism across tp ranks)"
     act, dtype, block = recipe(row["dtype"], row["chip"])
-    pure = "pure" in row["zero_or_fsdp"].lower()
     par = fold_experts(Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"], dp=deg["dp"],
                                 overlap=overlap(row)), etp)
     twl = TrainWorkload(global_batch=global_batch, micro_batch=micro_batch,
                         seq=seq, recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
-                        bytes_grad_comm=2.0 if pure else 4.0, dropout=dropout(row),
+                        bytes_grad_comm=grad_comm_bytes(row), dropout=dropout(row),
                         attention_kernel_speed=attention_kernel(row), power_cap_w=power_cap(row["chip"]),
                         ep_overlap=ep_overlap(row), **recompute_modules(row))
     return model, hw, par, twl, train_options(row)
