@@ -14,6 +14,7 @@ import pytest
 from helpers import workload
 
 import jaxplat as jp
+from jaxplat.cost.training_memory import flop_params
 from jaxplat.model import param_count, replace
 from jaxplat.specs import SpecError
 
@@ -183,6 +184,11 @@ def test_nemotron_3_nano_spec_counts_its_model_cards_parameters():
     assert counts == {"layers": 29.0, "mamba_layers": 23.0, "no_ffn_layers": 6.0, "dense_layers": 0.0}
     assert float(jp.model.moe_layers(m)) == 23 and float(jp.model.attention_layers(m)) == 6
     assert float(m.gated) == 0 and float(m.shared_experts) == 2 and m.ssm == "mamba2"
+    # Active per token (6 routed experts, the shared MLP, the LM head; no input embedding): the card's 3.2B,
+    # 3.6B with the embedding. The six FFN-less layers add nothing.
+    active = 23 * mamba + 6 * attention + 23 * (6 * 2 * D * 1856 + 2 * D * 3712 + D * 128) + V * D
+    assert float(flop_params(m)) == pytest.approx(active, rel=1e-6)
+    assert active == pytest.approx(3.2e9, rel=0.02) and active + V * D == pytest.approx(3.6e9, rel=0.02)
 
 
 def _nemotron_h(**change):
