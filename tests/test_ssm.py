@@ -211,6 +211,8 @@ def test_nemotron_h_blocks_pair_into_layers():
     assert float(param_count(same)) == float(param_count(m))
     dense_only = _nemotron_h(hybrid_override_pattern="M-M*-M", n_routed_experts=None)  # 4 mixers, 2 MLPs
     assert float(dense_only.no_ffn_layers) == 2 and float(jp.model.ffn_layers(dense_only)) == 2
+    attention_only = _nemotron_h(hybrid_override_pattern="*-*E**", mamba_num_heads=None)  # no Mamba: no SSM rows
+    assert attention_only.ssm == "none" and float(attention_only.no_ffn_layers) == 2
 
 
 @pytest.mark.parametrize("change, words", [

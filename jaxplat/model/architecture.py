@@ -105,7 +105,8 @@ class Model:
 
 
 def moe_layers(m: Model) -> jax.Array:
-    """Number of MoE layers (layers with neither a dense FFN nor none, when there are experts)."""
+    """Number of MoE layers, when there are experts: the layers whose FFN is
+    neither dense nor absent (`no_ffn_layers`)."""
     return jnp.where(m.experts > 0, m.layers - m.dense_layers - m.no_ffn_layers, 0.0)
 
 

@@ -285,12 +285,13 @@ def _nemotron_h(cfg, num, blocks, experts, expert_width, src):
                         "blocks than mixers is not modelled")
     if n["E"] and not experts:
         raise SpecError(f"{src}: hybrid_override_pattern has MoE blocks (E) but no n_routed_experts")
-    heads, head_dim = num("mamba_num_heads"), num("mamba_head_dim")
     # transformers' NemotronHMOE: one shared MLP of moe_shared_expert_intermediate_size, whatever n_shared_experts
     width = num("moe_shared_expert_intermediate_size", 0.0, allow_zero=True) if n["E"] else 0.0
-    dims = dict(ssm="mamba2", mamba_layers=n["M"], no_ffn_layers=mixers - ffns, d_inner=heads * head_dim,
-                d_state=num("ssm_state_size"), d_conv=num("conv_kernel", 4.0), dt_rank=0.0, ssm_heads=heads,
-                ssm_groups=num("n_groups", 1.0), shared=width / expert_width if width else 0.0)
+    dims = dict(no_ffn_layers=mixers - ffns, shared=width / expert_width if width else 0.0)
+    if n["M"]:
+        heads, head_dim = num("mamba_num_heads"), num("mamba_head_dim")
+        dims.update(ssm="mamba2", mamba_layers=n["M"], d_inner=heads * head_dim, d_state=num("ssm_state_size"),
+                    d_conv=num("conv_kernel", 4.0), dt_rank=0.0, ssm_heads=heads, ssm_groups=num("n_groups", 1.0))
     return dims, mixers, n["-"]
 
 
