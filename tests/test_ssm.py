@@ -220,6 +220,7 @@ def test_nemotron_h_blocks_pair_into_layers():
     (dict(hybrid_override_pattern="M-M*E"), "has 5 blocks, num_hidden_layers says 6"),
     (dict(hybrid_override_pattern="M-M*X-"), "hybrid_override_pattern, a string of M"),
     (dict(n_routed_experts=None), "MoE blocks (E) but no n_routed_experts"),
+    (dict(moe_latent_size=1024), "moe_latent_size = 1024 is not modelled (Nemotron 3's latent MoE"),
 ])
 def test_nemotron_h_bad_patterns_are_one_line(change, words):
     with pytest.raises(SpecError) as e:

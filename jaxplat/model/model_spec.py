@@ -31,6 +31,7 @@ _REFUSED = {
     "moe_layer_frequency": (lambda v, c: v in (None, 1), "Arctic's MoE on every n-th layer only"),
     "cross_attention_layers": (lambda v, c: not v, "Llama 3.2 Vision's cross-attention layers"),
     "num_kv_shared_layers": (lambda v, c: not v, "Gemma 3n's layers that reuse another layer's KV cache"),
+    "moe_latent_size": (lambda v, c: not v, "Nemotron 3's latent MoE (experts in a projected latent width)"),
 }
 # Read nowhere and deliberately so: multi-token-prediction modules
 # (num_nextn_predict_layers: DeepSeek-V3, "MTP modules can be discarded at
