@@ -211,6 +211,8 @@ def test_nemotron_h_blocks_pair_into_layers():
     assert float(param_count(same)) == float(param_count(m))
     dense_only = _nemotron_h(hybrid_override_pattern="M-M*-M", n_routed_experts=None)  # 4 mixers, 2 MLPs
     assert float(dense_only.no_ffn_layers) == 2 and float(jp.model.ffn_layers(dense_only)) == 2
+    # Nemotron-H 8B/47B/56B spell head_dim attention_head_dim (64 / 4 would be 16 either way: use 8)
+    assert float(_nemotron_h(head_dim=None, attention_head_dim=8).head_dim) == 8
     attention_only = _nemotron_h(hybrid_override_pattern="*-*E**", mamba_num_heads=None)  # no Mamba: no SSM rows
     assert attention_only.ssm == "none" and float(attention_only.no_ffn_layers) == 2
 

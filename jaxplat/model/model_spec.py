@@ -12,6 +12,7 @@ _NON_GATED_TYPES = ("opt", "gpt2", "gpt3", "gpt_neox", "gptj", "gpt_bigcode", "b
 _ALIASES = {  # other spellings of the keys we read (GPT-2 and OPT configs)
     "n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
     "n_inner": "intermediate_size", "ffn_dim": "intermediate_size", "n_positions": "max_position_embeddings",
+    "attention_head_dim": "head_dim",  # Nemotron-H 8B/47B/56B configs
 }
 # Model types whose transformers config defaults tie_word_embeddings to false
 # (Llama4Config and Llama4TextConfig, transformers/models/llama4); every other
