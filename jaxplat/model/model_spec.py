@@ -9,7 +9,7 @@ from jaxplat.specs import SpecError, number, read_yaml, resolve
 _UNSUPPORTED_TYPES = ("zamba", "zamba2", "rwkv", "rwkv5", "rwkv6", "bamba", "falcon_h1")
 _MAMBA_TYPES = ("mamba", "falcon_mamba", "mamba2")
 _NON_GATED_TYPES = ("opt", "gpt2", "gpt3", "gpt_neox", "gptj", "gpt_bigcode", "bloom", "falcon", "phi")
-_ALIASES = {  # other spellings of the keys we read (GPT-2 and OPT configs)
+_ALIASES = {  # other spellings of the keys we read (GPT-2, OPT and Nemotron-H configs)
     "n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
     "n_inner": "intermediate_size", "ffn_dim": "intermediate_size", "n_positions": "max_position_embeddings",
     "attention_head_dim": "head_dim",  # Nemotron-H 8B/47B/56B configs
