@@ -191,6 +191,27 @@ def test_nemotron_3_nano_spec_counts_its_model_cards_parameters():
     assert active == pytest.approx(3.2e9, rel=0.02) and active + V * D == pytest.approx(3.6e9, rel=0.02)
 
 
+def test_hybrid_activations_by_hand():
+    """Nemotron-3 Nano's activations per layer and token (tp 2, no recompute,
+    no dropout), 16-bit elements x 2 bytes by hand: the norms' inputs 4h;
+    in 6 of its 29 layers attention (2h + 2q + 4k + 2q), in 23 Mamba-2 (the
+    in-projection's input 2h, zxbcdt 2(2d + 2GN + H), the scan's and the
+    out-projection's inputs 2d each, as mamba_ssm saves them); the MoE MLP
+    (input 2h, each of 6 copies' input, up and activation outputs
+    2h + 2f + 2f, the shared MLP's up and activation outputs 2·(2f) wide) in
+    23 of 29, none in the other 6."""
+    from jaxplat.cost.training_memory import activation_per_layer
+
+    m = jp.load_model("nemotron-3-nano-30b-a3b")
+    h, q, k, d, f = 2688, 32 * 128, 2 * 128, 4096, 1856
+    attention = 2 * h + 2 * q + 4 * k + 2 * q
+    mamba = 2 * h + 2 * (2 * d + 2 * 8 * 128 + 64) + 2 * d + 2 * d
+    moe = 2 * h + 6 * (2 * h + 2 * f + 2 * f) + 2 * (2 * f + 2 * f)
+    per_token = 4 * h + (6 * attention + 23 * mamba + 23 * moe) / 29
+    got = activation_per_layer(m, 2.0, 1.0, 1.0, 8192.0, np.float32(0.0), fused_attention=True, dropout=0.0)
+    assert float(got) == pytest.approx(per_token * 8192 / 2, rel=1e-6)
+
+
 def _nemotron_h(**change):
     cfg = dict(model_type="nemotron_h", num_hidden_layers=6, hybrid_override_pattern="M-M*E-", hidden_size=64,
                num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=96, n_routed_experts=8,

@@ -122,7 +122,8 @@ def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fuse
     MoE layers' MLP holds each of the top-k copies' input, up-projection
     and activation outputs, and the shared experts'; the layer's share of
     MoE layers mixes the two. MLA counts its decompressed K and V (heads x
-    their dims) like GQA's.
+    their dims) like GQA's. Mamba layers hold `mamba_activations` in the
+    attention's place, in the share of layers that are Mamba.
     """
     s_loc, h, a = seq / cp, model.hidden, model.heads
     g = ffn_factor(model)
@@ -133,7 +134,9 @@ def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fuse
     moe_mlp = 2.0 * h + dropout * h + (model.top_k * (2.0 * h + 2.0 * g * fe + 2.0 * fe)
                                        + model.shared_experts * (2.0 * g * fe + 2.0 * fe))
     moe_share, dense_share = _ffn_shares(model)
-    per_token = 4.0 * h + attn + dense_share * dense_mlp + moe_share * moe_mlp
+    mamba_share = safe_div(model.mamba_layers, model.layers)
+    mixer = (1.0 - mamba_share) * attn + mamba_share * mamba_activations(model)
+    per_token = 4.0 * h + mixer + dense_share * dense_mlp + moe_share * moe_mlp
     if modules is not None:
         per_token = per_token - jnp.sum(jnp.asarray(modules) * module_savings(model))
     tokens = s_loc * micro_batch
@@ -142,6 +145,25 @@ def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fuse
     selective = per_token * tokens / tp
     full = KORTHIKANTI_FULL * h * tokens / tp
     return jnp.where(recompute >= 1.5, full, jnp.where(recompute >= 0.5, selective, none))
+
+
+def mamba_activations(model: Model):
+    """16-bit elements x 2 bytes per token that a Mamba block keeps for its
+    backward, as the mamba_ssm kernels save them (d = d_inner, h hidden):
+    Mamba-2 (ssd_combined.MambaSplitConv1dScanCombinedFn, Megatron-Core's
+    MambaMixer path): the in-projection's input 2h, its output zxbcdt
+    2·(2d + 2·groups·d_state + heads), the scan's output 2d and the
+    out-projection's input 2d (the conv and dt are recomputed). Mamba-1
+    (selective_scan_interface.MambaInnerFn at its default checkpoint_lvl 1):
+    the input 2h, xz 2·2d, x_dbl (dt, B, C) 2·(dt_rank + 2·d_state) and the
+    out-projection's input 2d (the conv output and delta are recomputed).
+    Zero for transformers."""
+    h, d, n = model.hidden, model.d_inner, model.d_state
+    if model.ssm == "mamba2":
+        return 2.0 * h + 2.0 * (2.0 * d + 2.0 * model.ssm_groups * n + model.ssm_heads) + 4.0 * d
+    if model.ssm == "mamba1":
+        return 2.0 * h + 4.0 * d + 2.0 * (model.dt_rank + 2.0 * n) + 2.0 * d
+    return jnp.zeros_like(h)
 
 
 def in_flight(pp, vp, microbatches, schedule: str):
