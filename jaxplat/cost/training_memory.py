@@ -140,7 +140,7 @@ def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fuse
     if modules is not None:
         per_token = per_token - jnp.sum(jnp.asarray(modules) * module_savings(model))
     tokens = s_loc * micro_batch
-    scores = 0.0 if fused_attention else (2.0 + 3.0 * dropout) * a * seq * tokens
+    scores = 0.0 if fused_attention else (1.0 - mamba_share) * (2.0 + 3.0 * dropout) * a * seq * tokens
     none = (per_token * tokens + scores) / tp
     selective = per_token * tokens / tp
     full = KORTHIKANTI_FULL * h * tokens / tp
