@@ -42,4 +42,9 @@ def kind_mask(table, kinds) -> np.ndarray:
     return np.array([float(k in kinds) for k in table.kinds], np.float32)
 
 
-__all__ = ["OpKind", "kind_mask"]
+def names_mask(table, names) -> np.ndarray:
+    """[rows] 1.0 where the row's name is one of `names` (static, from `OpTable.names`)."""
+    return np.array([float(n in names) for n in table.names], np.float32)
+
+
+__all__ = ["OpKind", "kind_mask", "names_mask"]

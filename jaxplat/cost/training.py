@@ -101,8 +101,9 @@ from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
 from jaxplat.cost.memory import capacity_bytes
 from jaxplat.cost.operators import OpTable, build_table
+from jaxplat.cost.opkind import names_mask
 from jaxplat.cost.roofline import combine, safe_div
-from jaxplat.cost.training_comm import dp_comm, micro_batch_comm, names_mask
+from jaxplat.cost.training_comm import dp_comm, micro_batch_comm
 from jaxplat.cost.training_moe import (
     MOE_EXPERT_HOST_S,
     MOE_LAYER_HOST_S,

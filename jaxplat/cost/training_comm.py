@@ -13,6 +13,7 @@ from jaxplat.cost import efficiency
 from jaxplat.cost import training_memory as tm
 from jaxplat.cost.collectives import collective_time, flat_ring_affine, level_times, times_and_levels
 from jaxplat.cost.operators import OpTable
+from jaxplat.cost.opkind import names_mask
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Hardware
 
@@ -31,6 +32,12 @@ TP_OVERLAP_GEMMS = {
     "mamba_allreduce": (("ssm_in_proj",), ("ssm_out_proj",)),
     "ssm_x_allreduce": ((), ("ssm_x_proj",)),
 }
+
+
+def exposed(c, ov, window):
+    """Seconds of c s of collectives left showing when a share `ov` of them
+    runs beside `window` s of compute: the rest, and what outlasts the window."""
+    return c - ov * jnp.minimum(c, window)
 
 
 def collective(kind, hw, n, nbytes, stride, opts, p, launch=True):
@@ -153,7 +160,7 @@ def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p, units):
     tot = lambda c: (jnp.sum(has * c[0]), jnp.sum(has[:, None] * c[1], axis=0))  # noqa: E731
     (t_ar, l_ar), (t_rs, l_rs), (t_ag, l_ag), (t_rep, l_rep) = tot(ar), tot(rs), tot(ag), tot(rep)
     ov = jnp.clip(twl.dp_overlap, 0.0, 1.0)
-    hide = lambda c, window: c - ov * jnp.minimum(c, window)  # noqa: E731
+    hide = lambda c, window: exposed(c, ov, window)  # noqa: E731
     # ZeRO 0: all-reduce; 1/2: reduce-scatter (+ the replicas' all-reduce) + all-gather, once per step.
     grad_t = jnp.where(z < 0.5, t_ar, t_rs + t_rep)
     grad_l = jnp.where(z < 0.5, l_ar, l_rs + l_rep)
@@ -171,11 +178,6 @@ def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p, units):
     return (jnp.where(fsdp, t_rep, once_total), jnp.where(fsdp, rep_exp, once_exp),
             jnp.where(fsdp, safe_div(rep_exp, t_rep) * l_rep, once_lv),
             jnp.where(fsdp, mb_total, 0.0), jnp.where(fsdp, mb_exp, 0.0), jnp.where(fsdp, mb_lv, 0.0))
-
-
-def names_mask(table: OpTable, names) -> np.ndarray:
-    """[rows] 1 where a row's name is in `names`, else 0."""
-    return np.array([float(n in names) for n in table.names], np.float32)
 
 
 def _tp_windows(t: OpTable, w, per_row, names, side):
@@ -200,9 +202,7 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
     opts, sp = topts.options, topts.sequence_parallel
     ov = jnp.clip(par.overlap, 0.0, 1.0)
     chunk = safe_div(par.tp - 1.0, par.tp)
-
-    def exposed(c, g):  # c s of a collective beside g s of GEMMs
-        return (1.0 - ov) * c + ov * jnp.maximum(c - chunk * g, 0.0)
+    beside = lambda c, g: exposed(c, ov, chunk * g)  # noqa: E731  (c s of a collective beside g s of GEMMs)
 
     names = [n for n in TP_OVERLAP_GEMMS if n in t.names]
     idx = np.array([t.names.index(n) for n in names])
@@ -215,7 +215,7 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
         g_f, g_b = (_tp_windows(t, w, x, names, side) for x in (gemm_fwd, gemm_bwd))
         wi = w[idx]
         tot = tot + (2.0 + rec_full) * jnp.sum(wi * c)
-        exp = exp + jnp.sum(wi * ((1.0 + rec_full) * exposed(c, g_f) + exposed(c, g_b)))
+        exp = exp + jnp.sum(wi * ((1.0 + rec_full) * beside(c, g_f) + beside(c, g_b)))
         lv = lv + (2.0 + rec_full) * jnp.sum(wi[:, None] * levels, axis=0)
     head = np.array([t.names.index("lm_head")])
     emb = row_comm(t, ("embedding_allreduce",), ("reducescatter",) if sp else ("allreduce",), hw, w, opts, p)
@@ -225,7 +225,7 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
         ffn = np.array([t.names.index("ffn_allreduce")])
         g, g_lv = row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
         wins = [jnp.sum(w[head] * x[head]) for x in (gemm_fwd, gemm_bwd)]  # the head's GEMM on the rank
-        tot, exp, lv = tot + 2.0 * g, exp + exposed(g, wins[0]) + exposed(g, wins[1]), lv + 2.0 * g_lv
+        tot, exp, lv = tot + 2.0 * g, exp + beside(g, wins[0]) + beside(g, wins[1]), lv + 2.0 * g_lv
     return tot, exp, lv
 
 
@@ -248,8 +248,6 @@ def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep
     send_scale = 1.0 / par.tp if topts.sequence_parallel else 1.0
     pp, lv_pp = row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
     # Per pass: forward, backward (the gradients' sends), full recompute.
-    def exposed(c, ov, win):  # c s of collectives, a share ov of them beside win s of the pass's compute
-        return (1.0 - ov) * c + ov * jnp.maximum(c - win, 0.0)
     ov, ov_ep = jnp.clip(par.overlap, 0.0, 1.0), jnp.clip(ep_overlap, 0.0, 1.0)
     pps = (pp, pp, jnp.zeros_like(pp))  # full recompute sends nothing
     share_pp = safe_div(sum(exposed(c, ov, win) for c, win in zip(pps, windows)), sum(pps))
@@ -266,4 +264,4 @@ def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep
 
 
 __all__ = ["BUCKET_PARAMS", "BUCKET_PARAMS_PER_RANK", "CE_STATS_BYTES", "TP_OVERLAP_GEMMS", "collective", "dp_comm",
-           "fused_ep_comm", "micro_batch_comm", "names_mask", "ring_collective", "row_comm", "tp_comm"]
+           "exposed", "fused_ep_comm", "micro_batch_comm", "ring_collective", "row_comm", "tp_comm"]

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.operators import OpTable
+from jaxplat.cost.opkind import names_mask
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Model, attention_layers, ffn_factor, moe_layers, param_count
 
@@ -97,7 +98,7 @@ def module_rows(t: OpTable, twl, row_values) -> jax.Array:
     """The recomputed modules' rows (MODULE_ROWS) of table `t` summed:
     seconds per micro-batch for row_values [rows] the rank's forward
     seconds per row, FLOPs for its FLOPs per row."""
-    masks = np.array([[float(n in rows) for n in t.names] for rows in MODULE_ROWS], np.float32)  # [4, rows]
+    masks = np.stack([names_mask(t, rows) for rows in MODULE_ROWS])  # [4, rows]
     return jnp.sum(module_flags(twl) @ jnp.asarray(masks) * row_values)
 
 
