@@ -42,7 +42,7 @@ import numpy as np
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.opkind import names_mask
 from jaxplat.cost.roofline import safe_div
-from jaxplat.model import Model, attention_layers, ffn_factor, moe_layers, param_count
+from jaxplat.model import Model, attention_layers, ffn_factor, moe_layers, param_count, ssm_in_width
 
 KORTHIKANTI_FULL = 2.0           # s·b·h bytes per layer: the layer's input
 LOGIT_BYTES = 4.0                # fp32 logits of the cross-entropy, per vocabulary entry and token
@@ -159,11 +159,12 @@ def mamba_activations(model: Model):
     the input 2h, xz 2·2d, x_dbl (dt, B, C) 2·(dt_rank + 2·d_state) and the
     out-projection's input 2d (the conv output and delta are recomputed).
     Zero for transformers."""
-    h, d, n = model.hidden, model.d_inner, model.d_state
+    h, d = model.hidden, model.d_inner
+    stored = 2.0 * h + 2.0 * ssm_in_width(model)  # the in-projection's input and output (zxbcdt; Mamba-1: xz)
     if model.ssm == "mamba2":
-        return 2.0 * h + 2.0 * (2.0 * d + 2.0 * model.ssm_groups * n + model.ssm_heads) + 4.0 * d
+        return stored + 4.0 * d
     if model.ssm == "mamba1":
-        return 2.0 * h + 4.0 * d + 2.0 * (model.dt_rank + 2.0 * n) + 2.0 * d
+        return stored + 2.0 * (model.dt_rank + 2.0 * model.d_state) + 2.0 * d
     return jnp.zeros_like(h)
 
 
