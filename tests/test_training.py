@@ -17,7 +17,7 @@ import pytest
 from helpers import TRAIN_FLAGS, compile_events, sweep_training_study, train_argv
 
 from jaxplat.cli.app import main
-from jaxplat.cost.training import TrainWorkload, train_step
+from jaxplat.cost.training import TrainOptions, TrainWorkload, train_step
 from jaxplat.cost.training_memory import activation_per_layer
 from jaxplat.model import Parallel, hardware_from_dict, model_from_config, replace
 
@@ -135,6 +135,19 @@ def test_korthikanti_activations(model, hw):
     np.testing.assert_allclose(sel, 2048 * 12288 * 34 / 8, rtol=1e-6)
     full = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(2.0), fused_attention=False)
     np.testing.assert_allclose(full, 2048 * 12288 * 2 / 8, rtol=1e-6)
+    # Table 2's tensor-parallel rows without sequence parallelism: 10·s·b·h stays whole on every rank, and
+    # the full recomputation's layer input too
+    sbh = 2048 * 12288
+    no_sp = {r: activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(r), fused_attention=False,
+                                     sequence_parallel=False) for r in (0.0, 1.0, 2.0)}
+    np.testing.assert_allclose(no_sp[0.0], sbh * (10 + 24 / 8 + 5 * 96 * 2048 / (12288 * 8)), rtol=1e-6)
+    np.testing.assert_allclose(no_sp[1.0], sbh * (10 + 24 / 8), rtol=1e-6)
+    np.testing.assert_allclose(no_sp[2.0], sbh * 2, rtol=1e-6)
+    # sequence parallel with the gathered inputs saved (no re-gather in the backward): the two norms'
+    # outputs, 2·s·b·h each, whole; the other 30·s·b·h split
+    kept = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(1.0), fused_attention=False,
+                                sp_regather=False)
+    np.testing.assert_allclose(kept, sbh * (4 + 30 / 8), rtol=1e-6)
     # tiny model (SwiGLU, no dropout), tp = 2, FlashAttention (no score term): per token norms 4h, attention
     # 2h + 2q + 4k + 2q = 10h, MLP 2h + 2·2·f + 2f = 2h + 6f
     per_layer = (4 * 64 + 10 * 64 + 2 * 64 + 6 * 128) * 128 * 2 / 2
@@ -172,12 +185,23 @@ def test_sequence_parallel_bytes(model, hw):
     reduce-scatter around attention and around the MLP, each of the
     micro-batch's hidden states B = 256 tokens x 64 x 2 bytes, costing
     (n-1)/n·B/β on a switch, and the embedding's reduce-scatter and the
-    head's all-gather, forward and backward; the cross-entropy all-reduce of
-    12 bytes per token (B'/β) in the forward only."""
+    head's all-gather, forward and backward, and in the backward each
+    gathered input (attention's, the MLP's, the head's) gathered again for
+    the weight gradients (Megatron-Core); the cross-entropy all-reduce of
+    12 bytes per token (B'/β) in the forward only. Without the re-gather
+    (DTensor's SP) one all-gather less each; without sequence parallelism
+    an all-reduce (2(n-1)/n·B/β) after each sublayer forward and before
+    it backward and around the embedding, no head gather: the same bytes."""
     B, beta = 256 * 64 * 2, 1e11
     r = step(model, hw, Parallel(tp=2))
-    expected = (2 * (L * 2 * (0.5 * B + 0.5 * B) + 0.5 * B + 0.5 * B) + 256 * 12) / beta
+    saved = (2 * (L * 2 * (0.5 * B + 0.5 * B) + 0.5 * B + 0.5 * B) + 256 * 12) / beta
+    expected = saved + (L * 2 * 0.5 * B + 0.5 * B) / beta
     np.testing.assert_allclose(r.comm_total[0], expected, rtol=1e-5)
+    twl = TrainWorkload(global_batch=2.0, micro_batch=2.0, seq=128.0, eff_network=0.0, backward_efficiency=1.0)
+    for opts, want in ((TrainOptions(sp_regather=False), saved),
+                       (TrainOptions(sequence_parallel=False), (L * 2 * 2 * B + 2 * B + 256 * 12) / beta)):
+        got = jax.device_get(train_step(model, hw, Parallel(tp=2), twl, opts))
+        np.testing.assert_allclose(got.comm_total[0], want, rtol=1e-5)
     np.testing.assert_allclose(np.sum(r.comm[0]), expected, rtol=1e-5)  # no overlap: all exposed, on NVLink
     np.testing.assert_allclose(r.comm[0][0], expected, rtol=1e-5)
     # Overlapped (Parallel.overlap) beside their GEMMs, far longer than these collectives: the overlapped

@@ -242,10 +242,17 @@ def train_options(row) -> TrainOptions:
     FlashAttention (Dao et al., May 2022; Megatron took it up in 2023): its
     attention wrote the scores to memory (a fused scale-mask-softmax
     kernel between two batched GEMMs), `Options(fused_attention=False)`.
+    SC'21's Megatron-LM also predates sequence parallelism (Korthikanti et
+    al. 2022), so its tensor-parallel sublayers end in all-reduces and
+    their norms run on every rank. TorchTitan's sequence parallelism is
+    PyTorch DTensor's, whose autograd saves each gathered input instead of
+    gathering it again in the backward (`TrainOptions.sp_regather`).
     The MoE dispatcher: `moe_dispatcher`."""
-    if family(row["source"]) in ("Megatron-LM SC21", "Megatron-LM README 2022"):
-        return TrainOptions(options=Options(fused_attention=False), moe_dispatcher=moe_dispatcher(row))
-    return TrainOptions(moe_dispatcher=moe_dispatcher(row))
+    fam = family(row["source"])
+    if fam in ("Megatron-LM SC21", "Megatron-LM README 2022"):
+        return TrainOptions(options=Options(fused_attention=False), sequence_parallel=fam != "Megatron-LM SC21",
+                            moe_dispatcher=moe_dispatcher(row))
+    return TrainOptions(sp_regather=fam != "TorchTitan", moe_dispatcher=moe_dispatcher(row))
 
 
 def attention_kernel(row) -> float:

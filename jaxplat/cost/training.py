@@ -206,13 +206,15 @@ class TrainWorkload:
       forward's, in (0, 1] (data- and weight-gradient GEMMs with transposed
       operands, FlashAttention's backward: 63% of the A100's peak at most
       against 73% forward, Dao 2023 Sec. 4.1); the backward's time is
-      divided by it. The default 0.775 is fitted on measured runs (with
+      divided by it. The default 0.80 is fitted on measured runs (with
       the MoE host time, `training_moe`): the dev rows of
       data/measured/training_2026-12.csv (experiments/training/
       fit_backward.py; grid of 0.025 over its bounds [0.5, 1]; refitted
       after the fp32 loss, the training attention kernel and the dtype
       fallback were modelled: 0.75 before; refitted again after the
-      calibration's compute / tile_latency pin of 2026-12-05: unchanged).
+      calibration's compute / tile_latency pin of 2026-12-05: unchanged;
+      after Megatron's backward re-gather and SC'21's all-reduce TP: 0.775
+      to 0.80).
     attention_kernel_speed: the training stack's attention kernel's rate
       over the chip's own (calibrated: the kernel written for it, as
       inference engines run), in (0, 1]; it scales the chip's
@@ -259,7 +261,7 @@ class TrainWorkload:
     eff_moe: jax.Array = _f32(1.0)
     ep_overlap: jax.Array = _f32(0.0)
     dropout: jax.Array = _f32(0.0)
-    backward_efficiency: jax.Array = _f32(0.775)  # fitted on dev rows: experiments/training/fit_backward.py
+    backward_efficiency: jax.Array = _f32(0.80)  # fitted on dev rows: experiments/training/fit_backward.py
     moe_layer_host_s: jax.Array = _f32(MOE_LAYER_HOST_S)
     moe_expert_host_s: jax.Array = _f32(MOE_EXPERT_HOST_S)
     attention_kernel_speed: jax.Array = _f32(1.0)
@@ -277,7 +279,15 @@ class TrainOptions:
     """Static choices: the inference `Options` the table is built and priced
     with, the pipeline schedule (SCHEDULES; interleaving is `Parallel.vp`),
     Megatron's sequence parallelism (on: tp > 1 runs it, as Megatron-Core
-    and NeMo do) and the MoE token dispatcher (MOE_DISPATCHERS, software:
+    and NeMo do; off: Megatron-LM before 2022, the all-reduce after each
+    sublayer), whether sequence-parallel GEMMs gather their input again for
+    the weight gradients (`sp_regather`, software: Megatron-Core's
+    LinearWithGradAccumulationAndAsyncCommunication and Transformer
+    Engine's Linear save the input's shard and all-gather it again in the
+    backward beside the data-gradient GEMM; False: autograd saves the
+    gathered input, as PyTorch DTensor's SequenceParallel does in
+    TorchTitan, which holds it in memory instead) and the MoE token
+    dispatcher (MOE_DISPATCHERS, software:
     "alltoall", Megatron-Core's all-to-all dispatcher, recommended with
     expert parallelism in its MoE README; "fused", its flex dispatcher on
     DeepEP or HybridEP, whose kernels permute as they send and cross the
@@ -287,6 +297,7 @@ class TrainOptions:
     options: Options = Options()
     schedule: str = "1f1b"
     sequence_parallel: bool = True
+    sp_regather: bool = True
     moe_dispatcher: str = "alltoall"
 
     def __post_init__(self):
@@ -517,7 +528,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     layers_rank = par.vp * jnp.ceil(model.layers / (par.pp * par.vp))
     stash = tm.in_flight(par.pp, par.vp, m, options.schedule)
     act = (tm.activation_per_layer(model, par.tp, par.cp, twl.micro_batch, twl.seq, twl.recompute,
-                                   opts.fused_attention, twl.dropout, tm.module_flags(twl)) * layers_rank * stash
+                                   opts.fused_attention, twl.dropout, tm.module_flags(twl), options.sequence_parallel,
+                                   options.sp_regather) * layers_rank * stash
            + tm.LOGIT_BYTES * twl.micro_batch * jnp.ceil(twl.seq / par.cp) * model.vocab / par.tp)
     mem = wb + gb + ob + act
     cap = capacity_bytes(hw)

@@ -197,8 +197,13 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
     max(c - g·(tp - 1)/tp, 0) beside g s of GEMMs. Forward (and full
     recompute): the all-gather beside the first GEMMs, the reduce-scatter
     (all-reduce without SP) beside the last; backward: their conjugates
-    beside the same GEMMs' gradients. The embedding's collective and the
-    cross-entropy statistics have no GEMM beside them: exposed."""
+    beside the same GEMMs' gradients, and with `TrainOptions.sp_regather`
+    the first GEMMs' (and the head's) input all-gathered again for their
+    weight gradients beside them (Megatron-Core's
+    LinearWithGradAccumulationAndAsyncCommunication.backward: the gather
+    beside the data-gradient GEMM, the reduce-scatter beside the weight
+    gradient's). The embedding's collective and the cross-entropy
+    statistics have no GEMM beside them: exposed."""
     opts, sp = topts.options, topts.sequence_parallel
     ov = jnp.clip(par.overlap, 0.0, 1.0)
     chunk = safe_div(par.tp - 1.0, par.tp)
@@ -207,6 +212,7 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
     names = [n for n in TP_OVERLAP_GEMMS if n in t.names]
     idx = np.array([t.names.index(n) for n in names])
     kinds = ("allgather", "reducescatter") if sp else (None, "allreduce")
+    regather = float(sp and topts.sp_regather)  # a second all-gather in the backward of each gathered input
     tot, exp, lv = 0.0, 0.0, 0.0
     for side, kind in enumerate(kinds):
         if kind is None:
@@ -214,9 +220,10 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
         c, levels = collective(kind, hw, t.comm_n[idx], t.comm_b[idx], t.comm_s[idx], opts, p)
         g_f, g_b = (_tp_windows(t, w, x, names, side) for x in (gemm_fwd, gemm_bwd))
         wi = w[idx]
-        tot = tot + (2.0 + rec_full) * jnp.sum(wi * c)
-        exp = exp + jnp.sum(wi * ((1.0 + rec_full) * beside(c, g_f) + beside(c, g_b)))
-        lv = lv + (2.0 + rec_full) * jnp.sum(wi[:, None] * levels, axis=0)
+        bwd = 1.0 + (regather if side == 0 else 0.0)  # collectives of this row in the backward
+        tot = tot + (1.0 + bwd + rec_full) * jnp.sum(wi * c)
+        exp = exp + jnp.sum(wi * ((1.0 + rec_full) * beside(c, g_f) + beside(bwd * c, g_b)))
+        lv = lv + (1.0 + bwd + rec_full) * jnp.sum(wi[:, None] * levels, axis=0)
     head = np.array([t.names.index("lm_head")])
     emb = row_comm(t, ("embedding_allreduce",), ("reducescatter",) if sp else ("allreduce",), hw, w, opts, p)
     ce = row_comm(t, ("lm_head_allgather",), ("allreduce",), hw, w, opts, p, nbytes=t.m[head] * CE_STATS_BYTES)
@@ -225,7 +232,8 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
         ffn = np.array([t.names.index("ffn_allreduce")])
         g, g_lv = row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
         wins = [jnp.sum(w[head] * x[head]) for x in (gemm_fwd, gemm_bwd)]  # the head's GEMM on the rank
-        tot, exp, lv = tot + 2.0 * g, exp + beside(g, wins[0]) + beside(g, wins[1]), lv + 2.0 * g_lv
+        n = 2.0 + regather
+        tot, exp, lv = tot + n * g, exp + beside(g, wins[0]) + beside((n - 1.0) * g, wins[1]), lv + n * g_lv
     return tot, exp, lv
 
 
@@ -245,7 +253,9 @@ def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep
         ep, lv_ep = fused_ep_comm(t, hw, w, opts, p, top_k)
     else:
         ep, lv_ep = row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
-    send_scale = 1.0 / par.tp if topts.sequence_parallel else 1.0
+    # Each tp rank sends 1/tp of the activations: its sequence-parallel shard, or without SP Megatron's
+    # scatter/gather optimization (Narayanan et al. SC'21 Sec. 4.1; the NVLink all-gather after it is left out).
+    send_scale = 1.0 / par.tp
     pp, lv_pp = row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
     # Per pass: forward, backward (the gradients' sends), full recompute.
     ov, ov_ep = jnp.clip(par.overlap, 0.0, 1.0), jnp.clip(ep_overlap, 0.0, 1.0)

@@ -23,6 +23,11 @@ by term for other shapes (GQA, gated FFNs, no dropout, MoE:
   selective recomputation   s·b·h·34 / t
   full recomputation        s·b·h·2 / t  (each layer's input only; Megatron
                             stores its sequence-parallel shard)
+Without sequence parallelism (Table 2's tensor-parallel rows) the norms'
+inputs and outputs and the dropout masks, 10·s·b·h, stay whole on every
+rank, as does the full recomputation's layer input; with sequence
+parallelism whose autograd saves the gathered inputs (PyTorch DTensor,
+`TrainOptions.sp_regather` False) the norms' outputs, 4·s·b·h, do.
 The 5·a·s²·b term is the attention matrix (scores, softmax, dropout); a
 fused FlashAttention kernel stores none of it (only the output and the
 log-sum-exp, Dao 2023), so it is charged only when attention is not fused.
@@ -103,10 +108,11 @@ def module_rows(t: OpTable, twl, row_values) -> jax.Array:
 
 
 def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fused_attention: bool, dropout=1.0,
-                         modules=None):
+                         modules=None, sequence_parallel: bool = True, sp_regather: bool = True):
     """Bytes one chip keeps per transformer layer for one micro-batch
     (Korthikanti et al. Sec. 4.1 term by term, tensor + sequence parallel:
-    everything over t; see the module doc). recompute: traced code, 0 none,
+    everything over t; see the module doc; `sequence_parallel` and
+    `sp_regather` as TrainOptions: what stays whole). recompute: traced code, 0 none,
     1 selective, 2 full. dropout: 1 when the model trains with dropout (its
     1-byte masks: GPT in Megatron), 0 without (Llama, most models since).
     modules: [4] 0/1 of RECOMPUTE_MODULES recomputed besides (their
@@ -140,11 +146,17 @@ def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fuse
     per_token = 4.0 * h + mixer + dense_share * dense_mlp + moe_share * moe_mlp
     if modules is not None:
         per_token = per_token - jnp.sum(jnp.asarray(modules) * module_savings(model))
+    # Kept whole on every tp rank: the GEMMs' gathered inputs (the mixer's and the FFN's norm outputs), and
+    # without SP the norms' inputs and the dropout masks too (Korthikanti Table 2: 10·s·b·h of GPT's 34).
+    gathered = 2.0 * h + (moe_share + dense_share) * 2.0 * h
+    whole = (gathered + 4.0 * h + 2.0 * dropout * h if not sequence_parallel
+             else 0.0 if sp_regather else gathered)
+    layer_input = KORTHIKANTI_FULL * h * (1.0 if sequence_parallel else tp)
     tokens = s_loc * micro_batch
     scores = 0.0 if fused_attention else (1.0 - mamba_share) * (2.0 + 3.0 * dropout) * a * seq * tokens
-    none = (per_token * tokens + scores) / tp
-    selective = per_token * tokens / tp
-    full = KORTHIKANTI_FULL * h * tokens / tp
+    selective = (per_token + (tp - 1.0) * whole) * tokens / tp
+    none = selective + scores / tp
+    full = layer_input * tokens / tp
     return jnp.where(recompute >= 1.5, full, jnp.where(recompute >= 0.5, selective, none))
 
 
