@@ -245,14 +245,19 @@ def train_options(row) -> TrainOptions:
     SC'21's Megatron-LM also predates sequence parallelism (Korthikanti et
     al. 2022), so its tensor-parallel sublayers end in all-reduces and
     their norms run on every rank. TorchTitan's sequence parallelism is
-    PyTorch DTensor's, whose autograd saves each gathered input instead of
-    gathering it again in the backward (`TrainOptions.sp_regather`).
-    The MoE dispatcher: `moe_dispatcher`."""
+    PyTorch DTensor's, whose autograd saves each gathered input
+    (`TrainOptions.sp_regather` False) unless activation checkpointing
+    says otherwise: under full AC the recomputed forward gathers and saves
+    it again (the model's full recomputation), and its per-op selective AC
+    does not save all-gathers (torchtitan's _op_sac_save_list: matmuls,
+    attention, reduce-scatters, max), so the backward gathers again as
+    Megatron's does. The MoE dispatcher: `moe_dispatcher`."""
     fam = family(row["source"])
     if fam in ("Megatron-LM SC21", "Megatron-LM README 2022"):
         return TrainOptions(options=Options(fused_attention=False), sequence_parallel=fam != "Megatron-LM SC21",
                             moe_dispatcher=moe_dispatcher(row))
-    return TrainOptions(sp_regather=fam != "TorchTitan", moe_dispatcher=moe_dispatcher(row))
+    regather = fam != "TorchTitan" or "per-op" in row["recompute"].lower()
+    return TrainOptions(sp_regather=regather, moe_dispatcher=moe_dispatcher(row))
 
 
 def attention_kernel(row) -> float:
