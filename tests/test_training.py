@@ -375,6 +375,7 @@ def specs(tmp_path_factory):
     (["--chips", "1", "--recompute-modules", "layernorm,attn"],
      "--recompute-modules 'attn' is not one of layernorm, mla_up_proj, moe_act, mlp"),
     (["--chips", "1", "--dtype", "fp16"], "--dtype 'fp16' is not one of bf16, fp8, fp4, int8"),
+    (["--chips", "1", "--sp", "dtensor"], "--sp 'dtensor' is not one of regather, saved, off"),
     (["--chips", "3", "--tp", "3"], "--tp 3 does not divide the model's 4 attention heads; e.g. --tp 1, 2, 4"),
     (["--chips", "1", "--overlap", "1.5"], "--overlap must lie in [0, 1], got 1.5"),
     (["--chips", "1", "--moe-host", "1e-3"],
@@ -397,6 +398,25 @@ def test_cli_bad_input(specs, capsys, flags, message):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_cli_sequence_parallel_modes(specs, capsys):
+    """--sp: Megatron's re-gather costs TP communication that DTensor's saved
+    inputs cost in memory instead; without sequence parallelism the norms'
+    inputs and the dropout masks stay whole on every rank too (more memory
+    still). The text header names a mode that is not the default."""
+    cfg, chip, _ = specs
+    args = ["train", "--model", cfg, "--hardware", chip, "--chips", "2", "--tp", "2", "--global-batch", "2",
+            "--micro-batch", "2", "--seq", "128"]
+    out = {}
+    for mode in ("regather", "saved", "off"):
+        assert main([*args, "--sp", mode, "--json"]) == 0
+        out[mode] = json.loads(capsys.readouterr().out)
+        assert out[mode]["sp"] == mode
+    assert out["regather"]["comm_exposed_s"]["tp"] > out["saved"]["comm_exposed_s"]["tp"]
+    assert out["regather"]["memory_bytes"] < out["saved"]["memory_bytes"] < out["off"]["memory_bytes"]
+    assert main([*args, "--sp", "saved"]) == 0
+    assert "sequence parallelism saved" in capsys.readouterr().out.splitlines()[0]
 
 
 def test_cli_json_and_infeasible(specs, capsys):

@@ -18,6 +18,7 @@ from jaxplat.cost.training import (
     MOE_EXPERT_HOST_S,
     MOE_LAYER_HOST_S,
     RECOMPUTE,
+    SP_MODES,
     TrainOptions,
     TrainWorkload,
     fold_experts,
@@ -85,6 +86,12 @@ def register(sub):
                    help=f"MoE token dispatcher, one of {', '.join(MOE_DISPATCHERS)}: alltoall is Megatron-Core's "
                         "all-to-all dispatcher (permute and sort passes of their own), fused its flex dispatcher on "
                         "DeepEP or HybridEP (permutes inside the communication kernels) (default alltoall)")
+    p.add_argument("--sp", default="regather",
+                   help=f"how tensor parallelism runs, one of {', '.join(SP_MODES)}: regather is Megatron-Core / "
+                        "Transformer Engine sequence parallelism (each GEMM input's shard saved and all-gathered "
+                        "again in the backward), saved PyTorch DTensor's (TorchTitan: the gathered inputs kept in "
+                        "memory, no second gather), off all-reduce TP without sequence parallelism (Megatron-LM "
+                        "before 2022) (default regather)")
     p.add_argument("--tokens", type=float, default=0.0, help="tokens to train on: prints days, energy and cost")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
     p.add_argument("--allow-infeasible", action="store_true",
@@ -131,6 +138,8 @@ def validate(args, model) -> int:
     moe_host(args)
     if args.moe_dispatcher not in MOE_DISPATCHERS:
         raise SpecError(f"--moe-dispatcher {args.moe_dispatcher!r} is not one of {', '.join(MOE_DISPATCHERS)}")
+    if args.sp not in SP_MODES:
+        raise SpecError(f"--sp {args.sp!r} is not one of {', '.join(SP_MODES)}")
     if args.zero not in ZERO:
         raise SpecError(f"--zero {args.zero!r} is not one of {', '.join(ZERO)}")
     for flag in SHARE_FLAGS:
@@ -240,7 +249,8 @@ def run(args) -> int:
     par = fold_experts(Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp,
                                 overlap=args.overlap), args.tp if args.etp is None else args.etp)
     twl = train_workload(args, hw)
-    topts = TrainOptions(moe_dispatcher=args.moe_dispatcher)
+    sp, regather = SP_MODES[args.sp]
+    topts = TrainOptions(sequence_parallel=sp, sp_regather=regather, moe_dispatcher=args.moe_dispatcher)
     res = compiled.run("train", train_arrays, (model, hw, par, twl), (topts,), compiled.cache_dir())
     m = res["metrics"]
     reasons = []
@@ -257,7 +267,7 @@ def run(args) -> int:
     if args.json:
         out = {k: (bool(getattr(m, k)) if k == "fits" else float(getattr(m, k))) for k in JSON_KEYS}
         out.update(model=args.model, hardware=args.hardware, chips=args.chips, dp=dp,
-                   etp=args.tp if args.etp is None else args.etp, moe_dispatcher=args.moe_dispatcher,
+                   etp=args.tp if args.etp is None else args.etp, moe_dispatcher=args.moe_dispatcher, sp=args.sp,
                    recompute_modules=recompute_modules(args),
                    microbatches=float(m.microbatches),
                    bubble_fraction=float(m.bubble_fraction), capacity_bytes=float(m.capacity_bytes),
@@ -274,11 +284,13 @@ def run(args) -> int:
 
 
 def _options(args) -> str:
-    """The header's non-default options: the overlap shares (SHARE_FLAGS) and the MoE dispatcher."""
+    """The header's non-default options: the overlap shares (SHARE_FLAGS), the MoE dispatcher, --sp."""
     names = {"overlap": "TP/PP overlap", "ep_overlap": "EP overlap"}
     parts = [f"{names[f]} {getattr(args, f):g}" for f in SHARE_FLAGS if getattr(args, f)]
     if args.moe_dispatcher != "alltoall":
         parts.append(f"MoE dispatcher {args.moe_dispatcher}")
+    if args.sp != "regather":
+        parts.append(f"sequence parallelism {args.sp}")
     if moe_host(args) != (MOE_LAYER_HOST_S, MOE_EXPERT_HOST_S):
         parts.append(f"MoE host {args.moe_host} s")
     return "".join(f", {p}" for p in parts)

@@ -118,6 +118,10 @@ from jaxplat.specs.units import DTYPES
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "gpipe")
 MOE_DISPATCHERS = ("alltoall", "fused")  # TrainOptions.moe_dispatcher
+# How tensor parallelism runs (`jaxplat train --sp`): TrainOptions (sequence_parallel, sp_regather) of each
+# software: Megatron-Core / Transformer Engine sequence parallelism, gathering each input again in the
+# backward; PyTorch DTensor's, keeping the gathered inputs; no sequence parallelism (all-reduce TP).
+SP_MODES = {"regather": (True, True), "saved": (True, False), "off": (False, True)}
 COMM_NAMES = ("tp", "cp", "ep", "pp", "dp")
 BACKWARD_GEMM = 2.0       # data + weight gradient GEMMs (Narayanan et al. SC'21 Sec. 3.5)
 BACKWARD_ATTENTION = 2.5  # FlashAttention-2 backward / forward FLOPs (Dao 2023, Sec. 3.1)
@@ -557,5 +561,5 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
 
 
 __all__ = ["COMM_NAMES", "MOE_DISPATCHERS", "MOE_EXPERT_HOST_S", "MOE_LAYER_HOST_S", "RECOMPUTE",
-           "SCHEDULES", "TrainMetrics", "TrainOptions", "TrainWorkload",
+           "SCHEDULES", "SP_MODES", "TrainMetrics", "TrainOptions", "TrainWorkload",
            "fold_experts", "forward_table", "rank_weights", "train_chips", "train_step"]
