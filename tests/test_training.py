@@ -148,6 +148,10 @@ def test_korthikanti_activations(model, hw):
     kept = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(1.0), fused_attention=False,
                                 sp_regather=False)
     np.testing.assert_allclose(kept, sbh * (4 + 30 / 8), rtol=1e-6)
+    # ... unless the norms are recomputed (recompute_modules layernorm): their outputs are not kept at all
+    no_norms = activation_per_layer(gpt3, 8.0, 1.0, 1.0, 2048.0, jnp.float32(1.0), fused_attention=False,
+                                    modules=[1.0, 0.0, 0.0, 0.0], sp_regather=False)
+    np.testing.assert_allclose(no_norms, sbh * 30 / 8, rtol=1e-6)
     # tiny model (SwiGLU, no dropout), tp = 2, FlashAttention (no score term): per token norms 4h, attention
     # 2h + 2q + 4k + 2q = 10h, MLP 2h + 2·2·f + 2f = 2h + 6f
     per_layer = (4 * 64 + 10 * 64 + 2 * 64 + 6 * 128) * 128 * 2 / 2

@@ -149,6 +149,8 @@ def activation_per_layer(model: Model, tp, cp, micro_batch, seq, recompute, fuse
     # Kept whole on every tp rank: the GEMMs' gathered inputs (the mixer's and the FFN's norm outputs), and
     # without SP the norms' inputs and the dropout masks too (Korthikanti Table 2: 10·s·b·h of GPT's 34).
     gathered = 2.0 * h + (moe_share + dense_share) * 2.0 * h
+    if modules is not None:  # recomputed norms keep no output, gathered or not
+        gathered = gathered * (1.0 - jnp.asarray(modules)[0])
     whole = (gathered + 4.0 * h + 2.0 * dropout * h if not sequence_parallel
              else 0.0 if sp_regather else gathered)
     layer_input = KORTHIKANTI_FULL * h * (1.0 if sequence_parallel else tp)
