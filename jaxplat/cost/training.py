@@ -41,7 +41,9 @@ outermost, as Megatron-Core orders its groups, so a group's stride is the
 product of the degrees inside it):
   tp  sequence parallel: all-gather + reduce-scatter of the layer's hidden
       states before and after attention and the MLP (Korthikanti Sec. 4.2.2),
-      the conjugates in backward, again in full recomputation; without it
+      the conjugates in backward and each gathered input gathered again
+      there for its weight gradient (`TrainOptions.sp_regather`: Megatron-Core,
+      Transformer Engine), again in full recomputation; without it
       all-reduces. The LM head all-gathers its input and all-reduces the
       vocabulary-parallel cross-entropy's 3 fp32 statistics per token in
       the forward (Megatron's vocab_parallel_cross_entropy). Full
