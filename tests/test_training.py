@@ -310,22 +310,24 @@ def test_context_parallel_ranks_reduce_gradients(model, hw):
 
 
 def test_a_training_study_sweeps_hybrid_sharding(tmp_path, capsys):
-    """A study's `dp_shard` axis shards as `jaxplat train --dp-shard` does:
-    every row of top_k.csv, sent back through `jaxplat train` with its
-    flags, gives the same step time; 3 does not divide dp (64 or 32), so
-    its points are not feasible, and the top rows name --dp-shard only
-    where it is not 0."""
+    """A study's `dp_shard` axis shards as `jaxplat train --dp-shard` does,
+    and its `options.sp` runs tensor parallelism as `--sp` does: every row
+    of top_k.csv, sent back through `jaxplat train` with its flags, gives
+    the same step time; 3 does not divide dp (64 or 32), so its points are
+    not feasible, and the top rows name --dp-shard only where it is not 0
+    (and --sp, not the default, in every row)."""
     from jaxplat.search.train_study import load_study, train_command
     study = dict(name="hsdp", task="train", models=["llama-3.1-8b"], hardware="dgx-h100-pod",
                  axes=dict(chips=[64], tp=[1, 2], zero=[1, 3], dp_shard=[0, 3, 8], global_batch=[64], seq=[2048]),
-                 objective={"maximize": "tokens_per_s_per_chip"}, top_k=20)
+                 options={"sp": "saved"}, objective={"maximize": "tokens_per_s_per_chip"}, top_k=20)
     path, top = sweep_training_study(tmp_path, study, capsys)
     assert sorted(zip(top["tp"], top["zero"], top["dp_shard"])) == [
         (t, z, d) for t in (1, 2) for z in (1, 3) for d in (0, 8)]
     st = load_study(path)
     for _, r in top.iterrows():
-        argv = train_argv("llama-3.1-8b", "dgx-h100-pod", r, TRAIN_FLAGS + ("dp_shard",))
+        argv = train_argv("llama-3.1-8b", "dgx-h100-pod", r, TRAIN_FLAGS + ("dp_shard",)) + ["--sp", "saved"]
         assert (" --dp-shard 8" in train_command(st, r)) == (r["dp_shard"] == 8)
+        assert " --sp saved" in train_command(st, r)
         assert main(argv) == 0, argv
         got = json.loads(capsys.readouterr().out)
         np.testing.assert_allclose(got["step_time_s"], r["step_time_s"], rtol=1e-5)

@@ -196,6 +196,8 @@ def test_a_training_study_carries_its_moe_dispatcher_into_the_train_command():
     assert "--moe-dispatcher" not in train_command(study_from_dict({**d, "options": {}}), row)
     with pytest.raises(SpecError, match="options.moe_dispatcher must be one of alltoall, fused, got 'deepep'"):
         study_from_dict({**d, "options": {"moe_dispatcher": "deepep"}})
+    with pytest.raises(SpecError, match="options.sp must be one of regather, saved, off, got 'dtensor'"):
+        study_from_dict({**d, "options": {"sp": "dtensor"}})
 
 
 def test_moe_parallel_folding_splits_the_experts_over_the_tp_ranks(model, tmp_path, capsys):

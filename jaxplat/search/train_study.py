@@ -40,7 +40,15 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost.training import MOE_DISPATCHERS, RECOMPUTE, TrainOptions, TrainWorkload, fold_experts, train_step
+from jaxplat.cost.training import (
+    MOE_DISPATCHERS,
+    RECOMPUTE,
+    SP_MODES,
+    TrainOptions,
+    TrainWorkload,
+    fold_experts,
+    train_step,
+)
 from jaxplat.cost.training_memory import RECOMPUTE_MODULES, checks
 from jaxplat.cost.training_moe import fold_valid
 from jaxplat.model import replace
@@ -247,7 +255,7 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
         raise SpecError(f"{src}: axes must be a mapping of axis name to a list or range")
     check_keys(src, "axes.", axes_raw, TRAIN_AXES + _HARDWARE_AXES, required=REQUIRED_AXES)
     opts = d.get("options", {}) or {}
-    check_keys(src, "options.", opts, ("schedule", "moe_dispatcher"))
+    check_keys(src, "options.", opts, ("schedule", "moe_dispatcher", "sp"))
     schedule = opts.get("schedule", "1f1b")
     if schedule not in ("1f1b", "gpipe"):
         raise SpecError(f"{src}: options.schedule must be 1f1b or gpipe, got {schedule!r}")
@@ -255,6 +263,10 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     if dispatcher not in MOE_DISPATCHERS:
         raise SpecError(f"{src}: options.moe_dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, "
                         f"got {dispatcher!r}")
+    sp_mode = opts.get("sp", "regather")
+    if sp_mode not in SP_MODES:
+        raise SpecError(f"{src}: options.sp must be one of {', '.join(SP_MODES)}, got {sp_mode!r}")
+    sp, regather = SP_MODES[sp_mode]
     c = d.get("constraints", {}) or {}
     check_keys(src, "constraints.", c, ("max_chips", "max_memory_fraction"))
     obj = d["objective"]
@@ -281,7 +293,8 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     group_by = infer.group_by_index(src, d.get("group_by"), outer)
     base_twl = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0, tokens=tokens)
     study = TrainStudy(**{f.name: getattr(st, f.name) for f in dataclasses.fields(Study)}, tokens=tokens,
-                       train_options=TrainOptions(schedule=schedule, moe_dispatcher=dispatcher))
+                       train_options=TrainOptions(schedule=schedule, sequence_parallel=sp, sp_regather=regather,
+                                                  moe_dispatcher=dispatcher))
     study = dataclasses.replace(study, outer=outer, workloads=(base_twl,), workload_names=("train",),
                                 objective=objective, maximize=sense == "maximize", pareto=tuple(pareto),
                                 group_by=group_by, ttft=None, tpot=None)
@@ -317,9 +330,12 @@ def train_command(study, row) -> str:
     modules = [k.removeprefix("recompute_") for k in MODULE_AXES if k in row and float(row[k]) == 1.0]
     if modules:
         flags += f" --recompute-modules {','.join(modules)}"
-    dispatcher = getattr(study, "train_options", TrainOptions()).moe_dispatcher
-    if dispatcher != "alltoall":
-        flags += f" --moe-dispatcher {dispatcher}"
+    topts = getattr(study, "train_options", TrainOptions())
+    if topts.moe_dispatcher != "alltoall":
+        flags += f" --moe-dispatcher {topts.moe_dispatcher}"
+    sp_mode = next(k for k, v in SP_MODES.items() if v == (topts.sequence_parallel, topts.sp_regather))
+    if sp_mode != "regather":
+        flags += f" --sp {sp_mode}"
     model, chip = row.get("model", study.model_names[0]), row.get("hardware", study.hardware_name)
     note = " (on the base chip: hardware axes are not flags of jaxplat train)" if study.inner else ""
     return f"jaxplat train --model {model} --hardware {chip} {flags}{note}"
