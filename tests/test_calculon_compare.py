@@ -36,6 +36,16 @@ def test_mapping_by_hand():
                    "zero": [0, 1], "dp_overlap": [0, 1], "bytes_grad_comm": [2, 2], "dropout": [1, 1]}
 
 
+def test_tp_modes():
+    """All-reduce TP; sequence parallelism with Megatron's redone
+    all-gather (jaxplat's sp_regather); without it (a full-recompute
+    execution of the slice)."""
+    full = {**TAB5_530B_SEQSEL, "activation_recompute": "full", "seq_par_ag_redo": False}
+    assert cc.tp_mode(TAB5_530B_SEQSEL) == (True, True)
+    assert cc.tp_mode(full) == (True, False)
+    assert cc.tp_mode({**full, "tensor_par_comm_type": "ar"}) == (False, True)
+
+
 def test_expressible():
     """Offloading, p2p_rs_ag, a TP group off NVLink, and sequence
     parallelism without Megatron's redone all-gather are not expressed."""
