@@ -128,6 +128,8 @@ BAD = (
     ({"train": {"seq": 4096.5, "global_batch": 256, "tokens": 1e12}}, "train.seq"),
     ({"train": {"seq": 4096, "global_batch": 256, "tokens": 1e12, "moe_dispatcher": "deepep"}},
      "train.moe_dispatcher 'deepep' unknown; allowed: alltoall, fused"),
+    ({"train": {"seq": 4096, "global_batch": 256, "tokens": 1e12, "sp": "dtensor"}},
+     "train.sp 'dtensor' unknown; allowed: regather, saved, off"),
     ({"candidates": {"chips": [], "tp": [2]}}, "candidates.chips"),
     ({"candidates": {"chips": list(range(1, 65)), "tp": list(range(1, 65)), "pp": [1, 2]}}, "candidates"),
 )
@@ -146,6 +148,8 @@ def test_a_training_codesign_takes_its_moe_dispatcher():
                                                  "moe_dispatcher": "fused"}})
     assert p.moe_dispatcher == "fused"
     assert problem_from_dict(STUDY)[0].moe_dispatcher == "alltoall"
+    p, _ = problem_from_dict({**STUDY, "train": {"seq": 4096, "global_batch": 256, "tokens": 1e12, "sp": "saved"}})
+    assert p.sp == "saved" and problem_from_dict(STUDY)[0].sp == "regather"
 
 
 def test_objective_name_implies_training():

@@ -313,7 +313,8 @@ def _train_summary(prob: cd.Problem, i: int, chip_path, cfg: dict) -> dict:
     cmd = (f"jaxplat train --model {cfg['model']} --hardware {chip_path} "
            + " ".join(f"--{k} {v:.0f}" for k, v in flags.items())
            + f" --dtype {dtype} --recompute {c['recompute']} --zero {c['zero']:.0f} --tokens {float(twl.tokens):.6g}"
-           + (f" --moe-dispatcher {prob.moe_dispatcher}" if prob.moe_dispatcher != "alltoall" else ""))
+           + (f" --moe-dispatcher {prob.moe_dispatcher}" if prob.moe_dispatcher != "alltoall" else "")
+           + (f" --sp {prob.sp}" if prob.sp != "regather" else ""))
     apart = [f"profile {prob.profile}"] * (prob.profile != "default") + [f"schedule {prob.schedule}"] * (
         prob.schedule != "1f1b")
     if apart:  # what jaxplat train has no flag for: its numbers differ from the study's

@@ -106,8 +106,9 @@ class Problem:
       profile: cost-model profile ('default' or 'genz').
       task: "infer" (workload: a serving `Workload`, cand: CANDIDATE_KEYS)
         or "train" (workload: a `TrainWorkload`, cand: ct.TRAIN_CANDIDATE_KEYS,
-        costed by cost.training.train_step with pipeline `schedule` and
-        `moe_dispatcher`, as TrainOptions names them).
+        costed by cost.training.train_step with pipeline `schedule`,
+        `moe_dispatcher` and `sp` (cost.training.SP_MODES), as TrainOptions
+        and `jaxplat train --sp` name them).
       space: the design variables, "chip" (PARAMS) or "array" (systolic
         array rows, cols, cores, SRAM per core, stacks, link; jaxplat.design.spaces).
     """
@@ -128,6 +129,7 @@ class Problem:
     task: str = static("infer")
     schedule: str = static("1f1b")
     moe_dispatcher: str = static("alltoall")
+    sp: str = static("regather")
 
     @property
     def params(self) -> tuple:
@@ -211,7 +213,7 @@ def candidate_metrics(prob: Problem, hw: Hardware, par, wl, options: Options, sh
     deployment (`served_evaluate`: Metrics) or, in a training problem, a
     training step (`ct.metrics`: TrainMetrics)."""
     if prob.task == "train":
-        return ct.metrics(prob.model, hw, par, wl, options, prob.schedule, sharpness, prob.moe_dispatcher)
+        return ct.metrics(prob.model, hw, par, wl, options, prob.schedule, sharpness, prob.moe_dispatcher, prob.sp)
     return served_evaluate(prob.model, hw, par, wl, options, sharpness)
 
 

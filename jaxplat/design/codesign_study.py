@@ -25,7 +25,7 @@ _STUDY_KEYS = ("name", "description", "task", "model", "workload", "train", "tec
 # A training co-design's `train:` block: the run (tokens per sequence, sequences per step, GEMM recipe, tokens
 # to train on, pipeline schedule) and its deadline in days (none when absent).
 MAX_CANDIDATES = 4096
-_TRAIN_KEYS = ("seq", "global_batch", "dtype", "tokens", "schedule", "moe_dispatcher", "max_days")
+_TRAIN_KEYS = ("seq", "global_batch", "dtype", "tokens", "schedule", "moe_dispatcher", "sp", "max_days")
 
 
 def _pow2(n: int) -> int:
@@ -110,7 +110,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
     if profile not in PROFILES:
         raise SpecError(f"{src}: profile {profile!r} unknown; allowed: {', '.join(PROFILES)}")
     if task == "train":
-        workload, schedule, dispatcher, deadline = _train_run(src, d["train"])
+        workload, schedule, dispatcher, sp, deadline = _train_run(src, d["train"])
         dtype = d["train"].get("dtype", "bf16")
         valid = ct.validity(model, workload, cand) & (np.arange(pad) < n)
         if not valid.any():
@@ -118,7 +118,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
                             "the heads, global_batch by micro_batch·dp, pp·vp <= layers, 2·cp dividing seq)")
     else:
         workload, schedule, deadline, dtype = load_workload(d["workload"]), "1f1b", math.inf, None
-        dispatcher = "alltoall"
+        dispatcher, sp = "alltoall", "regather"
         valid = candidate_validity(model, base, workload, cand, profile) & (np.arange(pad) < n)
         if not valid.any():
             raise SpecError(f"{src}: no candidate divides the model (check tp against the heads, "
@@ -127,7 +127,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
     prob = Problem(model=model, workload=workload, base=base, tech=tech,
                    lo=np.array(lo, np.float32), hi=np.array(hi, np.float32), cand=cand, valid=valid,
                    objective=objective, budget=jnp.float32(budget), deadline=jnp.float32(deadline),
-                   profile=profile, space=space, task=task, schedule=schedule, moe_dispatcher=dispatcher)
+                   profile=profile, space=space, task=task, schedule=schedule, moe_dispatcher=dispatcher, sp=sp)
     check_keys(src, "grid.", grid, tuple(p for p in names if p != "hbm_stacks"))
     label = d["workload"] if task == "infer" else f"train {float(workload.tokens):.4g} tokens"
     run = dict(**settings, name=d.get("name", str(src)), model=d["model"],
@@ -177,10 +177,10 @@ def _candidates(src, cd, keys, task) -> tuple[dict, int]:
 
 
 def _train_run(src, t) -> tuple:
-    """(TrainWorkload, schedule, MoE dispatcher, deadline in s) of a training co-design's
+    """(TrainWorkload, schedule, MoE dispatcher, sp mode, deadline in s) of a training co-design's
     `train:` block (_TRAIN_KEYS); dtype as `jaxplat train --dtype` means it
     (search.train_study.RECIPES: fp8 is the chip generation's recipe)."""
-    from jaxplat.cost.training import MOE_DISPATCHERS, SCHEDULES, TrainWorkload
+    from jaxplat.cost.training import MOE_DISPATCHERS, SCHEDULES, SP_MODES, TrainWorkload
     from jaxplat.search.train_study import RECIPES
     from jaxplat.specs import SpecError, check_keys, integer, number, units
 
@@ -194,6 +194,9 @@ def _train_run(src, t) -> tuple:
     dispatcher = t.get("moe_dispatcher", "alltoall")
     if dispatcher not in MOE_DISPATCHERS:
         raise SpecError(f"{src}: train.moe_dispatcher {dispatcher!r} unknown; allowed: {', '.join(MOE_DISPATCHERS)}")
+    sp = t.get("sp", "regather")
+    if sp not in SP_MODES:
+        raise SpecError(f"{src}: train.sp {sp!r} unknown; allowed: {', '.join(SP_MODES)}")
     days = number(src, "train.max_days", t["max_days"]) if "max_days" in t else math.inf
     if days == 0:
         raise SpecError(f"{src}: train.max_days must be positive, got 0")
@@ -202,7 +205,7 @@ def _train_run(src, t) -> tuple:
                         micro_batch=1.0, seq=float(integer(src, "train.seq", t["seq"])),
                         tokens=number(src, "train.tokens", t["tokens"]), bytes_act=bytes_act,
                         compute_dtype=float(units.DTYPES.index(name)), scale_block=block)
-    return twl, schedule, dispatcher, days * ct.SECONDS_PER_DAY
+    return twl, schedule, dispatcher, sp, days * ct.SECONDS_PER_DAY
 
 
 __all__ = ["problem_from_dict"]

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost.training import RECOMPUTE, TrainOptions, TrainWorkload, train_step
+from jaxplat.cost.training import RECOMPUTE, SP_MODES, TrainOptions, TrainWorkload, train_step
 from jaxplat.cost.training_memory import checks
 from jaxplat.cost.training_moe import fold_experts, fold_valid
 from jaxplat.model import Options, Parallel, replace
@@ -56,15 +56,20 @@ def candidate(cand: dict, workload: TrainWorkload, i=None):
     return jax.tree.map(lambda v: jnp.broadcast_to(v, shape), (par, twl))
 
 
-def train_options(options: Options, schedule: str, moe_dispatcher: str = "alltoall") -> TrainOptions:
-    """The static options of the training step (Megatron's sequence parallelism on)."""
-    return TrainOptions(options=options, schedule=schedule, moe_dispatcher=moe_dispatcher)
+def train_options(options: Options, schedule: str, moe_dispatcher: str = "alltoall",
+                  sp: str = "regather") -> TrainOptions:
+    """The static options of the training step (`sp`: how tensor parallelism
+    runs, SP_MODES; Megatron's sequence parallelism by default)."""
+    seq_par, regather = SP_MODES[sp]
+    return TrainOptions(options=options, schedule=schedule, sequence_parallel=seq_par, sp_regather=regather,
+                        moe_dispatcher=moe_dispatcher)
 
 
-def metrics(model, hw, par, twl, options: Options, schedule: str, sharpness, moe_dispatcher: str = "alltoall"):
+def metrics(model, hw, par, twl, options: Options, schedule: str, sharpness, moe_dispatcher: str = "alltoall",
+            sp: str = "regather"):
     """(TrainMetrics, memory fill = memory per chip / capacity) of one
     candidate on the chip `hw` (the chip generation's FP8 recipe)."""
-    m = train_step(model, hw, par, chip_recipe(twl, hw), train_options(options, schedule, moe_dispatcher),
+    m = train_step(model, hw, par, chip_recipe(twl, hw), train_options(options, schedule, moe_dispatcher, sp),
                    sharpness)
     return m, m.memory_bytes / jnp.maximum(m.capacity_bytes, 1.0)
 
