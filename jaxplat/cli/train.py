@@ -22,6 +22,7 @@ from jaxplat.cost.training import (
     TrainOptions,
     TrainWorkload,
     fold_experts,
+    sp_options,
     train_step,
 )
 from jaxplat.cost.training_memory import RECOMPUTE_MODULES, checks
@@ -249,8 +250,7 @@ def run(args) -> int:
     par = fold_experts(Parallel(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp,
                                 overlap=args.overlap), args.tp if args.etp is None else args.etp)
     twl = train_workload(args, hw)
-    sp, regather = SP_MODES[args.sp]
-    topts = TrainOptions(sequence_parallel=sp, sp_regather=regather, moe_dispatcher=args.moe_dispatcher)
+    topts = TrainOptions(moe_dispatcher=args.moe_dispatcher, **sp_options(args.sp))
     res = compiled.run("train", train_arrays, (model, hw, par, twl), (topts,), compiled.cache_dir())
     m = res["metrics"]
     reasons = []

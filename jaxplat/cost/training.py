@@ -313,6 +313,17 @@ class TrainOptions:
             raise ValueError(f"unknown MoE dispatcher {self.moe_dispatcher!r}; allowed: {', '.join(MOE_DISPATCHERS)}")
 
 
+def sp_options(mode: str) -> dict:
+    """The TrainOptions fields (sequence_parallel, sp_regather) of an SP_MODES name."""
+    seq_par, regather = SP_MODES[mode]
+    return {"sequence_parallel": seq_par, "sp_regather": regather}
+
+
+def sp_mode(options: TrainOptions) -> str:
+    """The SP_MODES name of `options` (without sequence parallelism there is nothing to gather again)."""
+    return "off" if not options.sequence_parallel else "regather" if options.sp_regather else "saved"
+
+
 @pytree_dataclass
 class TrainMetrics:
     """Results of `train_step`, SI units, per chip unless said.
@@ -564,4 +575,4 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
 
 __all__ = ["COMM_NAMES", "MOE_DISPATCHERS", "MOE_EXPERT_HOST_S", "MOE_LAYER_HOST_S", "RECOMPUTE",
            "SCHEDULES", "SP_MODES", "TrainMetrics", "TrainOptions", "TrainWorkload",
-           "fold_experts", "forward_table", "rank_weights", "train_chips", "train_step"]
+           "fold_experts", "forward_table", "rank_weights", "sp_mode", "sp_options", "train_chips", "train_step"]

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost.training import RECOMPUTE, SP_MODES, TrainOptions, TrainWorkload, train_step
+from jaxplat.cost.training import RECOMPUTE, TrainOptions, TrainWorkload, sp_options, train_step
 from jaxplat.cost.training_memory import checks
 from jaxplat.cost.training_moe import fold_experts, fold_valid
 from jaxplat.model import Options, Parallel, replace
@@ -60,9 +60,7 @@ def train_options(options: Options, schedule: str, moe_dispatcher: str = "alltoa
                   sp: str = "regather") -> TrainOptions:
     """The static options of the training step (`sp`: how tensor parallelism
     runs, SP_MODES; Megatron's sequence parallelism by default)."""
-    seq_par, regather = SP_MODES[sp]
-    return TrainOptions(options=options, schedule=schedule, sequence_parallel=seq_par, sp_regather=regather,
-                        moe_dispatcher=moe_dispatcher)
+    return TrainOptions(options=options, schedule=schedule, moe_dispatcher=moe_dispatcher, **sp_options(sp))
 
 
 def metrics(model, hw, par, twl, options: Options, schedule: str, sharpness, moe_dispatcher: str = "alltoall",

@@ -47,6 +47,8 @@ from jaxplat.cost.training import (
     TrainOptions,
     TrainWorkload,
     fold_experts,
+    sp_mode,
+    sp_options,
     train_step,
 )
 from jaxplat.cost.training_memory import RECOMPUTE_MODULES, checks
@@ -263,10 +265,9 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     if dispatcher not in MOE_DISPATCHERS:
         raise SpecError(f"{src}: options.moe_dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, "
                         f"got {dispatcher!r}")
-    sp_mode = opts.get("sp", "regather")
-    if sp_mode not in SP_MODES:
-        raise SpecError(f"{src}: options.sp must be one of {', '.join(SP_MODES)}, got {sp_mode!r}")
-    sp, regather = SP_MODES[sp_mode]
+    sp = opts.get("sp", "regather")
+    if sp not in SP_MODES:
+        raise SpecError(f"{src}: options.sp must be one of {', '.join(SP_MODES)}, got {sp!r}")
     c = d.get("constraints", {}) or {}
     check_keys(src, "constraints.", c, ("max_chips", "max_memory_fraction"))
     obj = d["objective"]
@@ -293,8 +294,7 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     group_by = infer.group_by_index(src, d.get("group_by"), outer)
     base_twl = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0, tokens=tokens)
     study = TrainStudy(**{f.name: getattr(st, f.name) for f in dataclasses.fields(Study)}, tokens=tokens,
-                       train_options=TrainOptions(schedule=schedule, sequence_parallel=sp, sp_regather=regather,
-                                                  moe_dispatcher=dispatcher))
+                       train_options=TrainOptions(schedule=schedule, moe_dispatcher=dispatcher, **sp_options(sp)))
     study = dataclasses.replace(study, outer=outer, workloads=(base_twl,), workload_names=("train",),
                                 objective=objective, maximize=sense == "maximize", pareto=tuple(pareto),
                                 group_by=group_by, ttft=None, tpot=None)
@@ -333,9 +333,8 @@ def train_command(study, row) -> str:
     topts = getattr(study, "train_options", TrainOptions())
     if topts.moe_dispatcher != "alltoall":
         flags += f" --moe-dispatcher {topts.moe_dispatcher}"
-    sp_mode = next(k for k, v in SP_MODES.items() if v == (topts.sequence_parallel, topts.sp_regather))
-    if sp_mode != "regather":
-        flags += f" --sp {sp_mode}"
+    if sp_mode(topts) != "regather":
+        flags += f" --sp {sp_mode(topts)}"
     model, chip = row.get("model", study.model_names[0]), row.get("hardware", study.hardware_name)
     note = " (on the base chip: hardware axes are not flags of jaxplat train)" if study.inner else ""
     return f"jaxplat train --model {model} --hardware {chip} {flags}{note}"
