@@ -9,7 +9,11 @@ rows; with --test, once and at the end of the work, the same on the test
 rows that data/measured/training_split.yaml holds out (whole source families).
 A family with both dense and MoE rows also gets a line for each kind.
 
-    .venv/bin/python experiments/training/validate.py [--rows] [--test]
+    .venv/bin/python experiments/training/validate.py [--rows] [--test] [--plot PNG]
+
+--plot writes predicted against published tokens/s per chip, log-log, and
+their ratio, a point per row (colour: source family; marker: chip
+generation; test rows hollow, with --test only) beside y = x and ±10%.
 """
 
 import argparse
@@ -58,8 +62,10 @@ def main():
     ap.add_argument("--rows", action="store_true", help="print every dev row's prediction")
     ap.add_argument("--test", action="store_true", help="also predict and report the held-out test rows (once, at "
                                                         "the end of the work: they must not steer it)")
+    ap.add_argument("--plot", metavar="PNG", help="write the parity plot of the rows predicted to this file")
     args = ap.parse_args()
     dev, test, skipped = [], [], collections.Counter()
+    points = []  # (family, chip, measured, predicted, test)
     for row, measured, inp in runs():
         if is_test(row) and not args.test:
             continue
@@ -70,6 +76,7 @@ def main():
         err = pred / measured - 1.0
         moe = float(inp[0].experts) > 0
         (test if is_test(row) else dev).append((family(row["source"]), err, fits, moe))
+        points.append((family(row["source"]), row["chip"], measured, pred, is_test(row)))
         if args.rows and not is_test(row):
             print(f"{family(row['source'])[:22]:22s} {row['model'][:24]:24s} {row['chip'][:14]:14s} "
                   f"x{row['chips']:>5s} tp{row['tp'] or 1} pp{row['pp'] or 1} vp{row['vp'] or 1} cp{row['cp'] or 1} "
@@ -81,7 +88,53 @@ def main():
     summary(dev, "DEV rows (may be looked at; backward_efficiency and the MoE host time are fitted on them)")
     if args.test:
         summary(test, "TEST rows (held out by data/measured/training_split.yaml; reported once)")
+    if args.plot:
+        parity_plot(points, args.plot)
+        print(f"\nwrote {args.plot}")
 
+
+GENERATIONS = (("A100", "o", "A100"), ("H100", "s", "H100"), ("B200", "^", "B200"))
+
+
+def parity_plot(points, path):
+    """Predicted against published tokens/s per chip, log-log, and their
+    ratio against the published figure (module doc)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fams = sorted({p[0] for p in points})
+    colours = dict(zip(fams, plt.get_cmap("tab10").colors))
+    fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(13, 5.8))
+    for fam, chip, meas, pred, held in points:
+        style = dict(s=18, marker=next((m for key, m, _ in GENERATIONS if key in chip), "D"), linewidths=0.8,
+                     facecolors="none" if held else colours[fam], edgecolors=colours[fam])
+        ax.scatter(meas, pred, **style)
+        ax_r.scatter(meas, pred / meas, **style)
+    lo = 0.7 * min(min(p[2], p[3]) for p in points)
+    hi = 1.4 * max(max(p[2], p[3]) for p in points)
+    xs = np.geomspace(lo, hi, 50)
+    ax.plot(xs, xs, color="k", lw=0.8)
+    for f in (0.9, 1.1):
+        ax.plot(xs, f * xs, color="k", lw=0.6, ls="--")
+        ax_r.axhline(f, color="k", lw=0.6, ls="--")
+    ax_r.axhline(1.0, color="k", lw=0.8)
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="published tokens/s per chip",
+           ylabel="predicted tokens/s per chip (train_step)", title="Predicted vs published (dashed: ±10%)")
+    ax_r.set(xscale="log", yscale="log", xlim=(lo, hi), xlabel="published tokens/s per chip",
+             ylabel="predicted / published", title="Ratio per row (dashed: ±10%)")
+    ticks = [t for t in (0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0)
+             if min(p[3] / p[2] for p in points) / 1.1 <= t <= max(p[3] / p[2] for p in points) * 1.1]
+    ax_r.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax_r.minorticks_off()
+    handles = [plt.Line2D([], [], ls="", marker="o", color=colours[f], label=f) for f in fams]
+    handles += [plt.Line2D([], [], ls="", marker=m, color="grey", label=name) for _, m, name in GENERATIONS]
+    if any(p[4] for p in points):
+        handles.append(plt.Line2D([], [], ls="", marker="o", markerfacecolor="none", color="grey",
+                                  label="test row (hollow)"))
+    ax.legend(handles=handles, fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 if __name__ == "__main__":
     main()
