@@ -39,11 +39,11 @@ def test_mapping_by_hand():
 def test_tp_modes():
     """All-reduce TP; sequence parallelism with Megatron's redone
     all-gather (jaxplat's sp_regather); without it (a full-recompute
-    execution of the slice)."""
+    execution of the slice): cost.training.SP_MODES names."""
     full = {**TAB5_530B_SEQSEL, "activation_recompute": "full", "seq_par_ag_redo": False}
-    assert cc.tp_mode(TAB5_530B_SEQSEL) == (True, True)
-    assert cc.tp_mode(full) == (True, False)
-    assert cc.tp_mode({**full, "tensor_par_comm_type": "ar"}) == (False, True)
+    assert cc.tp_mode(TAB5_530B_SEQSEL) == "regather"
+    assert cc.tp_mode(full) == "saved"
+    assert cc.tp_mode({**full, "tensor_par_comm_type": "ar"}) == "off"
 
 
 def test_expressible():

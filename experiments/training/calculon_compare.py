@@ -71,7 +71,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from jaxplat.cost.training import TrainOptions, TrainWorkload, train_step
+from jaxplat.cost.training import SP_MODES, TrainOptions, TrainWorkload, sp_options, train_step
 from jaxplat.model import Options, Parallel, load_hardware, load_model
 
 # Calculon model file -> jaxplat model spec (same layers, hidden, heads, ffn; specs/models/*.yaml cite them).
@@ -172,13 +172,13 @@ def jaxplat_phases(model_name, execs):
     """[len(execs), len(PHASES)] jaxplat seconds per step of Calculon
     executions by phase (exposed collectives; recompute includes the
     low-precision casts, none here), and the step seconds; one vmap per
-    TP mode (TP_MODES)."""
+    TP mode (`tp_mode`)."""
     model, hw = load_model(model_name), load_hardware(HW)
     out, step = np.zeros((len(execs), len(PHASES))), np.zeros(len(execs))
-    for mode in TP_MODES:
+    for mode in SP_MODES:
         idx = [i for i, e in enumerate(execs) if tp_mode(e) == mode]
         if idx:
-            m = jax.device_get(_step(*mode)(model, hw, *jaxplat_inputs([execs[i] for i in idx])))
+            m = jax.device_get(_step(mode)(model, hw, *jaxplat_inputs([execs[i] for i in idx])))
             comm = m.comm.sum(-1)  # [n, COMM_NAMES] over network levels
             out[idx] = np.stack([m.forward, m.backward, m.recompute + m.scaling, m.optimizer, m.bubble,
                                  comm[:, 0], comm[:, 3], comm[:, 4], 0 * m.forward], -1)
@@ -194,36 +194,34 @@ def calculon_phases(stats):
                      stats["fw_offload_exposed_time"] + stats["bw_offload_exposed_time"]])
 
 
-# (sequence_parallel, sp_regather) of an execution: all-reduce TP; sequence parallelism with Megatron's
-# all-gather redone in the backward (seq_par_ag_redo); without it (the slice's full-recompute executions,
-# whose recomputed forward gathers the input that the backward then uses).
-TP_MODES = ((False, True), (True, True), (True, False))
-
-
-def tp_mode(e) -> tuple:
-    """TP_MODES entry of a Calculon execution."""
-    sp = e["tensor_par_comm_type"] == "rs_ag"
-    return sp, bool(e["seq_par_ag_redo"]) or not sp
+def tp_mode(e) -> str:
+    """The cost.training.SP_MODES name of a Calculon execution: "off" (all-reduce TP), "regather"
+    (sequence parallelism with Megatron's all-gather redone in the backward, seq_par_ag_redo) or "saved"
+    (without it: the slice's full-recompute executions, whose recomputed forward gathers the input that
+    the backward then uses)."""
+    if e["tensor_par_comm_type"] != "rs_ag":
+        return "off"
+    return "regather" if e["seq_par_ag_redo"] else "saved"
 
 
 @functools.cache
-def _step(sp, regather=True):
-    topts = TrainOptions(options=Options(fused_attention=False), sequence_parallel=sp, sp_regather=regather)
+def _step(mode):
+    topts = TrainOptions(options=Options(fused_attention=False), **sp_options(mode))
     return jax.jit(jax.vmap(lambda m, h, p, w: train_step(m, h, p, w, topts), in_axes=(None, None, 0, 0)))
 
 
 def jaxplat_rate(model_name, execs, n_target):
     """(configs/s wall, configs per CPU-second, compile s, n) of jaxplat's
     vmapped train_step over the slice tiled to at least n_target
-    configurations: the compiled program of each TP mode (TP_MODES) on its
+    configurations: the compiled program of each TP mode (`tp_mode`) on its
     share, after a warm-up call; best of 3 timed runs."""
     model, hw = load_model(model_name), load_hardware(HW)
     tiled = list(execs) * -(-n_target // len(execs))
     groups = []
-    for mode in TP_MODES:
+    for mode in SP_MODES:
         sub = [e for e in tiled if tp_mode(e) == mode]
         if sub:
-            groups.append((_step(*mode), *jaxplat_inputs(sub)))
+            groups.append((_step(mode), *jaxplat_inputs(sub)))
     t0 = time.perf_counter()
     for f, par, twl in groups:
         jax.block_until_ready(f(model, hw, par, twl))
