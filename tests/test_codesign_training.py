@@ -127,9 +127,9 @@ BAD = (
     ({"train": [4096]}, "train"),
     ({"train": {"seq": 4096.5, "global_batch": 256, "tokens": 1e12}}, "train.seq"),
     ({"train": {"seq": 4096, "global_batch": 256, "tokens": 1e12, "moe_dispatcher": "deepep"}},
-     "train.moe_dispatcher 'deepep' unknown; allowed: alltoall, fused"),
+     "train.moe_dispatcher 'deepep' is not one of alltoall, fused"),
     ({"train": {"seq": 4096, "global_batch": 256, "tokens": 1e12, "sp": "dtensor"}},
-     "train.sp 'dtensor' unknown; allowed: regather, saved, off"),
+     "train.sp 'dtensor' is not one of regather, saved, off"),
     ({"candidates": {"chips": [], "tp": [2]}}, "candidates.chips"),
     ({"candidates": {"chips": list(range(1, 65)), "tp": list(range(1, 65)), "pp": [1, 2]}}, "candidates"),
 )

@@ -382,6 +382,7 @@ def specs(tmp_path_factory):
      "--recompute-modules 'attn' is not one of layernorm, mla_up_proj, moe_act, mlp"),
     (["--chips", "1", "--dtype", "fp16"], "--dtype 'fp16' is not one of bf16, fp8, fp4, int8"),
     (["--chips", "1", "--sp", "dtensor"], "--sp 'dtensor' is not one of regather, saved, off"),
+    (["--chips", "1", "--sp", "regathr"], "--sp 'regathr' is not one of regather, saved, off (did you mean 'regather'?)"),
     (["--chips", "3", "--tp", "3"], "--tp 3 does not divide the model's 4 attention heads; e.g. --tp 1, 2, 4"),
     (["--chips", "1", "--overlap", "1.5"], "--overlap must lie in [0, 1], got 1.5"),
     (["--chips", "1", "--moe-host", "1e-3"],

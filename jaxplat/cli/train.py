@@ -29,7 +29,7 @@ from jaxplat.cost.training_memory import RECOMPUTE_MODULES, checks
 from jaxplat.model import Parallel, load_hardware, load_model, network_level_names
 from jaxplat.report import json_text, table
 from jaxplat.search.train_study import RECIPES, SHARE_FLAGS, TRAIN_DTYPES
-from jaxplat.specs import SpecError, units
+from jaxplat.specs import SpecError, choice, units
 
 EXIT_INFEASIBLE = 3
 ZERO = ("0", "1", "2", "3")
@@ -129,20 +129,14 @@ def moe_host(args) -> tuple:
 
 def validate(args, model) -> int:
     """One-line SpecErrors for flags that cannot describe a job; returns dp."""
-    if args.dtype not in TRAIN_DTYPES:
-        raise SpecError(f"--dtype {args.dtype!r} is not one of {', '.join(TRAIN_DTYPES)}")
-    if args.recompute not in RECOMPUTE:
-        raise SpecError(f"--recompute {args.recompute!r} is not one of {', '.join(RECOMPUTE)}")
-    bad = [mod for mod in recompute_modules(args) if mod not in RECOMPUTE_MODULES]
-    if bad:
-        raise SpecError(f"--recompute-modules {bad[0]!r} is not one of {', '.join(RECOMPUTE_MODULES)}")
+    choice("--dtype", args.dtype, TRAIN_DTYPES)
+    choice("--recompute", args.recompute, RECOMPUTE)
+    for mod in recompute_modules(args):
+        choice("--recompute-modules", mod, RECOMPUTE_MODULES)
     moe_host(args)
-    if args.moe_dispatcher not in MOE_DISPATCHERS:
-        raise SpecError(f"--moe-dispatcher {args.moe_dispatcher!r} is not one of {', '.join(MOE_DISPATCHERS)}")
-    if args.sp not in SP_MODES:
-        raise SpecError(f"--sp {args.sp!r} is not one of {', '.join(SP_MODES)}")
-    if args.zero not in ZERO:
-        raise SpecError(f"--zero {args.zero!r} is not one of {', '.join(ZERO)}")
+    choice("--moe-dispatcher", args.moe_dispatcher, MOE_DISPATCHERS)
+    choice("--sp", args.sp, SP_MODES)
+    choice("--zero", args.zero, ZERO)
     for flag in SHARE_FLAGS:
         v = getattr(args, flag)
         if not 0.0 <= v <= 1.0:

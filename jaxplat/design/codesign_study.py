@@ -182,21 +182,13 @@ def _train_run(src, t) -> tuple:
     (search.train_study.RECIPES: fp8 is the chip generation's recipe)."""
     from jaxplat.cost.training import MOE_DISPATCHERS, SCHEDULES, SP_MODES, TrainWorkload
     from jaxplat.search.train_study import RECIPES
-    from jaxplat.specs import SpecError, check_keys, integer, number, units
+    from jaxplat.specs import SpecError, check_keys, choice, integer, number, units
 
     check_keys(src, "train.", t, _TRAIN_KEYS, required=("seq", "global_batch", "tokens"))
-    dtype = t.get("dtype", "bf16")
-    if dtype not in RECIPES:
-        raise SpecError(f"{src}: train.dtype {dtype!r} unknown; allowed: {', '.join(RECIPES)}")
-    schedule = t.get("schedule", "1f1b")
-    if schedule not in SCHEDULES:
-        raise SpecError(f"{src}: train.schedule {schedule!r} unknown; allowed: {', '.join(SCHEDULES)}")
-    dispatcher = t.get("moe_dispatcher", "alltoall")
-    if dispatcher not in MOE_DISPATCHERS:
-        raise SpecError(f"{src}: train.moe_dispatcher {dispatcher!r} unknown; allowed: {', '.join(MOE_DISPATCHERS)}")
-    sp = t.get("sp", "regather")
-    if sp not in SP_MODES:
-        raise SpecError(f"{src}: train.sp {sp!r} unknown; allowed: {', '.join(SP_MODES)}")
+    dtype = choice(f"{src}: train.dtype", t.get("dtype", "bf16"), RECIPES)
+    schedule = choice(f"{src}: train.schedule", t.get("schedule", "1f1b"), SCHEDULES)
+    dispatcher = choice(f"{src}: train.moe_dispatcher", t.get("moe_dispatcher", "alltoall"), MOE_DISPATCHERS)
+    sp = choice(f"{src}: train.sp", t.get("sp", "regather"), SP_MODES)
     days = number(src, "train.max_days", t["max_days"]) if "max_days" in t else math.inf
     if days == 0:
         raise SpecError(f"{src}: train.max_days must be positive, got 0")

@@ -43,6 +43,7 @@ import numpy as np
 from jaxplat.cost.training import (
     MOE_DISPATCHERS,
     RECOMPUTE,
+    SCHEDULES,
     SP_MODES,
     TrainOptions,
     TrainWorkload,
@@ -57,7 +58,7 @@ from jaxplat.model import replace
 from jaxplat.search import study as infer
 from jaxplat.search.study import AXIS_KINDS, METRICS, Axis, AxisKind, Study, _fingerprint
 from jaxplat.search.train_metrics import TRAIN_METRIC_NAMES, TRAIN_METRICS
-from jaxplat.specs import SpecError, check_keys, number, read_yaml, units
+from jaxplat.specs import SpecError, check_keys, choice, number, read_yaml, units
 
 TRAIN_DTYPES = ("bf16", "fp8", "fp4", "int8")
 # Default configurations per block on an accelerator (the engine's, when neither the study nor the
@@ -258,16 +259,9 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     check_keys(src, "axes.", axes_raw, TRAIN_AXES + _HARDWARE_AXES, required=REQUIRED_AXES)
     opts = d.get("options", {}) or {}
     check_keys(src, "options.", opts, ("schedule", "moe_dispatcher", "sp"))
-    schedule = opts.get("schedule", "1f1b")
-    if schedule not in ("1f1b", "gpipe"):
-        raise SpecError(f"{src}: options.schedule must be 1f1b or gpipe, got {schedule!r}")
-    dispatcher = opts.get("moe_dispatcher", "alltoall")
-    if dispatcher not in MOE_DISPATCHERS:
-        raise SpecError(f"{src}: options.moe_dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, "
-                        f"got {dispatcher!r}")
-    sp = opts.get("sp", "regather")
-    if sp not in SP_MODES:
-        raise SpecError(f"{src}: options.sp must be one of {', '.join(SP_MODES)}, got {sp!r}")
+    schedule = choice(f"{src}: options.schedule", opts.get("schedule", "1f1b"), SCHEDULES)
+    dispatcher = choice(f"{src}: options.moe_dispatcher", opts.get("moe_dispatcher", "alltoall"), MOE_DISPATCHERS)
+    sp = choice(f"{src}: options.sp", opts.get("sp", "regather"), SP_MODES)
     c = d.get("constraints", {}) or {}
     check_keys(src, "constraints.", c, ("max_chips", "max_memory_fraction"))
     obj = d["objective"]

@@ -14,6 +14,7 @@ from jaxplat.specs.core import (
                                 SpecError,
                                 builtin_names,
                                 check_keys,
+                                choice,
                                 dtype_name,
                                 dtype_triple,
                                 integer,

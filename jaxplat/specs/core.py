@@ -146,6 +146,17 @@ def integer(src, key, value, *, minimum=1) -> int:
     return int(x)
 
 
+def choice(where, value, allowed):
+    """`value` if it is one of `allowed` (a name such as a schedule or a
+    mode), else a one-line SpecError naming `where` (a flag, `--sp`, or a
+    spec's key, `file.yaml: options.sp`) and what it may be."""
+    if value not in allowed:
+        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SpecError(f"{where} {value!r} is not one of {', '.join(map(str, allowed))}{hint}")
+    return value
+
+
 def check_keys(src, where, data: dict, allowed, required=()):
     if not isinstance(data, dict):
         raise SpecError(f"{src}: {where.rstrip('.') or 'the spec'} must be a mapping with keys {', '.join(allowed)}, "
