@@ -9,7 +9,13 @@ rows; with --test, once and at the end of the work, the same on the test
 rows that data/measured/training_split.yaml holds out (whole source families).
 A family with both dense and MoE rows also gets a line for each kind.
 
-    .venv/bin/python experiments/training/validate.py [--rows] [--test] [--plot PNG]
+    .venv/bin/python experiments/training/validate.py [--rows] [--scaling] [--test] [--plot PNG]
+
+--scaling prints, for dev runs that differ only in their chip count (same
+source family, model, chip, precision, sequence, micro-batch and degrees
+but data parallelism), published and predicted tokens/s per chip at each
+count, each relative to the smallest count: how the per-chip rate falls
+as data parallelism grows, measured and modelled.
 
 --plot writes predicted against published tokens/s per chip, log-log, and
 their ratio, a point per row (colour: source family; marker: chip
@@ -63,9 +69,11 @@ def main():
     ap.add_argument("--test", action="store_true", help="also predict and report the held-out test rows (once, at "
                                                         "the end of the work: they must not steer it)")
     ap.add_argument("--plot", metavar="PNG", help="write the parity plot of the rows predicted to this file")
+    ap.add_argument("--scaling", action="store_true", help="print per-chip rates against the chip count (dev rows)")
     args = ap.parse_args()
     dev, test, skipped = [], [], collections.Counter()
     points = []  # (family, chip, measured, predicted, test)
+    series = collections.defaultdict(dict)  # scaling_key -> {chips: (measured, predicted)}
     for row, measured, inp in runs():
         if is_test(row) and not args.test:
             continue
@@ -77,6 +85,8 @@ def main():
         moe = float(inp[0].experts) > 0
         (test if is_test(row) else dev).append((family(row["source"]), err, fits, moe))
         points.append((family(row["source"]), row["chip"], measured, pred, is_test(row)))
+        if not is_test(row):
+            series[scaling_key(row, inp)].setdefault(int(row["chips"]), (measured, pred))
         if args.rows and not is_test(row):
             print(f"{family(row['source'])[:22]:22s} {row['model'][:24]:24s} {row['chip'][:14]:14s} "
                   f"x{row['chips']:>5s} tp{row['tp'] or 1} pp{row['pp'] or 1} vp{row['vp'] or 1} cp{row['cp'] or 1} "
@@ -86,11 +96,39 @@ def main():
     for (fam, why), n in sorted(skipped.items()):
         print(f"  {fam}, {why}: {n}")
     summary(dev, "DEV rows (may be looked at; backward_efficiency and the MoE host time are fitted on them)")
+    if args.scaling:
+        scaling_table(series)
     if args.test:
         summary(test, "TEST rows (held out by data/measured/training_split.yaml; reported once)")
     if args.plot:
         parity_plot(points, args.plot)
         print(f"\nwrote {args.plot}")
+
+
+def scaling_key(row, inp):
+    """What a row shares with the rows that differ from it only in their
+    chip count (and so in their data-parallel degree)."""
+    _, _, par, twl, _ = inp
+    return (family(row["source"]), row["model"].strip(), row["chip"], row["dtype"], float(twl.seq),
+            float(twl.micro_batch), int(par.tp), int(par.pp), int(par.vp), int(par.cp), float(twl.zero))
+
+
+def scaling_table(series, least=3):
+    """Per-chip tokens/s at each chip count of every run family with at
+    least `least` counts: published and predicted, and each relative to
+    its value at the smallest count."""
+    print("\nPer-chip rate against the chip count (dev runs that differ only in it; ratios to the smallest count)")
+    print(f"{'family':14s} {'model':10s} {'chip':14s} {'seq':>6s} {'mb':>3s}  chips: published tok/s, "
+          f"ratio published / predicted, error")
+    for key, pts in sorted(series.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        if len(pts) < least:
+            continue
+        fam, model, chip, _, seq, mb = key[:6]
+        counts = sorted(pts)
+        m0, p0 = pts[counts[0]]
+        cells = [f"{n}: {pts[n][0]:.0f}, {pts[n][0] / m0:.3f} / {pts[n][1] / p0:.3f}, "
+                 f"{100 * (pts[n][1] / pts[n][0] - 1):+.1f}%" for n in counts]
+        print(f"{fam[:14]:14s} {model[:10]:10s} {chip[:14]:14s} {seq:6.0f} {mb:3.0f}  " + "; ".join(cells))
 
 
 GENERATIONS = (("A100", "o", "A100"), ("H100", "s", "H100"), ("B200", "^", "B200"))
