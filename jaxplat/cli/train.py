@@ -307,7 +307,7 @@ def _print_text(args, dp, m, levels, reasons):
                                                              (m.weights_bytes, m.grads_bytes, m.optimizer_bytes))],
             ["  activations (pipeline stash)", units.fmt_bytes(float(m.activation_bytes))],
             ["fits", str(bool(m.fits))],
-            ["pipeline bubble", f"{100 * float(m.bubble_fraction):.1f}% of the ideal"]]
+            ["pipeline bubble", f"{100 * float(m.bubble_fraction):.1f}% of the micro-batches' time, (pp - 1)/(vp·m)"]]
     if args.tokens > 0:
         rows += [[f"to train {args.tokens:.3g} tokens", f"{float(m.train_time_s) / 86400:.4g} days"],
                  ["  energy (IT)", f"{float(m.train_energy_j) / 3.6e9:.4g} MWh"],
