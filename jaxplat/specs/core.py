@@ -151,7 +151,9 @@ def choice(where, value, allowed):
     mode), else a one-line SpecError naming `where` (a flag, `--sp`, or a
     spec's key, `file.yaml: options.sp`) and what it may be."""
     if value not in allowed:
-        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+        names = {str(a).lower(): str(a) for a in allowed}
+        close = difflib.get_close_matches(str(value).lower(), list(names), n=1)
+        close = [names[c] for c in close]
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise SpecError(f"{where} {value!r} is not one of {', '.join(map(str, allowed))}{hint}")
     return value
