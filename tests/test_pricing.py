@@ -89,5 +89,5 @@ def test_price_axis_needs_fixed_pricing():
         study_from_dict({**STUDY, "price": "technology", "axes": {**STUDY["axes"], "price": [1e4, 2e4]}})
     st = study_from_dict({**STUDY, "axes": {**STUDY["axes"], "price": [1e4, 2e4]}})
     assert st.pricing == "fixed"  # the axis sets the price itself
-    with pytest.raises(SpecError, match="price must be"):
+    with pytest.raises(SpecError, match="price 'datasheet' is not one of"):
         study_from_dict({**STUDY, "price": "datasheet"})

@@ -136,7 +136,7 @@ def test_hardware_errors_name_the_key():
     msg = _err(hardware_from_dict, {**H100, "flops": {"bf17": 1e12}})
     assert "unknown dtype 'bf17'" in msg and "bf16" in msg
     bad = {**H100, "network": [{**H100["network"][0], "topology": "donut"}]}
-    assert "allowed: switch" in _err(hardware_from_dict, bad)
+    assert "network[0].topology 'donut' is not one of switch" in _err(hardware_from_dict, bad)
 
 
 def test_workload_errors():

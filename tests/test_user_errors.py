@@ -56,7 +56,7 @@ def test_found_by_mutation(kind, name, path, value, match):
     (("constraints", "max_chips"), "abc", "constraints.max_chips must be a number"),
     (("constraints", "max_chips"), [], "constraints.max_chips must be a number"),
     (("constraints", "max_memory_fraction"), "x", "max_memory_fraction must be a number"),
-    (("objective", "maximize"), [], "objective has unknown metric"),
+    (("objective", "maximize"), [], r"objective \[\] is not one of"),
     (("axes", "batch"), {"pow2": [1, "1e400"]}, r"pow2 must be a \[lo, hi\] pair of numbers"),
 ])
 def test_study_mutations(path, value, match):

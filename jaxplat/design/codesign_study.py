@@ -40,7 +40,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
     the study's `software:`, else the base chip's default); settings'
     "software" names it."""
     from jaxplat.model import chip_software_stack, load_hardware, load_model, load_software, load_workload
-    from jaxplat.specs import SpecError, check_keys, integer, number
+    from jaxplat.specs import SpecError, check_keys, choice, integer, number
 
     if "axes" in d and "params" not in d:  # a sweep study (jaxplat.search), not a codesign one
         raise SpecError(f"{src}: this is a sweep study; run it with `jaxplat sweep {src}`")
@@ -69,8 +69,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
         raise SpecError(f"{src}: base chip must list an sram level, then its HBM (e.g. h100-sxm)")
     objective = d.get("objective", "cost_per_mtok" if task == "infer" else "train_cost_usd")
     allowed = OBJECTIVES if task == "infer" else ct.TRAIN_OBJECTIVES
-    if objective not in allowed:
-        raise SpecError(f"{src}: objective {objective!r} unknown for task {task}; allowed: {', '.join(allowed)}")
+    choice(f"{src}: objective (task {task})", objective, allowed)
     params = d["params"]
     every = sorted(set(spaces.SPACES["chip"]) | set(spaces.SPACES["array"]))
     if not isinstance(params, dict):
@@ -106,9 +105,7 @@ def problem_from_dict(d: dict, src="study", calibration=None, software=None) -> 
     cand, n = _candidates(src, d["candidates"], keys, task)
     pad = len(cand[keys[0]])
     model = load_model(d["model"])
-    profile = d.get("profile", "default")
-    if profile not in PROFILES:
-        raise SpecError(f"{src}: profile {profile!r} unknown; allowed: {', '.join(PROFILES)}")
+    profile = choice(f"{src}: profile", d.get("profile", "default"), PROFILES)
     if task == "train":
         workload, schedule, dispatcher, sp, deadline = _train_run(src, d["train"])
         dtype = d["train"].get("dtype", "bf16")

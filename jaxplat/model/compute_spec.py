@@ -22,7 +22,7 @@ cost of all this is jaxplat.cost.compute. A chip without the block is
 unchanged: every operator at its `flops`.
 """
 
-from jaxplat.specs import SpecError, check_keys, number
+from jaxplat.specs import SpecError, check_keys, choice, number
 
 DATAFLOWS = ("ws", "os", "is")  # as jaxplat.cost.microarch.DATAFLOWS (the cost layer is above this one)
 COMPUTE_KEYS = ("array", "cores", "dataflow", "clock_hz", "vector_flops", "host", "offload", "units", "tile")
@@ -65,9 +65,7 @@ def compute_fields(d: dict | None, src="hardware") -> dict:
         rows, cols = (number(src, f"compute.array[{i}]", v) for i, v in enumerate(arr))
         if "clock_hz" not in d:
             raise SpecError(f"{src}: compute.array needs compute.clock_hz (the array's clock)")
-        dataflow = d.get("dataflow", "ws")
-        if dataflow not in DATAFLOWS:
-            raise SpecError(f"{src}: compute.dataflow {dataflow!r} unknown; allowed: {', '.join(DATAFLOWS)}")
+        dataflow = choice(f"{src}: compute.dataflow", d.get("dataflow", "ws"), DATAFLOWS)
         cores = number(src, "compute.cores", d.get("cores", 1))
         clock = number(src, "compute.clock_hz", d["clock_hz"])
         for v, key in ((rows, "compute.array[0]"), (cols, "compute.array[1]"), (cores, "compute.cores")):

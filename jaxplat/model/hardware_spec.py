@@ -10,7 +10,7 @@ from jaxplat.model.efficiency_spec import Calibration, default_calibration, effi
 from jaxplat.model.hardware import MAX_MEM_LEVELS, MAX_NET_LEVELS, TOPOLOGIES, Hardware, hardware_from_fields
 from jaxplat.model.hardware_layout import flat_layout, grouped_message, is_flat, note_flat
 from jaxplat.model.software_spec import Software, default_software, execution_fields, load_software
-from jaxplat.specs import SpecError, check_keys, dtype_name, number, read_yaml, resolve
+from jaxplat.specs import SpecError, check_keys, choice, dtype_name, number, read_yaml, resolve
 from jaxplat.specs.units import DTYPE_FALLBACK, DTYPES, EMULATION_PASSES, J_PER_KWH, SECONDS_PER_YEAR
 
 # Defaults when a hardware spec gives no `tco:` block.
@@ -199,9 +199,7 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         dom.append(number(src, f"network[{i}].domain", lv["domain"]))
         bw.append(number(src, f"network[{i}].bandwidth", lv["bandwidth"]))
         lat.append(number(src, f"network[{i}].latency", lv["latency"], allow_zero=True))
-        t = lv.get("topology", "switch")
-        if t not in TOPOLOGIES:
-            raise SpecError(f"{src}: network[{i}].topology {t!r} unknown; allowed: {', '.join(TOPOLOGIES)}")
+        t = choice(f"{src}: network[{i}].topology", lv.get("topology", "switch"), TOPOLOGIES)
         if t == "fully_connected" and i:  # its links are between chips: the level that joins chips first
             raise SpecError(f"{src}: network[{i}].topology fully_connected is for the innermost level only "
                             "(network[0]: each chip linked to each of the domain's others)")

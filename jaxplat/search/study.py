@@ -48,7 +48,7 @@ from jaxplat.model import (
 )
 from jaxplat.model.software_spec import default_software
 from jaxplat.search.train_metrics import TRAIN_METRICS
-from jaxplat.specs import SpecError, check_keys, number, read_yaml, spec_label, units
+from jaxplat.specs import SpecError, check_keys, choice, number, read_yaml, spec_label, units
 
 # ------------------------------------------------------------------ axes
 #
@@ -409,9 +409,7 @@ def _slo(src, key, v):
 
 
 def _metric(src, key, name):
-    if not isinstance(name, str) or name not in METRICS:
-        raise SpecError(f"{src}: {key} has unknown metric {name!r}; allowed: {', '.join(METRICS)}")
-    return name
+    return choice(f"{src}: {key}", name, METRICS)
 
 
 def study_from_dict(d: dict, src="study", calibration=None, software=None) -> Study:
@@ -446,8 +444,7 @@ def study_from_dict(d: dict, src="study", calibration=None, software=None) -> St
 
     opts = d.get("options", {}) or {}
     check_keys(src, "options.", opts, ("profile", "fused_attention"))
-    if opts.get("profile", "default") not in PROFILES:
-        raise SpecError(f"{src}: options.profile {opts['profile']!r} unknown; allowed: {', '.join(PROFILES)}")
+    choice(f"{src}: options.profile", opts.get("profile", "default"), PROFILES)
     options = Options(profile=opts.get("profile", "default"), fused_attention=bool(opts.get("fused_attention", True)))
 
     axes_raw = d.get("axes", {}) or {}
@@ -566,8 +563,8 @@ def _pricing(src, d, inner):
     """(pricing, Technology or None, its name) from `price` and `technology`."""
     names = {a.name for a in inner}
     explicit = d.get("price")
-    if explicit is not None and explicit not in PRICINGS:
-        raise SpecError(f"{src}: price must be one of {', '.join(PRICINGS)}, got {explicit!r}")
+    if explicit is not None:
+        choice(f"{src}: price", explicit, PRICINGS)
     fixed_axes = sorted(names & {"price", "tdp"})
     if explicit == "technology" and fixed_axes:
         raise SpecError(f"{src}: axes.{fixed_axes[0]} sets the chip's price or power itself; use price: fixed")

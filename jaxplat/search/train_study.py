@@ -233,8 +233,7 @@ def _axis(src, name, spec) -> TrainAxis:
 
 
 def _metric(src, key, name, tokens):
-    if not isinstance(name, str) or name not in TRAIN_METRIC_NAMES:
-        raise SpecError(f"{src}: {key} has unknown training metric {name!r}; allowed: {', '.join(TRAIN_METRIC_NAMES)}")
+    choice(f"{src}: {key} (a training metric)", name, TRAIN_METRIC_NAMES)
     if name.startswith("train_") and tokens <= 0:
         raise SpecError(f"{src}: {key} {name} needs the tokens to train on (tokens: e.g. 15.6e+12)")
     return name

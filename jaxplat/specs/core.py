@@ -150,7 +150,11 @@ def choice(where, value, allowed):
     """`value` if it is one of `allowed` (a name such as a schedule or a
     mode), else a one-line SpecError naming `where` (a flag, `--sp`, or a
     spec's key, `file.yaml: options.sp`) and what it may be."""
-    if value not in allowed:
+    try:
+        known = value in allowed
+    except TypeError:  # an unhashable value (a YAML list or mapping) against a dict's keys
+        known = False
+    if not known:
         names = {str(a).lower(): str(a) for a in allowed}
         close = difflib.get_close_matches(str(value).lower(), list(names), n=1)
         close = [names[c] for c in close]
