@@ -9,13 +9,15 @@ rows; with --test, once and at the end of the work, the same on the test
 rows that data/measured/training_split.yaml holds out (whole source families).
 A family with both dense and MoE rows also gets a line for each kind.
 
-    .venv/bin/python experiments/training/validate.py [--rows] [--scaling] [--test] [--plot PNG]
+    .venv/bin/python experiments/training/validate.py [--rows] [--scaling] [--scaling-plot PNG] [--test] [--plot PNG]
 
 --scaling prints, for dev runs that differ only in their chip count (same
 source family, model, chip, precision, sequence, micro-batch and degrees
 but data parallelism), published and predicted tokens/s per chip at each
 count, each relative to the smallest count: how the per-chip rate falls
-as data parallelism grows, measured and modelled.
+as data parallelism grows, measured and modelled; --scaling-plot draws
+those ratios against the chip count, a line per run (solid: published,
+dashed: predicted).
 
 --plot writes predicted against published tokens/s per chip, log-log, and
 their ratio, a point per row (colour: source family; marker: chip
@@ -70,6 +72,7 @@ def main():
                                                         "the end of the work: they must not steer it)")
     ap.add_argument("--plot", metavar="PNG", help="write the parity plot of the rows predicted to this file")
     ap.add_argument("--scaling", action="store_true", help="print per-chip rates against the chip count (dev rows)")
+    ap.add_argument("--scaling-plot", metavar="PNG", help="draw those per-chip rates against the chip count")
     args = ap.parse_args()
     dev, test, skipped = [], [], collections.Counter()
     points = []  # (family, chip, measured, predicted, test)
@@ -98,6 +101,9 @@ def main():
     summary(dev, "DEV rows (may be looked at; backward_efficiency and the MoE host time are fitted on them)")
     if args.scaling:
         scaling_table(series)
+    if args.scaling_plot:
+        scaling_plot(series, args.scaling_plot)
+        print(f"\nwrote {args.scaling_plot}")
     if args.test:
         summary(test, "TEST rows (held out by data/measured/training_split.yaml; reported once)")
     if args.plot:
@@ -129,6 +135,33 @@ def scaling_table(series, least=3):
         cells = [f"{n}: {pts[n][0]:.0f}, {pts[n][0] / m0:.3f} / {pts[n][1] / p0:.3f}, "
                  f"{100 * (pts[n][1] / pts[n][0] - 1):+.1f}%" for n in counts]
         print(f"{fam[:14]:14s} {model[:10]:10s} {chip[:14]:14s} {seq:6.0f} {mb:3.0f}  " + "; ".join(cells))
+
+
+def scaling_plot(series, path, least=3):
+    """Per-chip tokens/s relative to the smallest chip count against the
+    chip count (log), a colour per run of `scaling_table`: published solid
+    with markers, predicted dashed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [(k, v) for k, v in sorted(series.items(), key=lambda kv: tuple(map(str, kv[0]))) if len(v) >= least]
+    fig, ax = plt.subplots(figsize=(13, 6))
+    colours = plt.get_cmap("tab20").colors
+    for i, (key, pts) in enumerate(runs):
+        counts = sorted(pts)
+        m0, p0 = pts[counts[0]]
+        c = colours[i % len(colours)]
+        marker = next((m for k, m, _ in GENERATIONS if k in key[2]), "D")
+        label = f"{key[1]} on {key[2].split(' ')[0]}, mb {key[5]:g} ({key[0]})"
+        ax.plot(counts, [pts[n][0] / m0 for n in counts], color=c, marker=marker, ms=5, lw=1.2, label=label)
+        ax.plot(counts, [pts[n][1] / p0 for n in counts], color=c, ls="--", lw=1.0)
+    ax.axhline(1.0, color="k", lw=0.6)
+    ax.set(xscale="log", xlabel="chips", ylabel="tokens/s per chip / its value at the smallest count",
+           title="Per-chip rate against the chip count (solid: published, dashed: predicted)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 GENERATIONS = (("A100", "o", "A100"), ("H100", "s", "H100"), ("B200", "^", "B200"))
