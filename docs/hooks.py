@@ -28,6 +28,7 @@ FIGURES = {
     "img/npu_case_study.png": "experiments/paper/npu_case_study.png",
     "img/megatron_weak_scaling.png": "experiments/training/megatron_weak_scaling.png",
     "img/training_parity.png": "experiments/training/validate_parity.png",
+    "img/training_scaling.png": "experiments/training/validate_scaling.png",
     "img/llama405b_16k_split.png": "experiments/training/llama-3.1-405b-16384-split.png",
     "img/deepseek_v3_2048_split.png": "experiments/training/deepseek-v3-2048-split.png",
 }
