@@ -119,43 +119,43 @@ def scaling_key(row, inp):
             float(twl.micro_batch), int(par.tp), int(par.pp), int(par.vp), int(par.cp), float(twl.zero))
 
 
-def scaling_table(series, least=3):
-    """Per-chip tokens/s at each chip count of every run family with at
-    least `least` counts: published and predicted, and each relative to
-    its value at the smallest count."""
+def scaling_runs(series, least=3):
+    """[(key, counts, published ratios, predicted ratios, {chips: (published,
+    predicted)})] of every run with at least `least` chip counts, sorted:
+    each per-chip rate over its value at the smallest count."""
+    out = []
+    for key, pts in sorted(series.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        if len(pts) >= least:
+            counts = sorted(pts)
+            m0, p0 = pts[counts[0]]
+            out.append((key, counts, [pts[n][0] / m0 for n in counts], [pts[n][1] / p0 for n in counts], pts))
+    return out
+
+
+def scaling_table(series):
+    """Per-chip tokens/s at each chip count of every run of `scaling_runs`:
+    published, both ratios to the smallest count, and the error."""
     print("\nPer-chip rate against the chip count (dev runs that differ only in it; ratios to the smallest count)")
     print(f"{'family':14s} {'model':10s} {'chip':14s} {'seq':>6s} {'mb':>3s}  chips: published tok/s, "
           f"ratio published / predicted, error")
-    for key, pts in sorted(series.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        if len(pts) < least:
-            continue
+    for key, counts, meas, pred, pts in scaling_runs(series):
         fam, model, chip, _, seq, mb = key[:6]
-        counts = sorted(pts)
-        m0, p0 = pts[counts[0]]
-        cells = [f"{n}: {pts[n][0]:.0f}, {pts[n][0] / m0:.3f} / {pts[n][1] / p0:.3f}, "
-                 f"{100 * (pts[n][1] / pts[n][0] - 1):+.1f}%" for n in counts]
+        cells = [f"{n}: {pts[n][0]:.0f}, {a:.3f} / {b:.3f}, {100 * (pts[n][1] / pts[n][0] - 1):+.1f}%"
+                 for n, a, b in zip(counts, meas, pred)]
         print(f"{fam[:14]:14s} {model[:10]:10s} {chip[:14]:14s} {seq:6.0f} {mb:3.0f}  " + "; ".join(cells))
 
 
-def scaling_plot(series, path, least=3):
-    """Per-chip tokens/s relative to the smallest chip count against the
-    chip count (log), a colour per run of `scaling_table`: published solid
-    with markers, predicted dashed."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = [(k, v) for k, v in sorted(series.items(), key=lambda kv: tuple(map(str, kv[0]))) if len(v) >= least]
+def scaling_plot(series, path):
+    """The ratios of `scaling_runs` against the chip count (log), a colour
+    per run: published solid with markers, predicted dashed."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(13, 6))
     colours = plt.get_cmap("tab20").colors
-    for i, (key, pts) in enumerate(runs):
-        counts = sorted(pts)
-        m0, p0 = pts[counts[0]]
+    for i, (key, counts, meas, pred, _) in enumerate(scaling_runs(series)):
         c = colours[i % len(colours)]
-        marker = next((m for k, m, _ in GENERATIONS if k in key[2]), "D")
         label = f"{key[1]} on {key[2].split(' ')[0]}, mb {key[5]:g} ({key[0]})"
-        ax.plot(counts, [pts[n][0] / m0 for n in counts], color=c, marker=marker, ms=5, lw=1.2, label=label)
-        ax.plot(counts, [pts[n][1] / p0 for n in counts], color=c, ls="--", lw=1.0)
+        ax.plot(counts, meas, color=c, marker=chip_marker(key[2]), ms=5, lw=1.2, label=label)
+        ax.plot(counts, pred, color=c, ls="--", lw=1.0)
     ax.axhline(1.0, color="k", lw=0.6)
     ax.set(xscale="log", xlabel="chips", ylabel="tokens/s per chip / its value at the smallest count",
            title="Per-chip rate against the chip count (solid: published, dashed: predicted)")
@@ -164,21 +164,31 @@ def scaling_plot(series, path, least=3):
     fig.savefig(path, dpi=110)
 
 
+def _pyplot():
+    """matplotlib.pyplot on the file-only Agg backend."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def chip_marker(chip: str) -> str:
+    """The plot marker of a chip's generation (GENERATIONS; others a diamond)."""
+    return next((m for key, m, _ in GENERATIONS if key in chip), "D")
+
+
 GENERATIONS = (("A100", "o", "A100"), ("H100", "s", "H100"), ("B200", "^", "B200"))
 
 
 def parity_plot(points, path):
     """Predicted against published tokens/s per chip, log-log, and their
     ratio against the published figure (module doc)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fams = sorted({p[0] for p in points})
     colours = dict(zip(fams, plt.get_cmap("tab10").colors))
     fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(13, 5.8))
     for fam, chip, meas, pred, held in points:
-        style = dict(s=18, marker=next((m for key, m, _ in GENERATIONS if key in chip), "D"), linewidths=0.8,
+        style = dict(s=18, marker=chip_marker(chip), linewidths=0.8,
                      facecolors="none" if held else colours[fam], edgecolors=colours[fam])
         ax.scatter(meas, pred, **style)
         ax_r.scatter(meas, pred / meas, **style)
@@ -206,6 +216,7 @@ def parity_plot(points, path):
     ax.legend(handles=handles, fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
 
 if __name__ == "__main__":
     main()
