@@ -137,7 +137,7 @@ def _candidates(src, cd, keys, task) -> tuple[dict, int]:
     """({key: [pad] float32} of the Cartesian product of the candidate lists,
     padded to a power of two with copies of the first; n real ones)."""
     from jaxplat.cost.training import RECOMPUTE
-    from jaxplat.specs import SpecError, check_keys, number
+    from jaxplat.specs import SpecError, check_keys, choice, number
 
     if not isinstance(cd, dict):
         raise SpecError(f"{src}: candidates must map {', '.join(keys)} to lists")
@@ -149,9 +149,8 @@ def _candidates(src, cd, keys, task) -> tuple[dict, int]:
         if k == "etp" and k not in cd:
             lists.append([0.0])  # expert tensor parallelism at tp: no folding
         elif k == "recompute":
-            bad = [e for e in v if e not in RECOMPUTE]
-            if bad:
-                raise SpecError(f"{src}: candidates.recompute has {bad[0]!r}; allowed: {', '.join(RECOMPUTE)}")
+            for e in v:
+                choice(f"{src}: candidates.recompute", e, RECOMPUTE)
             lists.append([float(RECOMPUTE.index(e)) for e in v])
         elif k == "zero":
             vals = [number(src, "candidates.zero", e, allow_zero=True) for e in v]

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.model.pytree import as_f32, pytree_dataclass
-from jaxplat.specs import SPEC_ROOT, SpecError, check_keys, number, read_yaml
+from jaxplat.specs import SPEC_ROOT, SpecError, check_keys, choice, number, read_yaml
 from jaxplat.specs.units import DTYPES
 
 
@@ -99,9 +99,7 @@ def technology_from_dict(d: dict, hbm: str | None = None, src="technology") -> T
     gens = d["hbm"]
     if not isinstance(gens, dict) or not gens:
         raise SpecError(f"{src}: hbm must map generation names to {', '.join(_HBM_KEYS)}")
-    name = hbm or next(iter(gens))
-    if name not in gens:
-        raise SpecError(f"{src}: unknown HBM generation {name!r}; allowed: {', '.join(gens)}")
+    name = choice(f"{src}: HBM generation", hbm or next(iter(gens)), tuple(gens))
     g = gens[name]
     check_keys(src, f"hbm.{name}.", g, _HBM_KEYS, required=_HBM_KEYS[:4])
     gnum = lambda k: number(src, f"hbm.{name}.{k}", g[k])  # noqa: E731
