@@ -194,8 +194,11 @@ def test_offload_names_cover_every_operator(wl):
 
 def test_npu_sweep_over_array_shape_matches_evaluate(npu, llama8b):
     """A sweep over the array's rows, columns and cores (hardware axes, traced)
-    ranks the same TTFTs as `evaluate` one design at a time."""
+    ranks the same TTFTs as `evaluate` one design at a time. Sweeping the
+    array prices each design from its technology (price, TDP, static power
+    and energies: `cost.priced_chip`), so each is evaluated so priced."""
     from jaxplat import search
+    from jaxplat.cost import priced_chip
     from jaxplat.search import study_from_dict
 
     st = study_from_dict(dict(
@@ -205,11 +208,12 @@ def test_npu_sweep_over_array_shape_matches_evaluate(npu, llama8b):
         engine=dict(block=16, blocks_per_step=1)))
     res = search.run(search.Engine(st), progress=False)
     assert res.counts[0] == res.counts[2] == 12  # evaluated, all within the (absent) constraints
+    assert st.pricing == "technology"
     one = jax.jit(lambda hw: jp.evaluate(llama8b, hw, jp.Parallel(), st.workloads[0]).ttft)
     want = {}
     for flat in range(12):
         cfg = {k: float(v[0]) for k, v in st.decode([flat]).items() if k in ("array_rows", "array_cols", "cores")}
-        want[flat] = float(one(jp.replace(npu, **cfg)))
+        want[flat] = float(one(priced_chip(jp.replace(npu, **cfg), st.technology)))
     order = sorted(want, key=lambda i: (want[i], i))
     assert list(res.top["index"]) == order
     np.testing.assert_allclose(-res.top["score"], [want[i] for i in order], rtol=1e-5)

@@ -156,9 +156,10 @@ def _at_tdp(model, hw, wl, tdp):
 
 def test_tdp_holds_average_power():
     # Without static power, a chip held at its TDP draws exactly TDP on
-    # average: power = 2 chips x TDP once both phases are power-limited, and
-    # the time grows as 1/TDP. A TDP far above the draw changes nothing;
-    # TTFT never grows with TDP.
+    # average: power = 2 chips x TDP once both phases are power-limited. At
+    # a few watts the clock is far below the voltage floor, where dynamic
+    # power is linear in the clock: the time grows as 1/TDP. A TDP far above
+    # the draw changes nothing; TTFT never grows with TDP.
     model, wl = jp.load_model("llama-2-7b"), workload(batch=8, prompt=512, output=32)
     # no engine overhead either: its time draws no chip power (the hand figures hold without it)
     hw = replace(jp.load_hardware("h100-sxm"), static_power=jnp.float32(0.0), iteration_overhead=0.0)
@@ -170,6 +171,7 @@ def test_tdp_holds_average_power():
     assert float(low.throttle) > 1.0
     lower = _at_tdp(model, hw, wl, jnp.float32(2.5))
     assert float(lower.e2e) == pytest.approx(2 * float(low.e2e), rel=1e-4)
+    assert float(lower.power_w) == pytest.approx(2 * 2.5, rel=1e-4)
     ttfts = [float(_at_tdp(model, hw, wl, jnp.float32(t)).ttft) for t in (50.0, 200.0, 800.0)]
     assert ttfts[0] >= ttfts[1] >= ttfts[2]
 

@@ -193,3 +193,20 @@ def test_speculative_expected_tokens():
     np.testing.assert_allclose(S.expected_tokens(0.0, 0.7), 1.0, rtol=1e-6)
     np.testing.assert_allclose(S.expected_tokens(4.0, 0.5), 1 + 0.5 + 0.25 + 0.125 + 0.0625, rtol=1e-6)
     np.testing.assert_allclose(S.expected_tokens(3.0, 1.0), 4.0, rtol=1e-4)
+
+
+def test_power_limit_slows_an_iteration_as_it_slows_evaluate():
+    # With 1000x the default J per FLOP an H100 would draw far above its
+    # 700 W running a 2,048-token prefill: evaluate's TTFT is power-limited
+    # (energy.clock_share), and the serving model's prefill iteration of the
+    # same prompt at batch 1 is evaluate's TTFT, throttled by the same law.
+    model = jp.load_model("llama-3.1-8b")
+    cool = jp.load_hardware("h100-sxm")
+    hot = replace(cool, energy_flop=cool.power.energy_flop * 1e3)
+    wl = workload_from_dict({"batch": 1, "prompt": 2048, "output": 2})
+    m, m_cool = jp.evaluate(model, hot, jp.Parallel(), wl, OPTS), jp.evaluate(model, cool, jp.Parallel(), wl, OPTS)
+    assert float(m.throttle) > 2.0 and float(m_cool.throttle) == 1.0
+    z, chunk = jnp.zeros((1,), jnp.float32), jnp.full((1,), 2048.0, jnp.float32)
+    got = float(S.iteration_time_jit(model, hot, jp.Parallel(), wl, OPTS, jnp.float32(0.0), jnp.float32(0.0), chunk, z))
+    np.testing.assert_allclose(got, float(m.ttft), rtol=2e-3)
+    assert float(m.ttft) > 2.0 * float(m_cool.ttft)

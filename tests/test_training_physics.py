@@ -8,6 +8,7 @@ dtype. Numbers worked by hand on the tiny model of tests/test_training.py
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxplat.cost import training
 from jaxplat.cost.training import TrainOptions, TrainWorkload, forward_table, rank_weights, train_step
@@ -77,16 +78,29 @@ def test_fp8_on_a_chip_without_fp8_runs_bf16():
 
 
 def test_power_cap_by_hand():
-    """An H100 (700 W TDP, 105 W static) held to 500 W keeps
-    (395/595)^(1/3) = 0.8724 of its clock (cube law of DVFS): on the tiny
-    model, whose GEMMs and attention are compute-bound and whose memory is
-    free, forward and backward take 1/0.8724 = 1.1463x as long; no cap or a
-    cap at or above the TDP changes nothing."""
-    hw = hardware_from_dict({**FAST, "tdp_w": 700})
-    assert float(hw.static_power) == 105.0
-    np.testing.assert_allclose(training.capped_clock(hw, 500.0), (395 / 595) ** (1 / 3), rtol=1e-6)
-    base, capped = _step(hw), _step(hw, power_cap_w=500.0)
-    np.testing.assert_allclose(capped.forward / base.forward, 1.146322, rtol=1e-4)
-    np.testing.assert_allclose(capped.backward / base.backward, 1.146322, rtol=1e-4)
-    assert float(capped.power_w) <= 500.0
-    np.testing.assert_allclose(_step(hw, power_cap_w=700.0).step_time_s, base.step_time_s, rtol=1e-7)
+    """A chip (700 W TDP, 105 W static) whose forward draws P = 1,030 W of
+    dynamic power at its rated clock (1 nJ per FLOP; measured with no
+    limit) keeps (595 / P)^(1/3) = 0.832 of it under its TDP and (395 /
+    P)^(1/3) = 0.727 held to 500 W (cube law of DVFS, both above the
+    voltage floor's 0.62): its compute-bound forward and backward (memory
+    is free) take the inverse as long, and it draws its limit. Ten times
+    the energy per FLOP puts 500 W below the floor, where the clock falls
+    at a fixed voltage: 395 / (P 0.62²). The tiny model at the default
+    0.8 pJ/FLOP draws under a watt: no cap throttles it."""
+    def chip(pj, tdp=700.0):
+        return hardware_from_dict({**FAST, "tdp_w": tdp, "energy": {"pj_per_flop": {"bf16": pj}, "static_w": 105.0}})
+    free = _step(chip(1e3, tdp=1e9))
+    p = float(free.power_w) - 105.0
+    assert 1000.0 < p < 1100.0
+    base, capped = _step(chip(1e3)), _step(chip(1e3), power_cap_w=500.0)
+    for run, budget in ((base, 595.0), (capped, 395.0)):
+        clock = (budget / p) ** (1 / 3)
+        np.testing.assert_allclose(run.forward / free.forward, 1 / clock, rtol=1e-4)
+        np.testing.assert_allclose(run.backward / free.backward, 1 / clock, rtol=1e-4)
+        np.testing.assert_allclose(run.clock, clock, rtol=1e-4)
+        assert float(run.power_w) == pytest.approx(budget + 105.0, rel=1e-3)
+    np.testing.assert_allclose(_step(chip(1e3), power_cap_w=700.0).step_time_s, base.step_time_s, rtol=1e-7)
+    hot_free, hot = _step(chip(1e4, tdp=1e9)), _step(chip(1e4), power_cap_w=500.0)
+    np.testing.assert_allclose(hot.clock, 395.0 / ((float(hot_free.power_w) - 105.0) * 0.62 ** 2), rtol=1e-4)
+    cool = hardware_from_dict(FAST)
+    np.testing.assert_allclose(_step(cool, power_cap_w=500.0).step_time_s, _step(cool).step_time_s, rtol=1e-7)

@@ -268,7 +268,8 @@ def run(args) -> int:
                    phases_s={k: float(getattr(m, k)) for k, _ in PHASES},
                    comm_exposed_s={c: float(np.sum(m.comm[i])) for i, c in enumerate(COMM_NAMES)},
                    train_time_s=float(m.train_time_s), train_energy_j=float(m.train_energy_j),
-                   train_cost_usd=float(m.train_cost_usd), infeasible_reasons=reasons)
+                   train_cost_usd=float(m.train_cost_usd), power_w=float(m.power_w), clock_share=float(m.clock),
+                   infeasible_reasons=reasons)
         print(json_text(out))
         return EXIT_INFEASIBLE if blocked else 0
     if blocked:
@@ -307,7 +308,9 @@ def _print_text(args, dp, m, levels, reasons):
                                                              (m.weights_bytes, m.grads_bytes, m.optimizer_bytes))],
             ["  activations (pipeline stash)", units.fmt_bytes(float(m.activation_bytes))],
             ["fits", str(bool(m.fits))],
-            ["pipeline bubble", f"{100 * float(m.bubble_fraction):.1f}% of the micro-batches' time, (pp - 1)/(vp·m)"]]
+            ["pipeline bubble", f"{100 * float(m.bubble_fraction):.1f}% of the micro-batches' time, (pp - 1)/(vp·m)"],
+            ["power per chip (mean)", f"{float(m.power_w):.0f} W" + (
+                f", power-limited: clock {100 * float(m.clock):.0f}% of rated" if float(m.clock) < 0.995 else "")]]
     if args.tokens > 0:
         rows += [[f"to train {args.tokens:.3g} tokens", f"{float(m.train_time_s) / 86400:.4g} days"],
                  ["  energy (IT)", f"{float(m.train_energy_j) / 3.6e9:.4g} MWh"],

@@ -151,26 +151,54 @@ def phase_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: O
             copies * dynamic_energy(dec, hw, wl, opts, steps, steps_sum, prices[1]))
 
 
-# Power available for dynamic work is at least this share of TDP, so that a
-# static power at or above TDP (possible only for a chip built in code, the
-# spec loader refuses it) gives a finite floor and gradient.
+# Power available for dynamic work is at least this share of the limit, so that
+# a static power at or above TDP (possible only for a chip built in code, the
+# spec loader refuses it) gives a finite clock and gradient.
 _MIN_DYNAMIC_SHARE = 0.01
 
 
-def power_floor(dynamic_j, hw: Hardware, chips) -> jax.Array:
-    """Seconds the chips need at least to spend `dynamic_j` joules of
-    dynamic energy without drawing more than their TDP on average:
-    dynamic_j / (chips x (TDP - static power)). A chip held at its power
-    limit lowers its clocks until it fits (NVIDIA's and AMD's board power
-    management; nvidia-smi --power-limit): its throughput is the power
-    budget over the energy per operation ("power-limited", Esmaeilzadeh et
-    al., "Dark silicon and the end of multicore scaling", ISCA 2011). Energy
-    per operation is taken as fixed, so this is an upper bound on the
-    slowdown (lower clocks at lower voltage also lower it). TDP = 0 (a chip
-    built in code without one): no limit, 0 s.
+# Below about this share of its rated voltage a GPU's clock falls at a fixed voltage: an RTX 3060 Ti runs
+# 0.875-1.081 V at 1,740-1,965 MHz under load and 0.668 V at its 210 MHz floor (TechPowerUp, Zotac RTX 3060
+# Ti Twin Edge review, voltage-frequency table, 2020): 0.668 / 1.081 = 0.62. Assumed for data-centre GPUs.
+VOLTAGE_FLOOR = 0.62
+
+
+def clock_share(dynamic_j, seconds, hw: Hardware, chips, cap_w=0.0) -> jax.Array:
+    """Share of its rated clock a chip keeps while it spends `dynamic_j`
+    joules of dynamic energy (all `chips` together, at the rated clock) in
+    `seconds`, held to its power limit: the TDP, or `cap_w` where a run sets
+    a lower board limit (nvidia-smi --power-limit; 0: none).
+
+    Above the limit the chip's power management lowers clock and voltage
+    together until it fits (NVIDIA's and AMD's board power management; large
+    GEMMs on an H100 SXM run at its 700 W limit, He, "Strangely, matrix
+    multiplications on GPUs run faster when given predictable data", 2024).
+    Dynamic power P = C·V²·f with V about linear in f over the DVFS range,
+    so P ∝ f³ (Kim, Gupta, Wei & Brooks, HPCA 2008, Sec. 2): a chip that
+    would draw P above its budget (limit - static power) keeps (budget /
+    P)^(1/3) of its clock. Below VOLTAGE_FLOOR the voltage stays and P ∝ f:
+    budget / (P·floor²). Its compute-bound time grows by the inverse and its
+    dynamic energy per operation falls by `energy_share`. 1 under the limit
+    or without a TDP (a chip built in code without one).
+
+    Args:
+      dynamic_j, seconds: the work's dynamic joules and its time at the
+        rated clock (any shape; `seconds` 0 gives 1).
+      chips: how many chips share the joules.
     """
-    budget = chips * jnp.maximum(hw.power.tdp - hw.power.static_power, _MIN_DYNAMIC_SHARE * hw.power.tdp)
-    return jnp.where(hw.power.tdp > 0, safe_div(dynamic_j, budget), 0.0)
+    limit = jnp.where((cap_w > 0) & (cap_w < hw.power.tdp), cap_w, hw.power.tdp)
+    budget = chips * jnp.maximum(limit - hw.power.static_power, _MIN_DYNAMIC_SHARE * limit)
+    watts = safe_div(dynamic_j, seconds)
+    r = jnp.minimum(safe_div(budget, jnp.maximum(watts, 1e-30)), 1.0)
+    share = jnp.where(r >= VOLTAGE_FLOOR ** 3, r ** (1.0 / 3.0), r / VOLTAGE_FLOOR ** 2)
+    return jnp.where((hw.power.tdp > 0) & (watts > 0), share, 1.0)
+
+
+def energy_share(clock) -> jax.Array:
+    """Dynamic energy per operation at a clock share (`clock_share`) over
+    that at the rated clock: the voltage's square, the voltage following the
+    clock down to VOLTAGE_FLOOR."""
+    return jnp.maximum(clock, VOLTAGE_FLOOR) ** 2
 
 
 def per_token(energy, wl: Workload):

@@ -72,7 +72,7 @@ class Metrics:
     cost_per_mtok_usd: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(0.0))
     # prompt + output within the model's max_position_embeddings (`context_ok`)
     context_ok: jax.Array = dataclasses.field(default_factory=lambda: jnp.bool_(True))
-    # Power limit (cost.energy.power_floor): e2e over what it would be without
+    # Power limit (cost.energy.clock_share): e2e over what it would be without
     # the TDP (1 = not power-limited).
     throttle: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
 
@@ -260,8 +260,9 @@ class Phases:
     e_pre, e_dec: dynamic joules of one replica's prefill and decode
       (cost.energy.phase_energy).
     pre_slow, dec_slow: >= 1, how much the power limit stretches each phase
-      (cost.energy.power_floor; 1 when under TDP or Conventions.power_limit
-      is off): TTFT = pre_slow x sum(...), and likewise the decode.
+      (the inverse of cost.energy.clock_share; 1 when under TDP or
+      Conventions.power_limit is off): TTFT = pre_slow x sum(...), and
+      likewise the decode.
     ttft, decode_time, tpot, comm_time: the reductions, seconds.
     """
 
@@ -360,11 +361,13 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     e_pre, e_dec = energy.phase_energy(pre, dec, hw, wl, options, steps, steps_sum, paths * nmb, prices)
     pre_slow = dec_slow = jnp.float32(1.0)
     if conv.power_limit:
-        # Each phase takes at least the time its dynamic energy needs under
-        # the chips' TDP (energy.power_floor): above it the chips throttle.
+        # A phase that would draw more than the chips' TDP runs at a lower
+        # clock (energy.clock_share): its time grows by the inverse, its
+        # dynamic energy per operation falls with the voltage (energy_share).
         replica = paths * par.pp
-        pre_slow = _stretch(ttft, energy.power_floor(e_pre, hw, replica), p)
-        dec_slow = _stretch(decode_time, energy.power_floor(e_dec, hw, replica), p)
+        pre_slow = _stretch(ttft, safe_div(ttft, energy.clock_share(e_pre, ttft, hw, replica)), p)
+        dec_slow = _stretch(decode_time, safe_div(decode_time, energy.clock_share(e_dec, decode_time, hw, replica)), p)
+        e_pre, e_dec = e_pre * energy.energy_share(1.0 / pre_slow), e_dec * energy.energy_share(1.0 / dec_slow)
     # The engine's own time per iteration (the prefill pass, each decode
     # step) adds to the kernels', throttled or not (efficiency.iteration_overhead).
     overhead = efficiency.iteration_overhead(hw, options)

@@ -93,10 +93,13 @@ def hbm_stacks(tech: Technology, mem_bytes, mem_bw) -> jax.Array:
 
 
 def priced_chip(hw: Hardware, tech: Technology) -> Hardware:
-    """`hw` with its price, TDP and static power from the technology model of
-    its own numbers (bf16 peak, or its arrays' peak and cores; SRAM, HBM
-    stacks for its level-0 size and bandwidth, scale-up link), not from its spec. Energies per operation
-    stay the chip's."""
+    """`hw` with its price, TDP, static power and energies per operation
+    from the technology model of its own numbers (bf16 peak, or its arrays'
+    peak and cores; SRAM, HBM stacks for its level-0 size and bandwidth,
+    scale-up link), not from its spec, as co-design prices a design
+    (design.codesign.chip_hardware): the TDP is the draw at full rate of
+    those energies, so a chip priced so is never held below its rated clock
+    by its own TDP (energy.clock_share)."""
     flops = hw.chip.flops[DTYPES.index("bf16")]
     cores = 0.0
     if hw.chip.dataflow:  # systolic arrays: their peak and their cores' own area (a `compute:` block)
@@ -104,4 +107,6 @@ def priced_chip(hw: Hardware, tech: Technology) -> Hardware:
         cores = hw.chip.cores
     stacks = hbm_stacks(tech, hw.memory.size[0], hw.memory.bandwidth[0])
     area, tdp, price = chip_numbers(tech, flops, hw.memory.sram_size, stacks, hw.network.bandwidth[0], cores)
-    return replace(hw, price=price, tdp=tdp, static_power=tech.leakage * area)
+    return replace(hw, price=price, tdp=tdp, static_power=tech.leakage * area, energy_flop=tech.energy_flop,
+                   energy_sram=tech.energy_sram, energy_mem=hw.power.energy_mem.at[0].set(tech.energy_hbm),
+                   energy_net=hw.power.energy_net.at[0].set(tech.energy_link))

@@ -238,10 +238,11 @@ class TrainWorkload:
       training_moe.MOE_LAYER_HOST_S); 0 and 0: none (a stack that captures
       its MoE layers in graphs).
     power_cap_w: the board power limit the run sets below the chip's
-      `tdp` (nvidia-smi -pl; 0: none). The chip's peak FLOP/s are rated at
-      its TDP; capped, its clock drops to `capped_clock` of it and every
-      row's compute time grows by its inverse (memory and network times
-      do not: HBM and links keep their own clocks).
+      `tdp` (nvidia-smi -pl; 0: none). Where the step would draw more than
+      its limit (this cap, else the TDP), the chip's clock drops to
+      `energy.clock_share` of its rated one and every row's compute time
+      grows by its inverse (memory and network times do not: HBM and links
+      keep their own clocks).
     """
 
     global_batch: jax.Array
@@ -343,6 +344,8 @@ class TrainMetrics:
     train_time_s, train_energy_j, train_cost_usd: to train `tokens`
     (whole cluster; energy at the IT level, cost with PUE and capex).
     power_w: average power of one chip.
+    clock: share of its rated clock the chip's power limit leaves it
+      (energy.clock_share; 1 when it draws under the limit).
     """
 
     step_time_s: jax.Array
@@ -374,6 +377,7 @@ class TrainMetrics:
     train_time_s: jax.Array
     train_energy_j: jax.Array
     train_cost_usd: jax.Array
+    clock: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
 
 
 def train_chips(par: Parallel) -> jax.Array:
@@ -450,18 +454,6 @@ def _scaling_time(t: OpTable, hw: Hardware, twl: TrainWorkload, w):
     return jnp.where(narrow, safe_div(elems * per, hw.memory.bandwidth[0] * hw.efficiency.memory), 0.0)
 
 
-def capped_clock(hw: Hardware, cap_w):
-    """Clock share of a chip held to `cap_w` W below its TDP (1 without a
-    cap): dynamic power P = C·V²·f with the voltage rising about linearly
-    with the clock over the DVFS range, so P - static ∝ f³ (the cube law of
-    DVFS: Kim, Gupta, Wei & Brooks, HPCA 2008, Sec. 2) and a chip that
-    draws its TDP at its rated clock keeps ((cap - static)/(TDP - static))^(1/3)
-    of it."""
-    on = (cap_w > 0) & (cap_w < hw.power.tdp) & (hw.power.tdp > hw.power.static_power)
-    share = safe_div(jnp.maximum(cap_w - hw.power.static_power, 0.0), hw.power.tdp - hw.power.static_power)
-    return jnp.where(on, jnp.maximum(share, 1e-6) ** (1.0 / 3.0), 1.0)
-
-
 def _loss_times(t: OpTable, hw: Hardware, w):
     """(forward, backward) seconds of the fp32 loss over one micro-batch's
     logits on the rank (the LM head row's tokens x its vocabulary share),
@@ -492,7 +484,10 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     w = rank_weights(t, par)
     loss_fwd, loss_bwd = _loss_times(t, hw, w)
     c0, _, m0, _, _ = row_components(t, hw, wl, opts, p, comm=jnp.zeros_like(t.f0))
-    clock = capped_clock(hw, twl.power_cap_w)
+    # The clock the chip's power limit leaves it (energy.clock_share), from the forward's dynamic power at the
+    # rated clock; the backward and recompute run the same rows. Memory and network keep their own clocks.
+    e_fwd = energy.dynamic_energy(dataclasses.replace(t, count=w), hw, wl, opts, 1.0, 0.0)
+    clock = energy.clock_share(e_fwd, jnp.sum(w * combine(c0, m0, 0.0, p)), hw, 1.0, twl.power_cap_w)
     fwd = combine(c0 / clock, m0, 0.0, p)  # [rows] s, one execution
     attn = jnp.asarray(efficiency.attention_mask(t))
     lookup = jnp.asarray(names_mask(t, ("embedding",)))
@@ -553,10 +548,11 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     fits = mem <= cap
     ok = functools.reduce(jnp.logical_and, tm.checks(model, par, twl).values())
 
-    # Energy: the forward's dynamic joules (energy.dynamic_energy of the rank's rows), scaled by the work
-    # of the other passes (their time over the forward's), plus static power; capped at TDP.
-    e_fwd = energy.dynamic_energy(dataclasses.replace(t, count=w), hw, wl, opts, 1.0, 0.0)
-    e_step = m * e_fwd * safe_div(t_fwd + t_bwd + t_rec, t_fwd) + hw.power.static_power * step
+    # Energy: the forward's dynamic joules (energy.dynamic_energy of the rank's rows) at the clock's voltage
+    # (energy.energy_share), scaled by the work of the other passes (their time over the forward's),
+    # plus static power; capped at the power limit.
+    e_step = (m * e_fwd * energy.energy_share(clock) * safe_div(t_fwd + t_bwd + t_rec, t_fwd)
+              + hw.power.static_power * step)
     power = safe_div(e_step, step)
     power = jnp.where(hw.power.tdp > 0, jnp.minimum(power, hw.power.tdp), power)
     power = jnp.where(twl.power_cap_w > 0, jnp.minimum(power, twl.power_cap_w), power)
@@ -570,7 +566,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
         forward=m * t_fwd, backward=m * t_bwd, recompute=m * t_rec, scaling=m * t_scale, host=m * t_host,
         optimizer=t_opt,
         bubble=bubble, comm=comm_lv, comm_total=comm_total, model_flops_per_token=mf, power_w=power,
-        train_time_s=train_time, train_energy_j=train_energy, train_cost_usd=cost)
+        train_time_s=train_time, train_energy_j=train_energy, train_cost_usd=cost, clock=clock)
 
 
 __all__ = ["COMM_NAMES", "MOE_DISPATCHERS", "MOE_EXPERT_HOST_S", "MOE_LAYER_HOST_S", "RECOMPUTE",

@@ -22,14 +22,20 @@ DEFAULT_PUE = 1.2             # assumed modern AI data centre; Uptime Institute 
 # ------------------------------------------------------------------ TCO
 
 
-# J per FLOP by dtype at 4-5 nm (estimate). Horowitz (ISSCC 2014, 45 nm):
-# fp16 multiply 1.1 pJ + add 0.4 pJ, fp32 3.7 + 0.9 pJ, int8 0.2 + 0.03 pJ per
-# multiply-add (2 FLOPs). Scaled by ~0.4 to 5 nm (assumed) and rounded; narrower
-# dtypes roughly halve the energy of a MAC array (assumed).
-DEFAULT_J_PER_FLOP = {
-    "fp32": 1.0e-12, "tf32": 0.5e-12, "bf16": 0.3e-12, "fp16": 0.3e-12,
-    "fp8": 0.15e-12, "int8": 0.1e-12, "fp4": 0.08e-12, "int4": 0.05e-12,
+# J per FLOP by dtype at 4-5 nm, at the chip: the multiply-add (Horowitz, ISSCC 2014, 45 nm: fp16
+# multiply 1.1 pJ + add 0.4 pJ, fp32 3.7 + 0.9 pJ, int8 0.2 + 0.03 pJ per 2 FLOPs; x0.4 to 5 nm, assumed;
+# narrower dtypes roughly halve a MAC array's energy, assumed) times what delivering its operands costs
+# besides (register files, shared memory, clock tree). That factor, 8/3, puts an H100 SXM at its 700 W
+# limit running large BF16 GEMMs at 0.75 of peak (the rate DeepGEMM's kernel rows pin, efficiency.compute):
+# (700 - 105 W static) / (0.75 x 989 TFLOP/s) = 0.80 pJ/FLOP, as H100s run them power-limited (He,
+# "Strangely, matrix multiplications on GPUs run faster when given predictable data", 2024) and train at
+# about their TDP (Latif et al., "Empirical measurements of AI training power demand on a GPU-accelerated
+# node", IEEE Access 2025: 8-GPU H100 node, 8.4 kW).
+_MAC_PJ_PER_FLOP = {
+    "fp32": 1.0, "tf32": 0.5, "bf16": 0.3, "fp16": 0.3, "fp8": 0.15, "int8": 0.1, "fp4": 0.08, "int4": 0.05,
 }
+OPERAND_DELIVERY = 8.0 / 3.0
+DEFAULT_J_PER_FLOP = {dt: pj * OPERAND_DELIVERY * 1e-12 for dt, pj in _MAC_PJ_PER_FLOP.items()}
 # J per byte moved, by memory kind (matched on the level's name).
 DEFAULT_J_PER_BYTE_MEM = {
     # Large on-chip SRAM incl. wires: ~0.2 pJ/bit (Horowitz 2014: 8 kB SRAM 64-bit
@@ -149,7 +155,7 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         except SpecError as e:
             raise SpecError(grouped_message(str(e), src)) from None
     # tdp_w is required: static power defaults to a share of it, and the
-    # chip is held to it (cost.energy.power_floor).
+    # chip is held to it (cost.energy.clock_share).
     check_keys(src, "", d, _HW_KEYS, required=("memory", "network"))
     if "tdp_w" not in d:
         raise SpecError(f"{src}: missing key 'tdp_w' (board power in W: static power is a share of it "

@@ -62,7 +62,8 @@ class Conventions:
         (Model.local_layers) attend over their window and hold its KV only.
         GenZ: every layer attends to the whole context.
       power_limit: a phase whose average power would exceed the chips' TDP
-        is slowed until it does not (cost.energy.power_floor). GenZ: no.
+        runs at the lower clock that holds it there (cost.energy.clock_share).
+        GenZ: no.
       wide_collectives: the hidden states that cross the network (TP
         all-reduce, pipeline send, MoE combine) are 16-bit when the
         activation dtype is narrower: FP8/FP4 GEMMs write 16-bit outputs and

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost import OpTable, build_table, evaluate, iteration_overhead, row_components, safe_div
+from jaxplat.cost import OpTable, build_table, energy, evaluate, iteration_overhead, memory, row_components, safe_div
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.efficiency import host_time, with_host
 from jaxplat.cost.inference import pipeline_round
@@ -203,11 +203,19 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     nmb, _ = microbatching(par, replace(wl, batch=jnp.maximum(n_dec, 1.0)), opts)
     copies = jnp.ones_like(chunk) if copies is None else copies
     table = iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies / nmb, logits)
-    c0, _, m0, _, comm = row_components(table, hw, replace(wl, output=0.0), opts)
+    wl0 = replace(wl, output=0.0)
+    prices = memory.byte_prices(table, hw, wl0, wl0.output, opts.hierarchy)
+    c0, _, m0, _, comm = row_components(table, hw, wl0, opts, prices=prices)
     p = None if not opts.smooth else 20.0
     t = combine(c0, m0, comm, p)
-    gpu = (pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
-           + iteration_overhead(hw, opts))
+    kernels = pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
+    if opts.conv.power_limit:
+        # Held to the chips' TDP, as `evaluate`'s phases are (energy.clock_share): the replica's
+        # tp·ep·cp paths and nmb micro-batches of the table's work, on tp·ep·cp·pp chips.
+        paths = par.tp * par.ep * par.cp
+        joules = paths * nmb * energy.dynamic_energy(table, hw, wl0, opts, 1.0, 0.0, prices)
+        kernels = safe_div(kernels, energy.clock_share(joules, kernels, hw, paths * par.pp))
+    gpu = kernels + iteration_overhead(hw, opts)
     # The host's per-sequence work for the next iteration runs while the GPU
     # runs this one (TensorRT-LLM's overlap scheduler, SGLang's): the longer
     # of the two paces the engine. Each attention-data-parallel rank has its
