@@ -57,6 +57,23 @@ def test_text_shows_slos_capacity_and_what_the_decode_table_is(capsys):
     assert "Decode (mean step over the output" in out and "GenZ" not in out
 
 
+def test_power_line_says_which_phase_the_tdp_holds(capsys):
+    """A B200 (1,000 W) prefilling 3,000 tokens of Llama-3.1-8B would draw
+    more than its TDP at its rated clock (2.25 PFLOP/s at 0.8 pJ per FLOP):
+    the power line says how far it holds the prefill, as the JSON's clock
+    share does; the decode, memory-bound, runs at its rated clock."""
+    flags = ("--model", "llama-3.1-8b", "--workload", "chatbot", "--beams", "1")
+    rc, out, _ = run(capsys, "estimate", "--hardware", "b200", *flags)
+    assert rc == 0
+    line = next(x for x in out.splitlines() if x.startswith("average power"))
+    assert "TDP holds prefill at" in line and "decode" not in line
+    limited = json.loads(run(capsys, "estimate", "--hardware", "b200", *flags, "--json")[1])
+    assert 0.8 < limited["prefill_clock_share"] < 0.99 and limited["decode_clock_share"] == 1.0
+    assert f"at {100 * limited['prefill_clock_share']:.0f}%" in line
+    h100 = run(capsys, "estimate", "--hardware", "h100-sxm", *flags)[1]
+    assert "TDP holds" not in h100
+
+
 def test_infeasible_exits_nonzero_with_the_reason(capsys):
     # Llama-3.1-8B has 32 attention heads: tp 3 does not divide them.
     rc, out, err = run(capsys, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "3",

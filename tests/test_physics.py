@@ -169,6 +169,10 @@ def test_tdp_holds_average_power():
     low = _at_tdp(model, hw, wl, jnp.float32(5.0))
     assert float(low.power_w) == pytest.approx(2 * 5.0, rel=1e-4)
     assert float(low.throttle) > 1.0
+    # each phase's clock share is its time without the limit over its time with it
+    assert float(low.prefill_clock) == pytest.approx(float(free.ttft) / float(low.ttft), rel=1e-4)
+    assert float(low.decode_clock) == pytest.approx(float(free.decode_time) / float(low.decode_time), rel=1e-4)
+    assert float(big.prefill_clock) == float(big.decode_clock) == 1.0
     lower = _at_tdp(model, hw, wl, jnp.float32(2.5))
     assert float(lower.e2e) == pytest.approx(2 * float(low.e2e), rel=1e-4)
     assert float(lower.power_w) == pytest.approx(2 * 2.5, rel=1e-4)

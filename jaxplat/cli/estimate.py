@@ -53,8 +53,16 @@ JSON_KEYS = {
     "memory_bytes": "memory_bytes", "capacity_bytes": "capacity_bytes", "chips": "chips",
     "fits": "fits", "feasible": "feasible", "divisible": "divisible", "chips_ok": "chips_ok",
     "bubble": "pipeline_bubble_fraction", "context_ok": "context_ok", "throttle": "power_throttle",
+    "prefill_clock": "prefill_clock_share", "decode_clock": "decode_clock_share",
     "energy_per_token_j": "energy_per_token_j", "power_w": "power_w", "cost_per_mtok_usd": "cost_per_mtok_usd",
 }
+
+
+def _power_note(m) -> str:
+    """Which phases the chips' TDP holds below their rated clock, and how far."""
+    held = [f"{name} at {100 * float(c):.0f}%" for name, c in (("prefill", m.prefill_clock),
+                                                                ("decode", m.decode_clock)) if float(c) < 0.995]
+    return f"TDP holds {' and '.join(held)} of the rated clock" if held else ""
 
 
 def register(sub):
@@ -353,7 +361,7 @@ def _print_text(args, hw, wl, opts, res, slo, reasons, served):
         ["fits / feasible", f"{bool(m.fits)} / {bool(m.feasible)}", ""],
         ["pipeline bubble", f"{100 * float(m.bubble):.1f}%", ""],
         ["energy per output token", f"{float(m.energy_per_token_j):.4g} J", ""],
-        ["average power (deployment)", f"{float(m.power_w):.4g} W", ""],
+        ["average power (deployment)", f"{float(m.power_w):.4g} W", _power_note(m)],
         ["cost per million output tokens", f"${float(m.cost_per_mtok_usd):.4g}", ""],
     ]
     head = ["metric", "value", f"SLO of {spec_label(args.workload)}" if slo else ""]

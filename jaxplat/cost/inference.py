@@ -75,6 +75,10 @@ class Metrics:
     # Power limit (cost.energy.clock_share): e2e over what it would be without
     # the TDP (1 = not power-limited).
     throttle: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    # The share of the rated clock the power limit leaves the prefill and the
+    # decode (1 = under the TDP).
+    prefill_clock: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
+    decode_clock: jax.Array = dataclasses.field(default_factory=lambda: jnp.float32(1.0))
 
 
 def peak_flops(hw: Hardware, wl: Workload, opts: Options = Options()) -> jax.Array:
@@ -483,4 +487,5 @@ def _evaluate(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
                    divisible=divisible, chips_ok=chips_ok, bubble=bubble, context_ok=context,
                    energy_per_token_j=energy.per_token(e_req, wl), power_w=power,
                    cost_per_mtok_usd=money.cost_per_mtok(hardware, chips(parallel), power, throughput),
-                   throttle=safe_div(e2e, safe_div(ttft, ph.pre_slow) + safe_div(decode_time, ph.dec_slow)))
+                   throttle=safe_div(e2e, safe_div(ttft, ph.pre_slow) + safe_div(decode_time, ph.dec_slow)),
+                   prefill_clock=1.0 / ph.pre_slow, decode_clock=1.0 / ph.dec_slow)
