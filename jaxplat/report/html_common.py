@@ -29,6 +29,7 @@ COLUMNS = {
     "step_time_s": ("step time", "s", 1.0), "tokens_per_s_per_chip": ("tokens per chip", "tok/s/chip", 1.0),
     "mfu": ("MFU", "", 1.0), "hfu": ("HFU", "", 1.0), "train_time_s": ("time to train", "days", 86400.0),
     "train_cost_usd": ("cost to train", "USD", 1.0), "train_energy_j": ("energy to train", "MWh", 3.6e9),
+    "clock_share": ("clock under the power limit", "%", 1e-2),
     "throughput_per_chip_tok_s": ("throughput per chip", "tok/s/chip", 1.0),
     "chips": ("chips used", "", 1.0),
     "memory_bytes": ("memory per chip", "GB", 1e9),

@@ -11,6 +11,7 @@ TRAIN_METRICS = {
     "train_time_s": ("train_time_s", "min", "s"),
     "train_cost_usd": ("train_cost_usd", "min", "USD"),
     "train_energy_j": ("train_energy_j", "min", "J"),
+    "clock_share": ("clock", "max", ""),  # of the rated clock, under the power limit (energy.clock_share)
 }
 # Every metric a training study reports (its top_k.csv columns), the shared ones included.
 TRAIN_METRIC_NAMES = (*TRAIN_METRICS, "memory_bytes", "memory_fraction", "chips")
