@@ -139,7 +139,7 @@ def test_technology_model_by_hand():
     assert float(cost.die_yield(tech, 100.0)) == pytest.approx((1 + 0.1 / 3) ** -3, rel=1e-5)
     die = 17000 / (float(cost.dies_per_wafer(tech, 100.0)) * (1 + 0.1 / 3) ** -3)
     assert float(cost.chip_price(tech, 100.0, 2.0)) == pytest.approx(1.5 * (die + 2 * 540 + 1000) + 4000, rel=1e-5)
-    tdp = 0.1 * 100 + 1e15 * 0.3e-12 + 1e15 * 0.01 * 1.6e-12 + 2 * 1.2e12 * 31.2e-12 + 2 * 1e11 * 64e-12
+    tdp = 0.1 * 100 + 1e15 * 0.8e-12 + 1e15 * 0.01 * 1.6e-12 + 2 * 1.2e12 * 31.2e-12 + 2 * 1e11 * 64e-12
     assert float(cost.chip_tdp(tech, 100.0, 1e15, 2.0, 1e11)) == pytest.approx(tdp, rel=1e-5)
     hbm4 = jp.load_technology("n3", "hbm4")
     assert float(hbm4.stack_bw) == pytest.approx(2e12) and float(hbm4.stack_bytes) == pytest.approx(48 * 2**30)  # 16 x 24 Gbit dies

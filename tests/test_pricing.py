@@ -41,14 +41,14 @@ def test_priced_chip_by_hand():
     # pi 150^2 / A - pi 300 / sqrt(2 A) (Hennessy & Patterson), negative-binomial
     # yield (1 + A D0 / 3)^-3 with D0 = 0.1 / cm^2; price = 1.5 x (die + 3 HBM3E
     # stacks x $540 + $1000 packaging) + $4000. TDP: 0.1 W/mm^2 leakage,
-    # 0.3 pJ/FLOP, SRAM at 0.01 B/FLOP x 0.2 pJ/bit, 3 stacks x 1.2 TB/s x
+    # 0.8 pJ/FLOP, SRAM at 0.01 B/FLOP x 0.2 pJ/bit, 3 stacks x 1.2 TB/s x
     # 3.9 pJ/bit, 450 GB/s both ways x 8 pJ/bit.
     dies = math.pi * 150**2 / area - math.pi * 300 / math.sqrt(2 * area)
     die_usd = 17000 / (dies * (1 + area / 100 * 0.1 / 3) ** -3)
     price = 1.5 * (die_usd + 3 * 540 + 1000) + 4000
-    tdp = (0.1 * area + 989e12 * 0.3e-12 + 989e12 * 0.01 * 8 * 0.2e-12 + 3 * 1.2e12 * 8 * 3.9e-12
+    tdp = (0.1 * area + 989e12 * 0.8e-12 + 989e12 * 0.01 * 8 * 0.2e-12 + 3 * 1.2e12 * 8 * 3.9e-12
            + 2 * 450e9 * 8 * 8e-12)
-    assert (round(price), round(tdp, 1)) == (8669, 559.0)  # $492 a good die (68.3 gross, yield 0.506)
+    assert (round(price), round(tdp, 1)) == (8669, 1053.5)  # $492 a good die (68.3 gross, yield 0.506)
     assert (float(priced.price), float(priced.tdp)) == pytest.approx((price, tdp), rel=1e-5)
     bigger = money.priced_chip(replace(hw, flops=hw.flops * 2), tech)
     assert float(bigger.price) > float(priced.price) and float(bigger.tdp) > float(priced.tdp)
