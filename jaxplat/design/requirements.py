@@ -147,9 +147,9 @@ def requirements(model: Model, hw: Hardware, par: Parallel, wl: Workload, option
             what = (f"TTFT is still {ttft:.4g} s", f"TPOT is still {tpot:.4g} s", f"{mem:.4g} B still do not fit")[i]
             if i < 2 and throttle > 1.01:  # the energy of the work over the chips' TDP sets the time
                 what += (f", held by the chips' power limit (tdp_w {float(hw.power.tdp):g} W: the work's energy at "
-                         "this "
-                         "chip's J per FLOP and per byte takes longer than the SLO at that power; a higher tdp_w, "
-                         "less energy per FLOP or byte, or more chips would move it)")
+                         "this chip's J per FLOP and per byte, even at its lowest voltage (cost.energy.clock_share), "
+                         "takes longer than the SLO at that power; a higher tdp_w, less energy per FLOP or byte, or "
+                         "more chips would move it)")
             reasons[key + "_model"] = (f"{slo[i]} not met at {SPAN:g} x the base chip's value (the other numbers "
                                        f"at their own requirements): {what}")
     out["binding"] = keys[int(np.argmax(k))]
