@@ -107,6 +107,14 @@ def priced_chip(hw: Hardware, tech: Technology) -> Hardware:
         cores = hw.chip.cores
     stacks = hbm_stacks(tech, hw.memory.size[0], hw.memory.bandwidth[0])
     area, tdp, price = chip_numbers(tech, flops, hw.memory.sram_size, stacks, hw.network.bandwidth[0], cores)
-    return replace(hw, price=price, tdp=tdp, static_power=tech.leakage * area, energy_flop=tech.energy_flop,
-                   energy_sram=tech.energy_sram, energy_mem=hw.power.energy_mem.at[0].set(tech.energy_hbm),
-                   energy_net=hw.power.energy_net.at[0].set(tech.energy_link))
+    return replace(hw, price=price, **technology_power(hw, tech, area, tdp))
+
+
+def technology_power(hw: Hardware, tech: Technology, area, tdp) -> dict:
+    """`replace` fields of the power of a chip made in `tech` (its die area
+    in mm² and TDP in W, from `chip_numbers`): the TDP, static power
+    (leakage x area) and the technology's J per FLOP, per SRAM byte, per
+    main-memory (HBM) byte and per scale-up byte, `hw`'s other levels kept."""
+    return dict(tdp=tdp, static_power=tech.leakage * area, energy_flop=tech.energy_flop,
+                energy_sram=tech.energy_sram, energy_mem=hw.power.energy_mem.at[0].set(tech.energy_hbm),
+                energy_net=hw.power.energy_net.at[0].set(tech.energy_link))

@@ -168,10 +168,7 @@ def chip_hardware(x, tech: Technology, base: Hardware, space: str = "chip") -> H
         mem_size=base.memory.size.at[0].set(stacks * tech.stack_bytes),
         mem_bw=base.memory.bandwidth.at[0].set(stacks * tech.stack_bw),
         net_bw=base.network.bandwidth.at[0].set(link),
-        tdp=tdp, price=price, energy_flop=tech.energy_flop, energy_sram=tech.energy_sram,
-        energy_mem=base.power.energy_mem.at[0].set(tech.energy_hbm),
-        energy_net=base.power.energy_net.at[0].set(tech.energy_link),
-        static_power=tech.leakage * area)
+        price=price, **money.technology_power(base, tech, area, tdp))
 
 
 def design_hardware(x, prob: Problem) -> Hardware:

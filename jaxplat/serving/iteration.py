@@ -188,6 +188,7 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
         speculative drafts).
     Returns:
       float scalar seconds (exact or smooth roofline per row, as `evaluate`),
+      held to the chips' TDP as `evaluate`'s phases are (energy.clock_share),
       the chip's per-iteration overhead included (efficiency.iteration_overhead),
       and the host's per-sequence work (efficiency.host_time) as the software
       stack runs it beside the device (efficiency.with_host).
