@@ -27,10 +27,10 @@ TOLERANCE = 0.5  # percentage points
 # family: (rows, median |error| %, median signed error %), from `validate.py` at the commit that adds this
 RECORDED = {
     "LLM Foundry": (216, 8.3, -2.8),
-    "Megatron-Bridge/NeMo": (68, 7.2, 4.1),
+    "Megatron-Bridge/NeMo": (68, 7.5, 3.8),
     "Megatron-Core r0.8": (9, 3.2, -1.2),
     "Megatron-LM SC21": (22, 4.2, 1.7),
-    "all": (315, 7.6, -0.0),
+    "all": (315, 7.8, -0.0),
 }
 
 
@@ -118,3 +118,20 @@ def test_torchtitans_asynctp_benchmark_runs_its_configs_sequence_length():
     assert seq_len({**bench, "source": "TorchTitan Llama3.1 benchmarks 2024-12"}) is None
     assert overlap({**bench, "notes": "async TP; torch.compile"}) == 1.0
     assert overlap({**bench, "notes": "vanilla TP; torch.compile"}) == 0.0
+
+
+def test_fp8_recipes_are_read_as_the_tables_name_them():
+    """MX blocks only where a row names MX: the Megatron-Bridge 25.09 table's primary FP8 on a B200 is
+    per-tensor scaling, its alternate (the CSV's note: "MXFP8 32x32 on GB200/B200; 128x128 weights / 1x128
+    activations blockwise on H100") MXFP8 on a B200 and 128-element blocks on an H100."""
+    sys.path.insert(0, str(ROOT / "experiments" / "training"))
+    from runs import recipe
+
+    primary = "FP8 (precision column absent in 25.09 table; primary = FP8 recipe)"
+    alternate = "FP8 alt quantization granularity (MXFP8 32x32 on GB200/B200; 128x128 weights / 1x128 ...)"
+    assert recipe(primary, "B200") == (1.0, "fp8", 0.0)
+    assert recipe(alternate, "B200") == (1.0, "fp8", 32.0)
+    assert recipe(alternate, "H100-SXM5-80GB") == (1.0, "fp8", 128.0)
+    assert [recipe(d, "B200")[2] for d in ("FP8-CS", "FP8-MX", "MXFP8", "FP8")] == [0.0, 32.0, 32.0, 0.0]
+    assert recipe("NVFP4", "B200") == (0.5 + 1.0 / 16.0, "fp4", 16.0)
+    assert recipe("BF16", "B200") == (2.0, "bf16", 0.0)

@@ -142,8 +142,11 @@ def recipe(dtype: str, chip: str):
     if "nvfp4" in d:
         return 0.5 + 1.0 / 16.0, "fp4", 16.0
     if "fp8" in d or "float8" in d:
-        mx = "mx" in d or (chip.startswith("B200") and "cs" not in d)
-        return 1.0, "fp8", 32.0 if mx else 0.0
+        if "alt quantization" in d:  # the 25.09 table's alternate: MXFP8 on B200, 1x128 / 128x128 blocks on H100
+            return 1.0, "fp8", 32.0 if chip.startswith("B200") else 128.0
+        # Per-tensor (current or delayed) scaling unless the row names MX: the 25.09 table's primary FP8
+        # is not MXFP8 (MXFP8 is its alternate on B200), later tables name FP8-CS and FP8-MX apart.
+        return 1.0, "fp8", 32.0 if "mx" in d else 0.0
     return 2.0, "bf16", 0.0
 
 
