@@ -104,3 +104,33 @@ def test_power_cap_by_hand():
     np.testing.assert_allclose(hot.clock, 395.0 / ((float(hot_free.power_w) - 105.0) * 0.62 ** 2), rtol=1e-4)
     cool = hardware_from_dict(FAST)
     np.testing.assert_allclose(_step(cool, power_cap_w=500.0).step_time_s, _step(cool).step_time_s, rtol=1e-7)
+
+
+@pytest.mark.parametrize("name,dispatcher", [("llama-3.1-8b", "alltoall"), ("qwen3-30b-a3b", "alltoall"),
+                                             ("qwen3-30b-a3b", "fused")])
+def test_low_precision_quantizes_only_the_gemm_inputs(name, dispatcher):
+    """An FP8 recipe's forward table moves what the bf16 one moves, but for
+    the GEMMs' (and the routed experts' grouped GEMMs') inputs, which it
+    reads at 1 byte instead of 2: outputs, norms, residual adds, attention,
+    activation functions, the MoE permutes and the dispatch stay 16-bit, as
+    Transformer Engine quantizes only GEMM operands. The FLOPs are the same;
+    the routed experts' weights are read as their FP8 copies."""
+    from jaxplat.cost.opkind import OpKind, kind_mask
+
+    model, par = load_model(name), Parallel(ep=8.0 if "qwen" in name else 1.0)
+    topts = TrainOptions(moe_dispatcher=dispatcher)
+
+    def table(width, dtype):
+        twl = TrainWorkload(global_batch=16.0, micro_batch=1.0, seq=1024.0, bytes_act=width,
+                            compute_dtype=float(DTYPES.index(dtype)))
+        return jax.device_get(forward_table(model, par, twl, topts)[0])
+
+    bf16, fp8 = table(2.0, "bf16"), table(1.0, "fp8")
+    gemm_in = kind_mask(bf16, (OpKind.GEMM, OpKind.EXPERT_GEMM)) > 0
+    assert (np.asarray(bf16.a0)[gemm_in] > 0).sum() >= 4  # rows of a kind the model has none of are empty
+    np.testing.assert_allclose(fp8.a0, np.where(gemm_in, 0.5, 1.0) * bf16.a0, rtol=1e-6)
+    # the routed experts' weights are read as their FP8 copies, cast once per step (training._table_inputs)
+    experts = kind_mask(bf16, (OpKind.EXPERT_GEMM,)) > 0
+    np.testing.assert_allclose(fp8.w0, np.where(experts, 0.5, 1.0) * bf16.w0, rtol=1e-6)
+    for col in ("o0", "f0", "comm_b"):
+        np.testing.assert_allclose(getattr(fp8, col), getattr(bf16, col), rtol=1e-6, err_msg=col)

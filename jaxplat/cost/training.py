@@ -103,7 +103,7 @@ from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
 from jaxplat.cost.memory import capacity_bytes
 from jaxplat.cost.operators import OpTable, build_table
-from jaxplat.cost.opkind import names_mask
+from jaxplat.cost.opkind import OpKind, kind_mask, names_mask
 from jaxplat.cost.roofline import combine, safe_div
 from jaxplat.cost.training_comm import dp_comm, micro_batch_comm
 from jaxplat.cost.training_moe import (
@@ -212,7 +212,7 @@ class TrainWorkload:
       forward's, in (0, 1] (data- and weight-gradient GEMMs with transposed
       operands, FlashAttention's backward: 63% of the A100's peak at most
       against 73% forward, Dao 2023 Sec. 4.1); the backward's time is
-      divided by it. The default 0.80 is fitted on measured runs (with
+      divided by it. The default 0.825 is fitted on measured runs (with
       the MoE host time, `training_moe`): the dev rows of
       data/measured/training_2026-12.csv (experiments/training/
       fit_backward.py; grid of 0.025 over its bounds [0.5, 1]; refitted
@@ -220,7 +220,8 @@ class TrainWorkload:
       fallback were modelled: 0.75 before; refitted again after the
       calibration's compute / tile_latency pin of 2026-12-05: unchanged;
       after Megatron's backward re-gather and SC'21's all-reduce TP: 0.775
-      to 0.80).
+      to 0.80; after the 16-bit activations outside low-precision GEMMs'
+      inputs, `forward_table`: 0.825).
     attention_kernel_speed: the training stack's attention kernel's rate
       over the chip's own (calibrated: the kernel written for it, as
       inference engines run), in (0, 1]; it scales the chip's
@@ -268,7 +269,7 @@ class TrainWorkload:
     eff_moe: jax.Array = _f32(1.0)
     ep_overlap: jax.Array = _f32(0.0)
     dropout: jax.Array = _f32(0.0)
-    backward_efficiency: jax.Array = _f32(0.80)  # fitted on dev rows: experiments/training/fit_backward.py
+    backward_efficiency: jax.Array = _f32(0.825)  # fitted on dev rows: experiments/training/fit_backward.py
     moe_layer_host_s: jax.Array = _f32(MOE_LAYER_HOST_S)
     moe_expert_host_s: jax.Array = _f32(MOE_EXPERT_HOST_S)
     attention_kernel_speed: jax.Array = _f32(1.0)
@@ -407,9 +408,19 @@ def _table_inputs(par: Parallel, twl: TrainWorkload):
 def forward_table(model: Model, par: Parallel, twl: TrainWorkload, topts: TrainOptions):
     """(table, workload) of one micro-batch's forward on the busiest rank's
     chip: the prefill table with the LM head over every token and, with
-    sequence parallelism, the norms and residual adds over 1/tp tokens."""
+    sequence parallelism, the norms and residual adds over 1/tp tokens;
+    activations 16-bit but for the GEMMs' inputs under a low-precision
+    recipe."""
     tpar, wl = _table_inputs(par, twl)
-    t = build_table(model, tpar, wl, "prefill", topts.options)
+    # Low precision in training quantizes the GEMMs' inputs only (Transformer Engine's FP8 recipes, torchao's
+    # float8 training; Micikevicius et al. 2022, arXiv 2209.05433, Sec. 4): the GEMMs write 16-bit outputs and
+    # every other activation (norms, residual adds, activation functions, attention, the SSM scan, the MoE
+    # permutes) stays 16-bit. So the table's activation bytes are 16-bit but for the GEMMs' inputs, which read
+    # the quantized copies (`_scaling_time` writes them); its rates stay at the recipe's dtype (`wl`).
+    wide = jnp.maximum(twl.bytes_act, 2.0)
+    t = build_table(model, tpar, replace(wl, bytes_act=wide), "prefill", topts.options)
+    gemm_in = jnp.asarray(kind_mask(t, (OpKind.GEMM, OpKind.EXPERT_GEMM)))
+    t = dataclasses.replace(t, a0=t.a0 * jnp.where(gemm_in > 0, twl.bytes_act / wide, 1.0))
     tokens = jnp.ceil(twl.seq / par.cp)  # per sequence on this chip
     # The head's row holds the last token only, unless the profile already counts every token (GenZ).
     head = jnp.asarray(names_mask(t, () if topts.options.conv.lm_head_all_tokens else ("lm_head",)))
@@ -418,7 +429,7 @@ def forward_table(model: Model, par: Parallel, twl: TrainWorkload, topts: TrainO
         sc = sc / (1.0 + jnp.asarray(names_mask(t, SP_ROWS)) * (par.tp - 1.0))
     t = dataclasses.replace(t, f0=t.f0 * sc, a0=t.a0 * sc, o0=t.o0 * sc, m=t.m * (1.0 + head * (tokens - 1.0)))
     if "dispatch" in t.names:  # an MoE: its experts' layout, then the dispatcher's token movement
-        t = moe_dispatch(folded_experts(t, par), model, par, twl, topts.moe_dispatcher)
+        t = moe_dispatch(folded_experts(t, par), model, par, topts.moe_dispatcher)
     return t, wl
 
 

@@ -25,15 +25,16 @@ from jaxplat.model import Model, Parallel, replace
 # operator costs 5-25 us of host work (Python, autograd, ATen dispatch, cudaLaunchKernel). No microbenchmark or
 # profile in the data gives these two numbers, so the 2x check against one cannot be made. Fitted on the Qwen3
 # rows of the Megatron-Bridge dev tables and judged on the DeepSeek-V3 ones (data/measured/training_split.yaml,
-# experiments/training/fit_moe_host.py: grid 0.1 ms x 5 us; within 5% of its objective 2.0-2.2 ms and 110-125 us;
+# experiments/training/fit_moe_host.py: grid 0.1 ms x 5 us; within 5% of its objective 1.8 ms and 105 us;
 # refitted after the inference calibration's compute / tile_latency pin of 2026-12-05, was 1.8 ms and 155 us, then
 # 2.2 ms and 115 us until the rows' gradients were reduced in bf16 as their recipes set, then 2.1 ms and 125 us
 # until Megatron's backward re-gather of sequence-parallel inputs was modelled, then 2.1 ms and 135 us until the
-# chip's power limit (energy.clock_share) slowed the B200 rows): 84-420 operators per
-# layer and 5-25 launches per expert at 5-25 us each, counts of that order but not checked against a profile.
+# chip's power limit (energy.clock_share) slowed the B200 rows, then 2.2 ms and 115 us until the activations
+# outside low-precision GEMMs' inputs were made 16-bit and backward_efficiency refitted): 72-360 operators per
+# layer and 4-21 launches per expert at 5-25 us each, counts of that order but not checked against a profile.
 # A graph-captured or fused stack has less of it.
-MOE_LAYER_HOST_S = 2.2e-3
-MOE_EXPERT_HOST_S = 115e-6
+MOE_LAYER_HOST_S = 1.8e-3
+MOE_EXPERT_HOST_S = 105e-6
 
 
 def fold_experts(par: Parallel, etp) -> Parallel:
@@ -55,12 +56,13 @@ def fold_valid(par: Parallel, etp):
     return (fold >= 1.0) & (fold == jnp.round(fold)) & (par.ep / fold == jnp.round(par.ep / fold))
 
 
-def moe_dispatch(t: OpTable, model: Model, par: Parallel, twl, dispatcher: str) -> OpTable:
+def moe_dispatch(t: OpTable, model: Model, par: Parallel, dispatcher: str) -> OpTable:
     """The routed experts' token movement as Megatron-Core moves it in
-    training. Both dispatchers send the layer's 16-bit hidden states: a
-    low-precision recipe quantizes them inside Transformer Engine's grouped
-    linear layers, after dispatch (the casts are `training._scaling_time`'s), where
-    the inference table dispatches at the GEMM input's width (DeepEP's FP8
+    training, on a table whose activations are 16-bit (`training.forward_table`).
+    Both dispatchers send the layer's 16-bit hidden states: a low-precision
+    recipe quantizes them inside Transformer Engine's grouped linear layers,
+    after dispatch (the casts are `training._scaling_time`'s), where the
+    inference table dispatches at the GEMM input's width (DeepEP's FP8
     dispatch). "alltoall" (MoEAlltoAllTokenDispatcher): permute,
     all_to_all, then sort_chunks_by_idxs when a rank holds more than one
     expert, and the mirror image to combine; per copy of a token's hidden
@@ -71,20 +73,17 @@ def moe_dispatch(t: OpTable, model: Model, par: Parallel, twl, dispatcher: str) 
     pass of its own."""
     if "moe_permute" not in t.names:  # a dense model, or an MoE without the elementwise passes (GenZ)
         return t
-    wide = jnp.maximum(twl.bytes_act, 2.0)
-    up = wide / twl.bytes_act  # the table's GEMM-input width -> 16 bits
     perm, fin = (np.array([t.names.index(n)]) for n in ("moe_permute", "moe_finalize"))
-    comm_b = t.comm_b.at[np.array([t.names.index("dispatch")])].multiply(up)
     if dispatcher == "fused":
         rows = np.concatenate([perm, fin])
         return dataclasses.replace(t, f0=t.f0.at[rows].set(0.0), a0=t.a0.at[rows].set(0.0),
-                                   o0=t.o0.at[rows].set(0.0), comm_b=comm_b)
+                                   o0=t.o0.at[rows].set(0.0))
     # sort_chunks_by_idxs runs when a rank holds more than one expert
     sort = jnp.where(model.experts / (par.ep * par.moe_ep) > 1.0, 1.0, 0.0)
     copies16 = t.a0[perm]  # the permute reads each copy's 16-bit hidden state
-    a0 = t.a0.at[perm].set(copies16 * (1.0 + sort)).at[fin].set(t.a0[fin] * up + sort * copies16)
-    o0 = t.o0.at[perm].set(t.o0[perm] * up * (1.0 + sort)).at[fin].add(sort * copies16)
-    return dataclasses.replace(t, a0=a0, o0=o0, comm_b=comm_b)
+    a0 = t.a0.at[perm].set(copies16 * (1.0 + sort)).at[fin].add(sort * copies16)
+    o0 = t.o0.at[perm].set(t.o0[perm] * (1.0 + sort)).at[fin].add(sort * copies16)
+    return dataclasses.replace(t, a0=a0, o0=o0)
 
 
 def folded_experts(t: OpTable, par: Parallel) -> OpTable:
