@@ -69,6 +69,47 @@ def test_mamba2_config():
     assert "ssm_dt_proj" not in row  # dt comes out of the in-projection
 
 
+def _mamba2(**kw):
+    # state-spaces/mamba2-2.7b's config.json shape (test_mamba2_config); `kw` overrides it
+    cfg = dict(model_type="mamba2", num_hidden_layers=64, hidden_size=2560, state_size=128, num_heads=80,
+               head_dim=64, n_groups=1, expand=2, conv_kernel=4, vocab_size=50288)
+    return jp.model.model_from_config({**cfg, **kw})
+
+
+@pytest.mark.parametrize("prompt,chunk", [(1024, 256), (100, 100)])
+def test_mamba2_prefill_runs_the_chunked_scan_by_hand(prompt, chunk):
+    """Prefill runs Mamba-2's chunked dual form (Dao & Gu 2024, Sec. 6): per
+    token 2 Q N per group (C Bᵀ) and (2 Q + 4 N) per channel ((L ∘ C Bᵀ) X,
+    Bᵀ X, C h), Q the chunk (256 by default) or a shorter prompt; plus the
+    gate's 9 per channel. A decode step runs the recurrence, 6 N per channel."""
+    m = _mamba2()
+    assert float(m.ssm_chunk) == 256.0
+    tok, di, n = 3 * prompt, 5120, 128
+    t = jp.cost.build_table(m, jp.Parallel(), workload(batch=3, prompt=prompt, output=2), "prefill", jp.Options())
+    scan = t.names.index("ssm_scan")
+    assert float(t.f0[scan]) == pytest.approx(tok * (2 * chunk * n + (2 * chunk + 4 * n) * di + 9 * di), rel=1e-6)
+    d = jp.cost.build_table(m, jp.Parallel(), workload(batch=3, prompt=prompt, output=2), "decode", jp.Options())
+    assert float(d.f0[d.names.index("ssm_scan")]) == pytest.approx(3 * (6 * di * n + 9 * di), rel=1e-6)
+    assert float(_mamba2(chunk_size=128).ssm_chunk) == 128.0  # a config's own chunk_size (Nemotron-H: 128)
+
+
+def test_scan_efficiency_reproduces_the_ssd_kernel_measurement(h100):
+    """The shipped `scan` efficiency puts Mamba-2's scan, at the shape of the
+    SSD microbenchmark it was set from (data/measured/kernels_ssd.csv: 128
+    heads of 64, one group, state 128, chunk 256 on an H100), at the median
+    of its plateau (>= 4096 tokens), and in 16 bits under an FP8 workload."""
+    with open(REPO / "data" / "measured" / "kernels_ssd.csv") as f:
+        rows = [r for r in csv.DictReader(f) if int(r["tokens"]) >= 4096]
+    measured = float(np.median([float(r["value"]) for r in rows]))
+    m = _mamba2(num_heads=128, head_dim=64, hidden_size=4096, chunk_size=256, num_hidden_layers=1)
+    hw = replace(h100, kernel_latency=0.0)
+    for dtype in ("bf16", "fp8"):
+        wl = workload(batch=1, prompt=16384, output=2, dtype=dtype)
+        t = jp.cost.build_table(m, jp.Parallel(), wl, "prefill", jp.Options())
+        c0 = jp.cost.inference.row_components(t, hw, wl, jp.Options())[0]
+        assert 16384 / float(c0[t.names.index("ssm_scan")]) == pytest.approx(measured, rel=0.01), dtype
+
+
 def test_a_study_mixes_a_state_space_model_with_a_transformer():
     """One sweep over Llama-3.1-8B and Falcon-Mamba-7B (two kinds, one
     compiled step: a lax.switch branch each): every configuration's TPOT is

@@ -191,7 +191,8 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
     memory time, `memory` static: a grouped GEMM that streams its experts'
     weights loses less than one that computes small, uneven tiles; both
     raised to `quantized_experts`, so 1 for 16-bit experts; efficiency.moe_fp4 on
-    top where they compute in FP4), 1 for the rest
+    top where they compute in FP4), efficiency.scan on a state-space scan's
+    compute time, 1 for the rest
     (1 everywhere under the "flat" convention). Tensor cores (row_rates)
     and systolic arrays (compute.row_compute_times) both derate by it."""
     if opts.conv.efficiency == "flat":
@@ -199,9 +200,12 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
     attn, moe = (jnp.asarray(mask(table)) > 0 for mask in (attention_mask, moe_mask))
     if memory:
         experts = hw.efficiency.moe_memory ** quantized_experts(wl)
+        scan = 1.0  # its kernels stream x, B, C and dt once; the chunk states are the compute's
     else:  # FP4 grouped GEMMs (FP4 activations) pay efficiency.moe_fp4 on top, as dense ones pay efficiency.narrow_fp4
         experts = hw.efficiency.moe ** quantized_experts(wl) * hw.efficiency.moe_fp4 ** narrow_steps(wl.bytes_act)[1]
-    return jnp.where(attn, hw.efficiency.attention, jnp.where(moe, experts, 1.0))
+        scan = hw.efficiency.scan
+    scans = jnp.asarray(kind_mask(table, (OpKind.SCAN,))) > 0
+    return jnp.where(attn, hw.efficiency.attention, jnp.where(moe, experts, jnp.where(scans, scan, 1.0)))
 
 
 def gemm_peak(hw: Hardware, dtype, bytes_per_element):
@@ -216,7 +220,9 @@ def row_dtypes(table: OpTable, wl: Workload, opts: Options):
     """([rows] dtype index into units.DTYPES, [rows] bytes per element) of
     the operands each row's kernel computes in: the activations' dtype;
     attention at the KV cache's when wider (Blackwell FP4 GEMMs with FP8
-    attention; not under the "flat" convention); the LM head, embedding and
+    attention; not under the "flat" convention); the state-space scan and
+    conv at 16 bits or wider (mamba_ssm's and causal_conv1d's kernels take
+    16- and 32-bit inputs only; not under "flat"); the LM head, embedding and
     router at 16 bits or wider (Conventions.wide_head)."""
     dtype = jnp.broadcast_to(wl.compute_dtype, (len(table.kinds),))
     width = jnp.broadcast_to(wl.bytes_act, (len(table.kinds),))
@@ -224,6 +230,9 @@ def row_dtypes(table: OpTable, wl: Workload, opts: Options):
         wide_kv = (jnp.asarray(attention_mask(table)) > 0) & (wl.bytes_kv > wl.bytes_act)
         dtype = jnp.where(wide_kv, dtype_index(wl.bytes_kv), dtype)
         width = jnp.where(wide_kv, wl.bytes_kv, width)
+        ssm = (jnp.asarray(kind_mask(table, (OpKind.SCAN, OpKind.SSM))) > 0) & (width < 2.0)
+        dtype = jnp.where(ssm, float(DTYPES.index("bf16")), dtype)
+        width = jnp.where(ssm, 2.0, width)
     if opts.conv.wide_head:
         head = (jnp.asarray(wide_mask(table)) > 0) & (wl.bytes_act < 2.0)
         dtype = jnp.where(head, float(DTYPES.index("bf16")), dtype)

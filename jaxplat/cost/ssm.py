@@ -27,11 +27,30 @@ from jaxplat.model import ssm_conv_channels, ssm_in_width, ssm_state_elements
 # 2023, Alg. 2): Mamba-1 discretizes per element, dt*A and its exp (2),
 # dt*B*x (2), h = dA*h + dBx (2), y += C*h (2). Mamba-2's A is one scalar
 # per head, so dA is per (token, head): dt*x*B (2 per element with dt*x
-# shared), h update (2), C*h (2).
+# shared), h update (2), C*h (2). The recurrence is what a decode step runs;
+# Mamba-2's prefill runs the chunked dual form instead (ssd_flops).
 SCAN_FLOPS = {"mamba1": 8.0, "mamba2": 6.0}
 # Per (token, channel): softplus(dt + bias) (3), the D*x skip (2), the gate
 # y*SiLU(z) (4, as an activation).
 GATE_FLOPS = 9.0
+
+
+def ssd_flops(m, tok, seqs, di, share):
+    """FLOPs of Mamba-2's chunked scan (SSD) over `tok` tokens of `seqs`
+    sequences on one chip holding `di` channels (`share` of them).
+
+    Prefill and training run the state-space dual form in chunks of Q tokens
+    (Dao & Gu 2024, arXiv 2405.21060, Sec. 6; mamba_ssm's
+    mamba_chunk_scan_combined): per chunk and group C Bᵀ (2 Q² N); per head
+    the masked product (L ∘ C Bᵀ) X (2 Q² P), the chunk's state Bᵀ X (2 Q N P)
+    and the output from the carried state C h (2 Q N P). Per token that is
+    2 Q N per group and (2 Q + 4 N) per channel (P channels a head); the pass
+    of states between chunks (N P per chunk and head) is left out. A sequence
+    shorter than a chunk is one chunk of its length.
+    """
+    q = jnp.minimum(m.ssm_chunk, tok / jnp.maximum(seqs, 1.0))
+    groups = jnp.maximum(m.ssm_groups * share, 1.0)
+    return tok * (2.0 * q * m.d_state * groups + (2.0 * q + 4.0 * m.d_state) * di)
 
 
 def mamba_block(r, ctx, phase: str, seqs, tok, on_gemm):
@@ -73,7 +92,10 @@ def mamba_block(r, ctx, phase: str, seqs, tok, on_gemm):
     # window) and writes it back (state_write); prefill writes it once.
     state = seqs * ssm_state_elements(m, di) * bk
     reads_state = state if phase == "decode" else 0.0
-    r.add("ssm_scan", "mamba", "mamba", OpKind.SCAN, f=(SCAN_FLOPS[m.ssm] * tok * di * N + GATE_FLOPS * tok * di, 0.0),
+    scan_flops = SCAN_FLOPS[m.ssm] * tok * di * N
+    if m.ssm == "mamba2" and phase == "prefill":
+        scan_flops = ssd_flops(m, tok, seqs, di, share)
+    r.add("ssm_scan", "mamba", "mamba", OpKind.SCAN, f=(scan_flops + GATE_FLOPS * tok * di, 0.0),
           a=(tok * (3.0 * di + bc) * ba + params * bw, 0.0), w=(reads_state, 0.0), o=(tok * di * ba, 0.0),
           stored=params * bw)
     r.add("ssm_state_write", "mamba", "mamba", OpKind.CACHE_WRITE, o=(state, 0.0))

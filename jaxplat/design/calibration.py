@@ -44,7 +44,7 @@ from jaxplat.specs import SpecError
 # Upper values no real kernel exceeds on these chips (clock throttling at TDP,
 # DRAM refresh and page switches, protocol overheads).
 PHYSICAL_MAX = {"compute": 0.9, "memory": 0.92, "network": 0.9, "narrow_dtype": 1.0, "narrow_fp4": 1.0,
-                "attention": 1.0, "moe": 1.0, "moe_memory": 1.0, "moe_fp4": 1.0}
+                "attention": 1.0, "moe": 1.0, "moe_memory": 1.0, "moe_fp4": 1.0, "scan": 1.0}
 # Bounds of the fit (log space): the efficiencies stop at their physical
 # maximum, so a fit cannot ship an unphysical value; one that presses
 # against a bound (`at_bound`) says the model lacks something, not that the
@@ -59,6 +59,7 @@ BOUNDS = {
     "moe": (0.05, 1.0),             # routed experts' grouped GEMMs relative to dense GEMMs (compute)
     "moe_memory": (0.05, 1.0),      # the same, streaming the experts' weights
     "moe_fp4": (0.3, 1.0),          # FP4 grouped GEMMs relative to FP8 ones, on top of `moe`
+    "scan": (0.02, 1.0),            # state-space scan kernels relative to GEMMs
     "kernel_latency": (1e-7, 1e-4),  # s per GEMM/attention kernel (launch ~2-5 us without graphs)
     "expert_latency": (1e-8, 1e-4),  # s per routed expert of a grouped GEMM (a tile pipeline's ramp: ~1 us)
     "tile_latency": (1e-8, 1e-5),  # s per GEMM output tile outside its k-loop (an HBM round trip: ~0.5-1 us)
@@ -76,7 +77,7 @@ AT_BOUND = 0.01
 # sequence (~30 us on H100): where the GPU step is longer the max() that
 # overlaps them has no gradient in it, so a fit started below would stay put.
 START = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 0.9, "narrow_fp4": 0.9, "attention": 0.8,
-         "moe": 0.8, "moe_memory": 0.8, "moe_fp4": 0.9, "kernel_latency": 2e-6, "expert_latency": 1e-6,
+         "moe": 0.8, "moe_memory": 0.8, "moe_fp4": 0.9, "scan": 0.5, "kernel_latency": 2e-6, "expert_latency": 1e-6,
          "tile_latency": 3e-7, "iteration_overhead": 1e-3, "sequence_overhead": 4e-5, "collective_latency": 5e-6}
 # Loads whose rows the fit uses by default. Poisson-load latencies are left
 # to check it: measured at the highest rate the SLOs allow, they sit where

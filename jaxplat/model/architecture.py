@@ -53,6 +53,9 @@ class Model:
         the dt projection). Zero for transformers.
       ssm_heads, ssm_groups: Mamba-2 heads (of d_inner / heads channels each)
         and B/C groups; zero for Mamba-1.
+      ssm_chunk: Mamba-2's SSD chunk length, tokens (config `chunk_size`;
+        256, mamba_ssm's default, when the config gives none); zero for
+        Mamba-1.
       local_layers: attention layers whose attention is local (0 for none):
         a sliding window of `window` tokens (Mistral, Gemma-2, gpt-oss) or,
         with chunked = 1, the query's own chunk of `window` tokens (Llama-4's
@@ -95,6 +98,7 @@ class Model:
     dt_rank: jax.Array = _zero()
     ssm_heads: jax.Array = _zero()
     ssm_groups: jax.Array = _zero()
+    ssm_chunk: jax.Array = _zero()
     local_layers: jax.Array = _zero()
     window: jax.Array = _zero()
     chunked: jax.Array = _zero()

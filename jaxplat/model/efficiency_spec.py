@@ -55,6 +55,8 @@ PARAMS = {
     "moe_fp4": ("efficiency.moe_fp4", 1.0, "fraction",
                 "FP4 grouped-GEMM kernels' share of the FP8 ones' efficiency relative to dense GEMMs, on top "
                 "of `moe` (compute time; the token copies quantized to FP4 with their block scales per expert)"),
+    "scan": ("efficiency.scan", 1.0, "fraction",
+             "state-space scan kernels' efficiency relative to GEMMs (compute time; Mamba-2's chunked SSD)"),
     "kernel_latency": ("software.kernel_latency", 0.0, "s",
                        "time each GEMM or attention kernel costs beyond its roofline time"),
     "expert_latency": ("efficiency.expert_latency", 0.0, "s",

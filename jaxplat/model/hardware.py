@@ -143,6 +143,9 @@ class Efficiency:
       expert_latency: s each routed expert's GEMM in a grouped-GEMM kernel
         costs beyond its roofline time (its tiles' ramp and drain).
       tile_latency: s each GEMM output tile costs outside its k-loop.
+      scan: state-space scan kernels' efficiency relative to GEMMs, compute
+        time (Mamba-2's chunked SSD runs its small per-chunk matmuls far
+        below a large GEMM's rate).
     """
 
     compute: jax.Array = _const(1.0)
@@ -156,6 +159,7 @@ class Efficiency:
     moe_fp4: jax.Array = _const(1.0)
     expert_latency: jax.Array = _const(0.0)
     tile_latency: jax.Array = _const(0.0)
+    scan: jax.Array = _const(1.0)
 
 
 @pytree_dataclass
@@ -257,7 +261,7 @@ FLAT_NAMES = {
     "eff_fp4": ("efficiency", "narrow_fp4"), "eff_attention": ("efficiency", "attention"),
     "eff_moe": ("efficiency", "moe"), "eff_moe_memory": ("efficiency", "moe_memory"),
     "eff_moe_fp4": ("efficiency", "moe_fp4"), "expert_latency": ("efficiency", "expert_latency"),
-    "tile_latency": ("efficiency", "tile_latency"),
+    "tile_latency": ("efficiency", "tile_latency"), "eff_scan": ("efficiency", "scan"),
     **{f: ("software", f) for f in ("kernel_latency", "elementwise_kernels", "attention_kernels",
                                     "collective_latency", "iteration_overhead", "sequence_overhead", "host_overlap")},
     **{f: ("power", f) for f in ("tdp", "static_power", "energy_flop", "energy_sram", "energy_mem", "energy_net")},

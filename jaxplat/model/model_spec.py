@@ -255,6 +255,10 @@ def _jamba_layers(cfg, num, L, experts, src):
     return dims, dense
 
 
+# Mamba-2's SSD chunk length when a config gives no `chunk_size` (mamba_ssm's Mamba2 and
+# transformers' Mamba2Config default, tokens).
+SSD_CHUNK = 256.0
+
 # Nemotron-H's block letters (hybrid_override_pattern) and names (layers_block_type).
 _NEMOTRON_H_BLOCKS = {"M": "mamba", "E": "moe", "*": "attention", "-": "mlp"}
 
@@ -293,7 +297,8 @@ def _nemotron_h(cfg, num, blocks, experts, expert_width, src):
     if n["M"]:
         heads, head_dim = num("mamba_num_heads"), num("mamba_head_dim")
         dims.update(ssm="mamba2", mamba_layers=n["M"], d_inner=heads * head_dim, d_state=num("ssm_state_size"),
-                    d_conv=num("conv_kernel", 4.0), dt_rank=0.0, ssm_heads=heads, ssm_groups=num("n_groups", 1.0))
+                    d_conv=num("conv_kernel", 4.0), dt_rank=0.0, ssm_heads=heads, ssm_groups=num("n_groups", 1.0),
+                    ssm_chunk=num("chunk_size", SSD_CHUNK))
     return dims, mixers, n["-"]
 
 
@@ -318,7 +323,8 @@ def _mamba_from_config(cfg, mtype, src) -> Model:
     if two:
         heads = num("num_heads")
         d_inner = heads * num("head_dim")
-        ssm = dict(ssm="mamba2", ssm_heads=heads, ssm_groups=num("n_groups", 1.0), dt_rank=0.0)
+        ssm = dict(ssm="mamba2", ssm_heads=heads, ssm_groups=num("n_groups", 1.0), dt_rank=0.0,
+                   ssm_chunk=num("chunk_size", SSD_CHUNK))
     else:
         # transformers' MambaConfig: intermediate_size = expand x hidden (Falcon-Mamba's
         # config says expand 16 but intermediate_size 8192, which transformers uses).
