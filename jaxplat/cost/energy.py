@@ -163,6 +163,12 @@ _MIN_DYNAMIC_SHARE = 0.01
 VOLTAGE_FLOOR = 0.62
 
 
+def power_limit(hw: Hardware, cap_w=0.0) -> jax.Array:
+    """W a chip may draw: its TDP, or a run's lower board limit `cap_w`
+    (nvidia-smi --power-limit; 0: none); 0 for a chip without either."""
+    return jnp.where((cap_w > 0) & ((cap_w < hw.power.tdp) | (hw.power.tdp <= 0)), cap_w, hw.power.tdp)
+
+
 def clock_share(dynamic_j, seconds, hw: Hardware, chips, cap_w=0.0) -> jax.Array:
     """Share of its rated clock a chip keeps while it spends `dynamic_j`
     joules of dynamic energy (all `chips` together, at the rated clock) in
@@ -186,7 +192,7 @@ def clock_share(dynamic_j, seconds, hw: Hardware, chips, cap_w=0.0) -> jax.Array
         rated clock (any shape; `seconds` 0 gives 1).
       chips: how many chips share the joules.
     """
-    limit = jnp.where((cap_w > 0) & (cap_w < hw.power.tdp), cap_w, hw.power.tdp)
+    limit = power_limit(hw, cap_w)
     budget = chips * jnp.maximum(limit - hw.power.static_power, _MIN_DYNAMIC_SHARE * limit)
     watts = safe_div(dynamic_j, seconds)
     r = jnp.minimum(safe_div(budget, jnp.maximum(watts, 1e-30)), 1.0)

@@ -19,7 +19,7 @@ from jaxplat.cost.collectives import SMOOTH_MIN_P, chips_available, table_comm_t
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
-from jaxplat.cost.stages import microbatching, stage_counts
+from jaxplat.cost.stages import microbatching, stage_counts, stage_paths
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, chips, pytree_dataclass, replace
 from jaxplat.specs import SpecError
 from jaxplat.specs.units import DTYPES
@@ -358,7 +358,7 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     # Energy of one request batch on one replica: the tables hold one
     # micro-batch on one path through all pp stages (`count`), and there are
     # tp·ep·sp paths and nmb micro-batches.
-    paths = par.tp * par.ep * par.cp
+    paths = stage_paths(par)
     # Sum of KV lengths past the prompt over the decode steps: 1 + ... + steps,
     # or every step at prompt + output (GenZ's final step).
     steps_sum = steps * wl.output if conv.decode == "final_step" else steps * (steps + 1.0) / 2.0

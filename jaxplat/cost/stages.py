@@ -35,6 +35,12 @@ def microbatching(par: Parallel, wl: Workload, opts: Options):
     return nmb, jnp.where(nmb > 1.0, ceil_st(wl.batch / nmb, opts.smooth), wl.batch)
 
 
+def stage_paths(par: Parallel):
+    """Chips of one pipeline stage of a replica, tp·ep·cp: the paths through
+    the pp stages whose work an operator table holds one of (its `count`)."""
+    return par.tp * par.ep * par.cp
+
+
 def stage_counts(model: Model, par: Parallel, smooth: bool = False) -> dict:
     """Layer counts per pass and in the busiest pipeline stage, per row tag.
 

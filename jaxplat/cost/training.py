@@ -565,8 +565,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     e_step = (m * e_fwd * energy.energy_share(clock) * safe_div(t_fwd + t_bwd + t_rec, t_fwd)
               + hw.power.static_power * step)
     power = safe_div(e_step, step)
-    power = jnp.where(hw.power.tdp > 0, jnp.minimum(power, hw.power.tdp), power)
-    power = jnp.where(twl.power_cap_w > 0, jnp.minimum(power, twl.power_cap_w), power)
+    limit = energy.power_limit(hw, twl.power_cap_w)
+    power = jnp.where(limit > 0, jnp.minimum(power, limit), power)
     train_time = safe_div(twl.tokens, twl.global_batch * twl.seq) * step
     train_energy = train_time * power * chips
     cost = train_time * (money.capex_per_s(hw, chips) + money.energy_cost_per_s(hw, power * chips))

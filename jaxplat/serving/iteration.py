@@ -20,7 +20,7 @@ from jaxplat.cost.efficiency import host_time, with_host
 from jaxplat.cost.inference import pipeline_round
 from jaxplat.cost.operators import NUMERIC, OpKind, kind_mask
 from jaxplat.cost.roofline import combine
-from jaxplat.cost.stages import microbatching
+from jaxplat.cost.stages import microbatching, stage_paths
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.serving.footprint import activation_reserve
 from jaxplat.serving.settings import Serving
@@ -213,7 +213,7 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     if opts.conv.power_limit:
         # Held to the chips' TDP, as `evaluate`'s phases are (energy.clock_share): the replica's
         # tp·ep·cp paths and nmb micro-batches of the table's work, on tp·ep·cp·pp chips.
-        paths = par.tp * par.ep * par.cp
+        paths = stage_paths(par)
         joules = paths * nmb * energy.dynamic_energy(table, hw, wl0, opts, 1.0, 0.0, prices)
         kernels = safe_div(kernels, energy.clock_share(joules, kernels, hw, paths * par.pp))
     gpu = kernels + iteration_overhead(hw, opts)
