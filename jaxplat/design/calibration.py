@@ -41,8 +41,7 @@ from jaxplat.search import compile_lowered
 from jaxplat.serving import capacity, closed_loop, queueing
 from jaxplat.specs import SpecError
 
-# Upper values no real kernel exceeds on these chips (clock throttling at TDP,
-# DRAM refresh and page switches, protocol overheads).
+# Upper values no real kernel exceeds on these chips (throttling at TDP, DRAM refresh, protocol overheads).
 PHYSICAL_MAX = {"compute": 0.9, "memory": 0.92, "network": 0.9, "narrow_dtype": 1.0, "narrow_fp4": 1.0,
                 "attention": 1.0, "moe": 1.0, "moe_memory": 1.0, "moe_fp4": 1.0, "scan": 1.0}
 # Bounds of the fit (log space): the efficiencies stop at their physical
