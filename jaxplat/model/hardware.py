@@ -145,7 +145,7 @@ class Efficiency:
       tile_latency: s each GEMM output tile costs outside its k-loop.
       scan: state-space scan kernels' efficiency relative to GEMMs, compute
         time (Mamba-2's chunked SSD runs its small per-chunk matmuls far
-        below a large GEMM's rate).
+        below a large GEMM's rate; Mamba-1's selective scan takes the same).
     """
 
     compute: jax.Array = _const(1.0)
