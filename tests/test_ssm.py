@@ -52,12 +52,17 @@ def test_every_hf_config_loads():
         assert float(param_count(jp.load_model(f))) > 1e8, f
 
 
+def _mamba2(**kw):
+    # state-spaces/mamba2-2.7b's config.json (test_mamba2_config); `kw` overrides its keys
+    cfg = dict(model_type="mamba2", num_hidden_layers=64, hidden_size=2560, state_size=128, num_heads=80,
+               head_dim=64, n_groups=1, expand=2, conv_kernel=4, vocab_size=50288)
+    return jp.model.model_from_config({**cfg, **kw})
+
+
 def test_mamba2_config():
     # state-spaces/mamba2-2.7b config.json: 64 layers, d_model 2560, d_state 128, head_dim 64
     # (80 heads = 2 x 2560 / 64), one group, vocab 50288 (padded); published as 2.7B parameters.
-    m = jp.model.model_from_config(dict(model_type="mamba2", num_hidden_layers=64, hidden_size=2560,
-                                        state_size=128, num_heads=80, head_dim=64, n_groups=1, expand=2,
-                                        conv_kernel=4, vocab_size=50288))
+    m = _mamba2()
     assert m.ssm == "mamba2" and float(m.d_inner) == 5120
     assert float(param_count(m)) == pytest.approx(2.7e9, rel=0.02)
     # Dao & Gu 2024, Sec. 7.1: one in-projection to z, x (2 x 5120), B, C (2 x 1 group x 128) and dt (80 heads)
@@ -67,13 +72,6 @@ def test_mamba2_config():
     # state per sequence: 5120 x 128 SSM + (5120 + 2 x 128) conv channels x 4 taps, bf16, 3 sequences
     assert float(t.o0[row["ssm_state_write"]]) == 3 * (5120 * 128 + 5376 * 4) * 2.0
     assert "ssm_dt_proj" not in row  # dt comes out of the in-projection
-
-
-def _mamba2(**kw):
-    # state-spaces/mamba2-2.7b's config.json shape (test_mamba2_config); `kw` overrides it
-    cfg = dict(model_type="mamba2", num_hidden_layers=64, hidden_size=2560, state_size=128, num_heads=80,
-               head_dim=64, n_groups=1, expand=2, conv_kernel=4, vocab_size=50288)
-    return jp.model.model_from_config({**cfg, **kw})
 
 
 @pytest.mark.parametrize("prompt,chunk", [(1024, 256), (100, 100)])
