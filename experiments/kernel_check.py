@@ -20,27 +20,34 @@ default graph-captured software stack:
              collective_latency): bandwidth of the bytes a rank sends to other
              ranks (NVLink, intranode) or across nodes (RDMA), and the
              low-latency kernels' latency (pure RDMA: no NVLink level).
+  SSD        mamba_ssm's Mamba-2 chunked scan on an H100 (data/measured/
+             kernels_ssd.csv, vLLM PR 27299): tokens/s of the scan row of a
+             one-layer Mamba-2 prefill at the benchmark's shape. Its plateau
+             (>= 4,096 tokens) set `scan` and is shown as "fit"; the shorter
+             runs as "other" (nothing is chosen on them).
 The split (data/measured/inference_split.yaml) marks each row fit,
 validation or test; summaries are per role, test rows only with --test.
 
 Run: .venv/bin/python experiments/kernel_check.py [--test]
 """
 
+import csv
 import re
 import statistics
 import sys
+from pathlib import Path
 
 import jax.numpy as jnp
 
-from jaxplat import Options, load_hardware, replace
+from jaxplat import Options, Parallel, load_hardware, replace
 from jaxplat.cost.collectives import collective_time
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import row_components
-from jaxplat.cost.operators import _Rows
+from jaxplat.cost.operators import _Rows, build_table
 from jaxplat.cost.opkind import OpKind
 from jaxplat.cost.roofline import combine
 from jaxplat.design.splits import load_inference_split
-from jaxplat.model import workload_from_dict
+from jaxplat.model import model_from_config, workload_from_dict
 from jaxplat.specs.units import BYTES_PER_ELEMENT
 
 KERNEL_OPTS = Options(memory_hierarchy=False)
@@ -172,6 +179,29 @@ def deepep(rows):
     return out
 
 
+SSD_CSV = Path(__file__).resolve().parents[1] / "data" / "measured" / "kernels_ssd.csv"
+
+
+def ssd(path=SSD_CSV):
+    """(role, label, predicted, measured tokens/s) of the Mamba-2 scan kernel rows."""
+    hw = load_hardware("h100-sxm")
+    out = []
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            heads, hd, groups, state, chunk, tok = (int(r[k]) for k in ("heads", "head_dim", "groups", "d_state",
+                                                                       "chunk", "tokens"))
+            model = model_from_config(dict(model_type="mamba2", num_hidden_layers=1, hidden_size=heads * hd // 2,
+                                           state_size=state, num_heads=heads, head_dim=hd, n_groups=groups,
+                                           expand=2, conv_kernel=4, vocab_size=1000, chunk_size=chunk))
+            wl = workload_from_dict({"batch": 1, "prompt": tok, "output": 2})
+            t = build_table(model, Parallel(), wl, "prefill", KERNEL_OPTS)
+            c0, _, m0, _, comm = row_components(t, hw, wl, KERNEL_OPTS)
+            seconds = float(combine(c0, m0, comm)[t.names.index("ssm_scan")])
+            out.append(("fit" if tok >= 4096 else "other", f"mamba_chunk_scan_combined tokens={tok:<6d} h={heads} "
+                        f"p={hd} g={groups} N={state} Q={chunk}", tok / seconds, float(r["value"])))
+    return out
+
+
 def summary(items, label):
     errs = [p / m - 1.0 for _, _, p, m in items]
     if not errs:
@@ -186,8 +216,9 @@ def report(name, items, show_test):
         if role == "test" and not show_test:
             continue
         print(f"  {role:<10} {what:<58} pred {p:8.1f}  meas {m:8.1f}  {100 * (p / m - 1):+6.1f}%")
-    for role in ("validation", "fit") + (("test",) if show_test else ()):
-        print(summary([x for x in items if x[0] == role], role))
+    for role in ("validation", "fit", "other") + (("test",) if show_test else ()):
+        if role != "other" or any(x[0] == role for x in items):
+            print(summary([x for x in items if x[0] == role], role))
 
 
 def kernel_rows():
@@ -233,7 +264,7 @@ def implied_memory(hw):
     return solve(ratio, 0.3, 1.0)  # measured/predicted falls as `memory` rises; the root lies between
 
 
-def implied(dg, fa, nets):
+def implied(dg, fa, nets, scans=()):
     """Efficiencies the fit rows imply, next to the shipped ones."""
     hw = load_hardware("h100-sxm")
     shipped = float(hw.efficiency.compute * hw.efficiency.narrow_dtype)
@@ -259,6 +290,11 @@ def implied(dg, fa, nets):
         print(f"  FA3 BF16 at S=16k: measured/predicted {r:.3f} -> eff_compute x eff_attention "
               f"{float(hw.efficiency.compute * hw.efficiency.attention) * r:.3f} "
               f"(shipped {float(hw.efficiency.compute * hw.efficiency.attention):.3f})")
+    plateau = [x for x in scans if x[0] == "fit"]
+    if plateau:
+        r = statistics.median(m for *_, m in plateau) / statistics.median(p for *_, p in plateau)
+        print(f"  Mamba-2 SSD scan, plateau (>= 4096 tokens): median measured / median predicted {r:.3f} -> "
+              f"eff_scan {float(hw.efficiency.scan) * r:.3f} (shipped {float(hw.efficiency.scan):.3f})")
     for what, items in nets:
         if items:
             r = median_ratio(items)
@@ -270,14 +306,16 @@ def main(argv=None):
     show_test = "--test" in (argv if argv is not None else sys.argv[1:])
     kernel = kernel_rows()
     dg, fa, nc, ep = deepgemm(kernel), flash_attention(kernel), nccl(kernel), deepep(kernel)
+    scans = ssd()
     for name, items in (("DeepGEMM FP8 GEMM (H800 = h100-sxm)", dg), ("FlashAttention-3 forward (H100)", fa),
-                        ("NCCL bus bandwidth", nc), ("DeepEP dispatch/combine", ep)):
+                        ("NCCL bus bandwidth", nc), ("DeepEP dispatch/combine", ep),
+                        ("Mamba-2 SSD scan, tokens/s (H100)", scans)):
         report(name, items, show_test)
 
     implied(dg, fa, (("NCCL all-reduce, 8 H100 NVLink (NVLS)", fit_items(nc, "n=8 ", "allreduce")),
                      ("DeepEP normal dispatch/combine, 8 H800 NVLink", fit_items(ep, "bottleneck", "n=8 ")),
                      ("DeepEP normal dispatch/combine, 16-64 H800 over RDMA",
-                      [x for x in fit_items(ep, "bottleneck") if "n=8 " not in x[1]])))
+                      [x for x in fit_items(ep, "bottleneck") if "n=8 " not in x[1]])), scans)
     if show_test:
         print("\n(TEST rows shown above: tritonbench flash_v3, reported once.)")
 
