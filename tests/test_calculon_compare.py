@@ -1,8 +1,10 @@
 """experiments/training/calculon_compare.py's mapping of a Calculon execution
 (its JSON keys) onto jaxplat's Parallel and TrainWorkload, checked by hand
 on Korthikanti et al. Table 5's 530B selective-recompute run and a ZeRO-1
-run of the 530B search; no Calculon needed."""
+run of the 530B search, and the committed comparison's jaxplat column against
+today's model; no Calculon needed."""
 
+import csv
 import importlib.util
 from pathlib import Path
 
@@ -69,8 +71,6 @@ def test_table5_step_times_are_the_committed_comparison():
     the committed experiments/training/calculon_compare.csv, so its median
     |error| against the published step times (experiments/training/README.md:
     7.1%) cannot drift without the comparison being re-run."""
-    import csv
-
     with open(SCRIPT.with_name("calculon_compare.csv")) as f:
         committed = {r["config"].split(":")[0]: float(r["jaxplat_step_s"]) for r in csv.DictReader(f)
                      if r["set"] == "validation"}
