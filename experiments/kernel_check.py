@@ -11,8 +11,13 @@ default graph-captured software stack:
              memory time; the stack's kernel_latency). Plain roofline (no L2
              placement): DeepGEMM's bench_kineto flushes the L2 between runs.
   FA3        FlashAttention-3 forward TFLOP/s on H100 by head dim, sequence
-             length, causal mask and dtype (one attention row, FA3's FLOP
-             count: 4 B S^2 H D, halved when causal).
+             length, causal mask and dtype (the score, softmax and
+             weighted-sum rows, the exponentials on the first; FA3's FLOP
+             count: 4 B S^2 H D, halved when causal). Its BF16 fit rows at S=16k pin
+             `attention_compute`.
+  FA2        FlashAttention-2 on the same H100 (the FA3 paper's figures):
+             the same rows with the matmuls at FA2_ON_HOPPER of FA3's rate,
+             which its BF16 fit rows at S=16k pin (training's FA2 kernel).
   NCCL       all-reduce (and all-gather) bus bandwidth from
              jaxplat.cost.collectives.collective_time on h100-sxm's levels
              (H800: NVLink 400 GB/s both ways = 200 GB/s per direction).
@@ -43,9 +48,10 @@ from jaxplat import Options, Parallel, load_hardware, replace
 from jaxplat.cost.collectives import collective_time
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import row_components
-from jaxplat.cost.operators import _Rows, build_table
+from jaxplat.cost.operators import SOFTMAX_FLOPS, _Rows, build_table
 from jaxplat.cost.opkind import OpKind
 from jaxplat.cost.roofline import combine
+from jaxplat.cost.training import FA2_ON_HOPPER
 from jaxplat.design.splits import load_inference_split
 from jaxplat.model import model_from_config, workload_from_dict
 from jaxplat.specs.units import BYTES_PER_ELEMENT
@@ -61,14 +67,21 @@ def h800():
     return replace(hw, net_bw=hw.network.bandwidth.at[0].set(200e9))
 
 
-def _one_row(hw, dtype, kind, flops, a, w, o, mkn):
-    """Seconds of one operator row (the model's own row_components + combine)."""
+def _rows_time(hw, dtype, rows):
+    """Seconds of operator rows run one after another (the model's own
+    row_components + combine): `rows` are (kind, flops, a, w, o, mkn)."""
     r = _Rows(counts={"once": (1.0, 1.0)})
-    r.add("op", "op", "once", kind, f=(flops, 0.0), a=(a, 0.0), w=(w, 0.0), o=(o, 0.0), stored=w, mkn=mkn)
+    for i, (kind, flops, a, w, o, mkn) in enumerate(rows):
+        r.add(f"op{i}", "op", "once", kind, f=(flops, 0.0), a=(a, 0.0), w=(w, 0.0), o=(o, 0.0), stored=w, mkn=mkn)
     wl = computed_workload(hw, workload_from_dict({"batch": 1, "prompt": 1, "output": 1, "dtype": dtype}),
                            KERNEL_OPTS)
     c0, _, m0, _, comm = row_components(r.table(jnp.float32), hw, wl, KERNEL_OPTS)
-    return float(combine(c0, m0, comm)[0])
+    return float(jnp.sum(combine(c0, m0, comm)))
+
+
+def _one_row(hw, dtype, kind, flops, a, w, o, mkn):
+    """Seconds of one operator row."""
+    return _rows_time(hw, dtype, [(kind, flops, a, w, o, mkn)])
 
 
 def gemm_prediction(hw, m, n, k, groups=1, grouped=False, dtype="fp8"):
@@ -85,9 +98,13 @@ def attention_prediction(hw, batch, seq, head_dim, heads, causal, dtype="bf16"):
     """FA3-convention TFLOP/s of one forward attention (self-attention, seq x seq)."""
     b = BYTES_PER_ELEMENT[dtype]
     pairs = seq * (seq + 1.0) / 2.0 if causal else seq * seq  # as operators.attention charges them
-    flops_model = 4.0 * batch * heads * head_dim * pairs
-    qkvo = batch * seq * heads * head_dim * b
-    t = _one_row(hw, dtype, OpKind.SCORES, flops_model, qkvo, 2.0 * qkvo, qkvo, (seq, head_dim, seq))
+    mm = 2.0 * batch * heads * head_dim * pairs  # each matmul's FLOPs
+    qkvo = batch * seq * heads * head_dim * b  # bytes of each of Q, K, V and the output
+    # the kernel's rows as operators.attention builds them: scores (reading Q and K; the exponentials
+    # ride on it), softmax, weighted sum (reading V, writing the output); the scores stay on chip
+    t = _rows_time(hw, dtype, [(OpKind.SCORES, mm, qkvo, qkvo, 0.0, (seq, head_dim, seq)),
+                               (OpKind.SOFTMAX, SOFTMAX_FLOPS * batch * heads * pairs, 0.0, 0.0, 0.0, (0, 0, 0)),
+                               (OpKind.ATTEND, mm, 0.0, qkvo, qkvo, (seq, seq, head_dim))])
     flops_fa3 = 4.0 * batch * heads * head_dim * seq * seq / (2.0 if causal else 1.0)
     return flops_fa3 / t / 1e12
 
@@ -122,10 +139,18 @@ def deepgemm(rows):
     return out
 
 
-def flash_attention(rows):
-    hw, out = load_hardware("h100-sxm"), []
+def flash_attention(rows, hw=None, version=3, speed=FA2_ON_HOPPER):
+    """(role, label, predicted, measured) TFLOP/s of FlashAttention-`version`'s
+    forward rows on an H100: FA3 on `hw` (default h100-sxm as shipped), FA2
+    with its matmuls at `speed` of FA3's (the training stack's
+    attention_kernel_speed, FA2_ON_HOPPER)."""
+    hw, out = hw if hw is not None else load_hardware("h100-sxm"), []
+    if version == 2:
+        hw = replace(hw, eff_attention_compute=hw.efficiency.attention_compute * speed)
     for r, role in rows:
-        if not ("FlashAttention-3" in r["engine"] or r["engine"].startswith("flash_v3")) or r["metric"] != "tflops":
+        ours = (r["engine"] == "FlashAttention-2" if version == 2
+                else "FlashAttention-3" in r["engine"] or r["engine"].startswith("flash_v3"))
+        if not ours or r["metric"] != "tflops":
             continue
         hd = int(re.search(r"head_dim=(\d+)", r["model"] + " " + r["notes"]).group(1)) if "head_dim" in r["model"] \
             else int(re.search(r"--d-head (\d+)", r["notes"]).group(1))
@@ -264,6 +289,33 @@ def implied_memory(hw):
     return solve(ratio, 0.3, 1.0)  # measured/predicted falls as `memory` rises; the root lies between
 
 
+def _at_s16k(items):
+    """The BF16 fit rows at S = 16,384 (where `attention_compute` and FA2's speed are solved)."""
+    return fit_items(items, "bf16", "S=16384")
+
+
+def implied_attention_compute(hw):
+    """`attention_compute` at which FlashAttention-3's BF16 fit rows at S=16k come
+    out right in the median (bisection on the model's own prediction: the
+    exponentials' and the kernel launch's time do not scale with it)."""
+    rows = kernel_rows()
+
+    def ratio(x):
+        return median_ratio(_at_s16k(flash_attention(rows, replace(hw, eff_attention_compute=x))))
+    return solve(ratio, 0.5, 1.33)
+
+
+def implied_fa2_speed(hw):
+    """FlashAttention-2's matmul rate over FlashAttention-3's on an H100 (the
+    training stack's attention_kernel_speed, FA2_ON_HOPPER) at which FA2's BF16
+    fit rows at S=16k come out right in the median."""
+    rows = kernel_rows()
+
+    def ratio(s):
+        return median_ratio(_at_s16k(flash_attention(rows, hw, version=2, speed=s)))
+    return solve(ratio, 0.05, 1.0)
+
+
 def implied(dg, fa, nets, scans=()):
     """Efficiencies the fit rows imply, next to the shipped ones."""
     hw = load_hardware("h100-sxm")
@@ -284,12 +336,13 @@ def implied(dg, fa, nets, scans=()):
         print(f"  DeepGEMM grouped FP8 (contiguous): measured/predicted {r:.3f} -> eff_moe "
               f"{float(hw.efficiency.moe) * r:.3f} "
               f"(shipped {float(hw.efficiency.moe):.3f}; at most 1: grouped run as dense)")
-    long_seq = fit_items(fa, "bf16", "S=16384")
-    if long_seq:
-        r = median_ratio(long_seq)
-        print(f"  FA3 BF16 at S=16k: measured/predicted {r:.3f} -> eff_compute x eff_attention "
-              f"{float(hw.efficiency.compute * hw.efficiency.attention) * r:.3f} "
-              f"(shipped {float(hw.efficiency.compute * hw.efficiency.attention):.3f})")
+    if _at_s16k(fa):
+        print(f"  FA3 BF16 at S=16k: measured/predicted {median_ratio(_at_s16k(fa)):.3f} -> attention_compute "
+              f"{implied_attention_compute(hw):.3f} (shipped {float(hw.efficiency.attention_compute):.3f}: its "
+              f"matmuls at {float(hw.efficiency.compute * hw.efficiency.attention_compute):.3f} of the peak, "
+              f"beside the exponentials at {float(hw.chip.exp_rate) / 1e12:.2f}e12/s)")
+        print(f"  FA2 BF16 at S=16k: its matmuls at {implied_fa2_speed(hw):.3f} of FA3's "
+              f"(training.FA2_ON_HOPPER {FA2_ON_HOPPER:.3f})")
     plateau = [x for x in scans if x[0] == "fit"]
     if plateau:
         r = statistics.median(m for *_, m in plateau) / statistics.median(p for *_, p in plateau)
@@ -306,8 +359,10 @@ def main(argv=None):
     show_test = "--test" in (argv if argv is not None else sys.argv[1:])
     kernel = kernel_rows()
     dg, fa, nc, ep = deepgemm(kernel), flash_attention(kernel), nccl(kernel), deepep(kernel)
+    fa2 = flash_attention(kernel, version=2)
     scans = ssd()
     for name, items in (("DeepGEMM FP8 GEMM (H800 = h100-sxm)", dg), ("FlashAttention-3 forward (H100)", fa),
+                        ("FlashAttention-2 forward (H100; matmuls at FA2_ON_HOPPER of FA3's)", fa2),
                         ("NCCL bus bandwidth", nc), ("DeepEP dispatch/combine", ep),
                         ("Mamba-2 SSD scan, tokens/s (H100)", scans)):
         report(name, items, show_test)

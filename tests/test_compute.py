@@ -81,8 +81,8 @@ def test_causal_attention_heads_share_the_waves(prefill):
 def test_kernel_efficiency_derates_the_array_as_it_does_tensor_cores(npu, llama8b, wl, prefill):
     """One mechanism for arrays and tensor cores: peak x utilization x the
     efficiency model's kernel kind (cost.efficiency.kernel_kind): halving
-    eff_attention doubles the attention rows' array time, GEMMs stay."""
-    b = jp.breakdown(llama8b, jp.replace(npu, eff_attention=0.5), jp.Parallel(), wl, "prefill")
+    eff_attention_compute doubles the attention rows' array time, GEMMs stay."""
+    b = jp.breakdown(llama8b, jp.replace(npu, eff_attention_compute=0.5), jp.Parallel(), wl, "prefill")
     base = prefill[256, 256, 1]
     assert _row(b, "logit")["compute_time"] == pytest.approx(2 * _row(base, "logit")["compute_time"], rel=1e-6)
     assert _row(b, "qkv")["compute_time"] == _row(base, "qkv")["compute_time"]
@@ -220,3 +220,32 @@ def test_npu_sweep_over_array_shape_matches_evaluate(npu, llama8b):
     with pytest.raises(SpecError, match="systolic arrays"):
         study_from_dict(dict(name="x", models=["llama-3.1-8b"], workloads=["chatbot"], hardware="npu-case-study-iv",
                              axes=dict(flops=[1e14, 2e14]), objective={"minimize": "ttft"}))
+
+
+def test_exp_rate_from_the_spec():
+    """The special-function units' exponentials per second: given (A100: 108 SMs x 16 x 1.41 GHz; Blackwell
+    Ultra doubles Blackwell's), else the listed FP32 peak / 16 (an H100 SXM's 67 TFLOP/s: 132 SMs x 16 x
+    1.98 GHz), else none (a TPU lists no FP32 peak; an array's derived peak is no FP32 unit)."""
+    rates = {n: float(jp.load_hardware(n).chip.exp_rate) for n in ("h100-sxm", "a100-80gb", "gb300", "tpu-v5p")}
+    assert rates == pytest.approx({"h100-sxm": 67e12 / 16, "a100-80gb": 2.44e12, "gb300": 10e12, "tpu-v5p": 0.0})
+    assert float(jp.load_hardware("npu-case-study-iv").chip.exp_rate) == 0.0
+    with pytest.raises(SpecError, match=r"compute.exp_rate"):
+        hardware_from_dict({**_spec(), "compute": {**_spec()["compute"], "exp_rate": -1.0}})
+
+
+def test_softmax_exponentials_by_hand(llama8b, wl):
+    """One exponential per causal score at the chip's rate, on the score row's compute time: Llama-3.1-8B's
+    2,048-token prefill, 32 layers of 32 heads x 2048 x 2049 / 2 query-key pairs, on an H100 (4.1875e12/s);
+    nothing else moves, and the GenZ profile ("flat") has no such time."""
+    h100 = jp.load_hardware("h100-sxm")
+    rows = {r: jp.breakdown(llama8b, jp.replace(h100, exp_rate=r), jp.Parallel(), wl, "prefill")
+            for r in (67e12 / 16, 0.0)}
+    with_exp, without = (np.asarray(rows[r]["compute_time"]) for r in (67e12 / 16, 0.0))
+    soft = rows[0.0]["name"].index("logit")
+    layers = rows[0.0]["count"][soft]
+    assert layers == 32
+    assert (with_exp - without)[soft] * layers == pytest.approx(32 * 32 * 2048 * 2049 / 2 / (67e12 / 16), rel=1e-5)
+    np.testing.assert_array_equal(np.delete(with_exp, soft), np.delete(without, soft))
+    genz = [jp.breakdown(llama8b, jp.replace(h100, exp_rate=r), jp.Parallel(), wl, "prefill",
+                         jp.Options(profile="genz"))["compute_time"] for r in (67e12 / 16, 0.0)]
+    assert genz[0] == genz[1]

@@ -21,6 +21,14 @@ seconds (at s = 0 and per generated token, as the table's FLOPs):
   * element-wise rows (no GEMM dims: softmax, norms, activations): the
     vector unit, FLOPs / (vector_flops x efficiency.compute) when the chip gives
     one, else the chip's peak;
+  * the attention softmax's exponentials, one per score, on the score
+    rows' compute time: scores / exp_rate, the special-function units' rate
+    (none where exp_rate is 0 or under the flat convention). They do not
+    hide behind the matmuls: FlashAttention-3's BF16 forward on an H100
+    takes 0.245 ps per score plus 4 x head_dim FLOPs at 893 TFLOP/s, fitted
+    over head dimensions 64 to 256 (experiments/kernel_check.py), and 132
+    SMs x 16 x 1.98 GHz exponentials/s is 0.239 ps each. On the score row
+    they do hide under decode's K reads (its roofline), as a fused kernel's;
   * rows named in `Hardware.offload`: the host, FLOPs / host_flops.
 
 Offloaded rows also move their operands over the host link: the tensors the
@@ -130,11 +138,26 @@ def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options,
         # the vector unit when the spec gives one (else at the peak too).
         ew = ~(gemm | grow)
         c0, c1 = jnp.where(ew, f0 / vec, f0 / peak), jnp.where(ew, f1 / vec, f1 / peak)
+    if opts.conv.efficiency != "flat":
+        e0, e1 = exp_times(table, hw)
+        c0, c1 = c0 + e0, c1 + e1
     if hw.host.offload:
         off = jnp.asarray(offload_mask(table, hw)) > 0
         host = jnp.where(off, hw.host.flops, 1.0)
         c0, c1 = jnp.where(off, f0 / host, c0), jnp.where(off, f1 / host, c1)
     return c0, c1
+
+
+def exp_times(table: OpTable, hw: Hardware):
+    """(e0, e1): [rows] seconds of the softmax's exponentials at s = 0 and per
+    generated token, one per score at the chip's exp_rate (0 where it is 0),
+    charged on the score rows (2 x head_dim FLOPs per score: FLOPs / 2k), so
+    that the row's roofline hides them under its K reads where decode
+    attention streams the cache, as a fused kernel does."""
+    scores = (kind_mask(table, (OpKind.SCORES,)) > 0) & (table.k > 0)
+    per_exp = jnp.where(hw.chip.exp_rate > 0, 1.0 / jnp.where(hw.chip.exp_rate > 0, hw.chip.exp_rate, 1.0), 0.0)
+    per_flop = per_exp / (2.0 * jnp.where(scores, table.k, 1.0))
+    return jnp.where(scores, table.f0 * per_flop, 0.0), jnp.where(scores, table.f1 * per_flop, 0.0)
 
 
 def offload_memory_times(table: OpTable, hw: Hardware, m0, m1):
@@ -149,4 +172,5 @@ def offload_memory_times(table: OpTable, hw: Hardware, m0, m1):
     return jnp.where(off, t0, m0), jnp.where(off, t1, m1)
 
 
-__all__ = ["array_peak", "array_utilization", "gemm_rows", "offload_mask", "offload_memory_times", "row_compute_times"]
+__all__ = ["array_peak", "array_utilization", "exp_times", "gemm_rows", "offload_mask", "offload_memory_times",
+           "row_compute_times"]

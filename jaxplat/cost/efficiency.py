@@ -21,9 +21,13 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     merge sequences of different lengths, so they carry no one GEMM shape;
     its length dependence is in its FLOPs and bytes);
   * the kind of kernel: attention (FlashAttention, paged decode attention)
-    reaches `efficiency.attention` of what GEMMs reach, on compute and bandwidth,
-    and the routed experts' grouped GEMMs over quantized weights (8 bits
-    and narrower: block-scaled FP8, NVFP4, MXFP4, INT4) `efficiency.moe` on
+    runs its two matmuls at `efficiency.attention_compute` times a GEMM's
+    rate (above 1 on Hopper: FlashAttention-3's matmuls reach 0.90 of the
+    peak where large GEMMs reach 0.75; the softmax's exponentials between
+    them are the chip's `exp_rate`, jaxplat.cost.compute) and reaches
+    `efficiency.attention` of what GEMMs reach on bandwidth, and the routed
+    experts' grouped GEMMs over quantized weights (8 bits and narrower:
+    block-scaled FP8, NVFP4, MXFP4, INT4) `efficiency.moe` on
     compute (x `efficiency.moe_fp4` where they compute in FP4), `efficiency.moe_memory`
     on their memory time; 16-bit grouped GEMMs run like dense ones
     (`quantized_experts`);
@@ -186,7 +190,8 @@ def quantized_experts(wl: Workload):
 
 def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memory: bool = False):
     """[rows] efficiency of each row's kernel relative to a dense GEMM's:
-    efficiency.attention for the attention kernel's rows, efficiency.moe for the routed
+    for the attention kernel's rows efficiency.attention on memory time and
+    efficiency.attention_compute on compute time, efficiency.moe for the routed
     experts' grouped GEMMs over quantized weights (efficiency.moe_memory on their
     memory time, `memory` static: a grouped GEMM that streams its experts'
     weights loses less than one that computes small, uneven tiles; both
@@ -201,11 +206,13 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
     if memory:
         experts = hw.efficiency.moe_memory ** quantized_experts(wl)
         scan = 1.0  # its kernels stream x, B, C and dt once; the chunk states are the compute's
+        attention = hw.efficiency.attention
     else:  # FP4 grouped GEMMs (FP4 activations) pay efficiency.moe_fp4 on top, as dense ones pay efficiency.narrow_fp4
         experts = hw.efficiency.moe ** quantized_experts(wl) * hw.efficiency.moe_fp4 ** narrow_steps(wl.bytes_act)[1]
         scan = hw.efficiency.scan
+        attention = hw.efficiency.attention_compute
     scans = jnp.asarray(kind_mask(table, (OpKind.SCAN,))) > 0
-    return jnp.where(attn, hw.efficiency.attention, jnp.where(moe, experts, jnp.where(scans, scan, 1.0)))
+    return jnp.where(attn, attention, jnp.where(moe, experts, jnp.where(scans, scan, 1.0)))
 
 
 def gemm_peak(hw: Hardware, dtype, bytes_per_element):
@@ -264,7 +271,7 @@ def row_rates(table: OpTable, hw: Hardware, wl: Workload, opts: Options, flat_pe
     # Attention rows of an engine iteration merge sequences of different
     # lengths (serving.iteration_table), so their m, k, n are no one GEMM's
     # shape: their length dependence is the FLOPs and bytes, their kernels'
-    # efficiency efficiency.attention.
+    # efficiencies efficiency.attention_compute and efficiency.attention.
     # The routed experts' grouped GEMMs size their row tile to each expert's
     # tokens (grouped_tile_m), the dense GEMMs to their rows (dense_tile_m).
     moe = jnp.asarray(moe_mask(table)) > 0

@@ -8,7 +8,8 @@ row (times scale the priced forward rows; shapes as in the forward):
   backward   data and weight gradients, 2x a weight GEMM's forward (two
              GEMMs of its size: Narayanan et al. SC'21 Sec. 3.5); attention
              2.5x its forward (FlashAttention-2's backward runs 5 matmuls
-             to the forward's 2: Dao 2023, arXiv 2307.08691, Sec. 3.1);
+             to the forward's 2: Dao 2023, arXiv 2307.08691, Sec. 3.1),
+             its exponentials 1x (P recomputed once, Algorithm 2);
              element-wise passes 2x (read the output gradient and the saved
              input, write the input gradient); the embedding 1x (scatter-add).
   recompute  none; selective: the attention core (scores, softmax, values)
@@ -99,6 +100,7 @@ import numpy as np
 
 from jaxplat.cost import efficiency, energy, money
 from jaxplat.cost import training_memory as tm
+from jaxplat.cost.compute import exp_times
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
 from jaxplat.cost.memory import capacity_bytes
@@ -127,6 +129,7 @@ SP_MODES = {"regather": (True, True), "saved": (True, False), "off": (False, Tru
 COMM_NAMES = ("tp", "cp", "ep", "pp", "dp")
 BACKWARD_GEMM = 2.0       # data + weight gradient GEMMs (Narayanan et al. SC'21 Sec. 3.5)
 BACKWARD_ATTENTION = 2.5  # FlashAttention-2 backward / forward FLOPs (Dao 2023, Sec. 3.1)
+BACKWARD_EXP = 1.0        # the backward recomputes P = exp(S - L) once per score (Dao 2023, Algorithm 2)
 BACKWARD_ELEMENTWISE = 2.0
 BACKWARD_LOOKUP = 1.0
 ADAM_BYTES = 26.0         # per parameter: read fp32 master, m, v (12), write them (12), write the 16-bit weight (2)
@@ -144,8 +147,16 @@ LOSS_BWD_BYTES = 22.0
 # arXiv 2209.05433). Operands cast per GEMM and micro-batch: the input (forward), the output gradient
 # and the input's transpose (backward): 2·m·k + m·n elements.
 SCALING_READS = 2.0
-FA2_ON_HOPPER = 0.35 / 0.75        # attention_kernel_speed of FlashAttention-2 on an H100 (Shah et al. 2024)
-FA_TRITON_ON_AMPERE = 1.0 / 1.8    # attention_kernel_speed of Triton FlashAttention on an A100 (Dao 2023 Sec. 4.1)
+# attention_kernel_speed of FlashAttention-2 on an H100: its matmuls' rate over FlashAttention-3's, at which the
+# FA3 paper's FA2 BF16 forward rows at S=16k (fit rows of data/measured/inference_2026-12.csv; Shah et al. 2024,
+# arXiv 2407.08608, Fig. 5) come out right in the median, the exponentials at the chip's rate in both
+# (experiments/kernel_check.py, implied line). FA2 runs ~325 TFLOP/s at every head dimension: 0.33 of the peak.
+FA2_ON_HOPPER = 0.384
+# attention_kernel_speed of Triton FlashAttention on an A100: 1.8x slower than FlashAttention-2 as a whole kernel
+# (Dao 2023 Sec. 4.1: 1.3-2.5x, the geometric middle). At head dimension 128 FA2's 512 matmul FLOPs per score take
+# 1.76 ps on the model's A100 (312 TFLOP/s x 0.75 x 1.244) beside one exponential, 0.41 ps: 1.8 x 2.17 ps leaves
+# Triton's matmuls 3.50 ps, 1.76 / 3.50 of FA2's rate.
+FA_TRITON_ON_AMPERE = 1.76 / 3.50
 SP_ROWS = ("attn_norm", "attn_residual", "ffn_norm", "ffn_residual", "mamba_norm", "mamba_residual", "final_norm")
 
 
@@ -221,18 +232,21 @@ class TrainWorkload:
       calibration's compute / tile_latency pin of 2026-12-05: unchanged;
       after Megatron's backward re-gather and SC'21's all-reduce TP: 0.775
       to 0.80; after the 16-bit activations outside low-precision GEMMs'
-      inputs, `forward_table`: 0.825).
-    attention_kernel_speed: the training stack's attention kernel's rate
-      over the chip's own (calibrated: the kernel written for it, as
-      inference engines run), in (0, 1]; it scales the chip's
-      eff_attention. 1: the same (Transformer Engine's cuDNN fused
-      attention on Hopper and Blackwell). An older kernel generation:
-      FlashAttention-2 on Hopper reaches 35% of the H100's peak where
-      FlashAttention-3 reaches 75% (Shah et al. 2024, arXiv 2407.08608,
-      abstract: 35/75 = 0.47; FA2's Ampere mma.sync instructions cannot use
-      Hopper's wgmma); the Triton FlashAttention on Ampere is 1.3-2.5x
+      inputs, `forward_table`: 0.825; after the softmax's exponentials got
+      their own time and attention's matmuls theirs, 2026-12-06: 0.80).
+    attention_kernel_speed: the training stack's attention kernel's
+      matmul rate over the chip's own (calibrated: the kernel written for
+      it, as inference engines run), in (0, 1]; it scales the chip's
+      attention_compute (the softmax's exponentials stay the chip's). 1:
+      the same (Transformer Engine's cuDNN fused attention on Hopper and
+      Blackwell). An older kernel generation: FlashAttention-2 on Hopper
+      reaches 35% of the H100's peak where FlashAttention-3 reaches 75%
+      (Shah et al. 2024, arXiv 2407.08608, abstract; FA2's Ampere mma.sync
+      instructions cannot use Hopper's wgmma): its matmuls 0.384 of FA3's
+      (`FA2_ON_HOPPER`, from the FA3 paper's FA2 rows); the Triton FlashAttention on Ampere is 1.3-2.5x
       slower than FlashAttention-2 (Dao 2023, arXiv 2307.08691, Sec. 4.1:
-      1/1.8, the geometric middle, `FA_TRITON_ON_AMPERE`).
+      1/1.8, the geometric middle, `FA_TRITON_ON_AMPERE`: a ratio of
+      whole kernels, applied to the matmuls).
     moe_layer_host_s, moe_expert_host_s: the host time a MoE layer's
       forward and backward leave exposed per micro-batch, seconds per MoE
       layer plus seconds per expert the chip holds (fitted on dev rows:
@@ -269,7 +283,7 @@ class TrainWorkload:
     eff_moe: jax.Array = _f32(1.0)
     ep_overlap: jax.Array = _f32(0.0)
     dropout: jax.Array = _f32(0.0)
-    backward_efficiency: jax.Array = _f32(0.825)  # fitted on dev rows: experiments/training/fit_backward.py
+    backward_efficiency: jax.Array = _f32(0.80)  # fitted on dev rows: experiments/training/fit_backward.py
     moe_layer_host_s: jax.Array = _f32(MOE_LAYER_HOST_S)
     moe_expert_host_s: jax.Array = _f32(MOE_EXPERT_HOST_S)
     attention_kernel_speed: jax.Array = _f32(1.0)
@@ -490,7 +504,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     twl = computed_workload(hw, twl, opts)  # the dtype the chip's GEMMs run in (FP8 on an A100: bf16)
     hw = replace(hw, eff_network=jnp.where(twl.eff_network > 0, twl.eff_network, hw.efficiency.network),
                  eff_moe=jnp.where(twl.eff_moe > 0, twl.eff_moe, hw.efficiency.moe),
-                 eff_attention=hw.efficiency.attention * jnp.clip(twl.attention_kernel_speed, 0.05, 1.0))
+                 eff_attention_compute=(hw.efficiency.attention_compute
+                                        * jnp.clip(twl.attention_kernel_speed, 0.05, 1.0)))
     t, wl = forward_table(model, par, twl, options)
     w = rank_weights(t, par)
     loss_fwd, loss_bwd = _loss_times(t, hw, w)
@@ -503,17 +518,20 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     attn = jnp.asarray(efficiency.attention_mask(t))
     lookup = jnp.asarray(names_mask(t, ("embedding",)))
     bwd_factor = jnp.where(attn > 0, BACKWARD_ATTENTION, jnp.where(lookup > 0, BACKWARD_LOOKUP, BACKWARD_GEMM))
+    # [rows] s, one backward before its efficiency: the rows' factor, except the score rows' exponentials (once)
+    exps = exp_times(t, hw)[0] / clock if opts.conv.efficiency != "flat" else 0.0
+    bwd = bwd_factor * fwd - (bwd_factor - BACKWARD_EXP) * exps
     once = jnp.asarray(names_mask(t, [n for n, g in zip(t.names, t.groups) if g in ("embedding", "lm_head")]))
     r_full = jnp.where(twl.recompute >= 1.5, 1.0, 0.0)
     r_sel = jnp.where((twl.recompute >= 0.5) & (twl.recompute < 1.5), 1.0, 0.0)
     t_fwd = jnp.sum(w * fwd) + loss_fwd
-    t_bwd = jnp.sum(w * bwd_factor * fwd) / jnp.clip(twl.backward_efficiency, 0.1, 1.0) + loss_bwd
+    t_bwd = jnp.sum(w * bwd) / jnp.clip(twl.backward_efficiency, 0.1, 1.0) + loss_bwd
     attn_fwd = jnp.sum(w * attn * fwd)
     t_rec = (r_full * jnp.sum(w * (1.0 - once) * fwd) + r_sel * attn_fwd
              + (1.0 - r_full) * tm.module_rows(t, twl, w * fwd))
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
 
-    gemms = (fwd, bwd_factor * fwd / jnp.clip(twl.backward_efficiency, 0.1, 1.0))  # [rows] s per execution
+    gemms = (fwd, bwd / jnp.clip(twl.backward_efficiency, 0.1, 1.0))  # [rows] s per execution
     comm = micro_batch_comm(t, hw, par, w, r_full, options, p, (attn_fwd, BACKWARD_ATTENTION * attn_fwd),
                             (t_fwd, t_bwd, t_rec), gemms, twl.ep_overlap, model.top_k)
     dense, expert = _params(t, par, twl)

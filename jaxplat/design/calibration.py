@@ -43,7 +43,7 @@ from jaxplat.specs import SpecError
 
 # Upper values no real kernel exceeds on these chips (throttling at TDP, DRAM refresh, protocol overheads).
 PHYSICAL_MAX = {"compute": 0.9, "memory": 0.92, "network": 0.9, "narrow_dtype": 1.0, "narrow_fp4": 1.0,
-                "attention": 1.0, "moe": 1.0, "moe_memory": 1.0, "moe_fp4": 1.0, "scan": 1.0}
+                "attention": 1.0, "attention_compute": 1.33, "moe": 1.0, "moe_memory": 1.0, "moe_fp4": 1.0, "scan": 1.0}
 # Bounds of the fit (log space): the efficiencies stop at their physical
 # maximum, so a fit cannot ship an unphysical value; one that presses
 # against a bound (`at_bound`) says the model lacks something, not that the
@@ -54,7 +54,8 @@ BOUNDS = {
     "network": (0.2, PHYSICAL_MAX["network"]),  # share of link bandwidth on large collectives
     "narrow_dtype": (0.3, 1.0),     # 8-bit kernels relative to 16-bit ones
     "narrow_fp4": (0.3, 1.0),       # FP4 kernels relative to FP8 ones
-    "attention": (0.1, 1.0),        # attention kernels relative to GEMMs
+    "attention": (0.1, 1.0),        # attention kernels relative to GEMMs (memory time)
+    "attention_compute": (0.2, PHYSICAL_MAX["attention_compute"]),  # attention's matmuls / GEMMs (x compute <= 1)
     "moe": (0.05, 1.0),             # routed experts' grouped GEMMs relative to dense GEMMs (compute)
     "moe_memory": (0.05, 1.0),      # the same, streaming the experts' weights
     "moe_fp4": (0.3, 1.0),          # FP4 grouped GEMMs relative to FP8 ones, on top of `moe`
@@ -66,8 +67,8 @@ BOUNDS = {
     "collective_latency": (1e-7, 1e-4),  # s per collective call (nccl-tests small messages: ~10-20 us)
     "sequence_overhead": (1e-7, 2e-4),  # host s per sequence per iteration (C++ ~1 us, Python ~10-100 us)
 }
-# Share of a bound's log range within which a fitted value counts as at the bound: the
-# sigmoid's slope there is under 1% of its peak, so the fit can press no further.
+# Share of a bound's log range within which a fitted value counts as at the bound: the sigmoid's slope
+# there is under 1% of its peak, so the fit can press no further.
 AT_BOUND = 0.01
 # Where a fit starts: inside every bound (a sigmoid at its bound has no
 # gradient), at typical values (dense GEMMs ~70% of peak, HBM ~80%, launch
@@ -76,8 +77,9 @@ AT_BOUND = 0.01
 # sequence (~30 us on H100): where the GPU step is longer the max() that
 # overlaps them has no gradient in it, so a fit started below would stay put.
 START = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 0.9, "narrow_fp4": 0.9, "attention": 0.8,
-         "moe": 0.8, "moe_memory": 0.8, "moe_fp4": 0.9, "scan": 0.5, "kernel_latency": 2e-6, "expert_latency": 1e-6,
-         "tile_latency": 3e-7, "iteration_overhead": 1e-3, "sequence_overhead": 4e-5, "collective_latency": 5e-6}
+         "attention_compute": 0.8, "moe": 0.8, "moe_memory": 0.8, "moe_fp4": 0.9, "scan": 0.5, "kernel_latency": 2e-6,
+         "expert_latency": 1e-6, "tile_latency": 3e-7, "iteration_overhead": 1e-3, "sequence_overhead": 4e-5,
+         "collective_latency": 5e-6}
 # Loads whose rows the fit uses by default. Poisson-load latencies are left
 # to check it: measured at the highest rate the SLOs allow, they sit where
 # latency diverges, so they test capacity (the offline rows do that) with a
@@ -85,18 +87,15 @@ START = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 0.9, "na
 FIT_LOADS = ("offline", "concurrency", "batch")
 DEFAULT_FIT = ("compute", "memory", "narrow_dtype", "narrow_fp4", "attention", "moe", "moe_memory", "kernel_latency",
                "iteration_overhead", "sequence_overhead", "collective_latency")
-# Per-engine parameters (`--engine-fit`) are fitted as factors on the global
-# value, "name@engine": 1 is the reference engine the global values describe
-# (an engine with no rows in a fit keeps it), below 1 a less tuned one. A
-# fixed time (s) may be far above the reference's: a host-side scheduler
-# step of an early release costs milliseconds where a tuned one costs tens of
-# microseconds (vLLM's V0 scheduler runs in Python between GPU steps, what
-# its multi-step scheduling of v0.6 and its V1 engine were built to hide).
+# Per-engine parameters (`--engine-fit`) are fitted as factors on the global value, "name@engine": 1 is the
+# reference engine the global values describe (an engine with no rows in a fit keeps it), below 1 a less tuned
+# one. A fixed time (s) may be far above the reference's: a host-side scheduler step of an early release costs
+# milliseconds where a tuned one costs tens of microseconds (vLLM's V0 scheduler runs in Python between GPU
+# steps, what its multi-step scheduling of v0.6 and its V1 engine were built to hide).
 ENGINE_FACTOR_BOUNDS = (0.05, 1.5)
 ENGINE_TIME_FACTOR_BOUNDS = (0.05, 1000.0)
-# Where an engine's iteration overhead starts: 10x the reference (~0.5 ms).
-# At 1 the reference's 45 us moves a decode step by under 0.2%: too little a
-# slope for the fit to leave from. Other factors start at 1.
+# Where an engine's iteration overhead starts: 10x the reference (~0.5 ms). At 1 the reference's 45 us moves a
+# decode step by under 0.2%: too little a slope for the fit to leave from. Other factors start at 1.
 ENGINE_START = {"iteration_overhead": 10.0}
 # Parameters whose rows' gradient vanishes where they lose a max(): `fit` scans
 # each over SCAN_POINTS log-spaced values of its bounds after descending.

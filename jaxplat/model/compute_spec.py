@@ -15,6 +15,12 @@ tile, for tile and wave quantization (jaxplat.cost.efficiency):
     compute:
       units: 132             # SMs
       tile: [128, 128, 64]   # output tile m x n, k-step
+      exp_rate: 4.18e+12     # exponentials/s: SMs x 16 SFU lanes x SM clock
+
+Without `exp_rate`, a chip that lists an fp32 peak gets fp32 / 16 (an SM
+from Volta to Blackwell issues 16 exponentials a clock beside 128 FP32
+FMAs, 256 FLOPs; an A100's SM has 64 FP32 lanes, so its spec gives the rate);
+one that lists none, none (its exponentials cost no time).
 
 Every number becomes a traced `Hardware` leaf (swept, differentiated); the
 dataflow and the offload list are static (they choose the code path). The
@@ -25,7 +31,8 @@ unchanged: every operator at its `flops`.
 from jaxplat.specs import SpecError, check_keys, choice, number
 
 DATAFLOWS = ("ws", "os", "is")  # as jaxplat.cost.microarch.DATAFLOWS (the cost layer is above this one)
-COMPUTE_KEYS = ("array", "cores", "dataflow", "clock_hz", "vector_flops", "host", "offload", "units", "tile")
+COMPUTE_KEYS = ("array", "cores", "dataflow", "clock_hz", "vector_flops", "exp_rate", "host", "offload", "units",
+                "tile")
 HOST_KEYS = ("flops", "bandwidth", "latency")
 
 # What `offload:` may name: operator groups and operator names of the
@@ -91,6 +98,8 @@ def compute_fields(d: dict | None, src="hardware") -> dict:
             out[f"tile_{axis}"] = number(src, f"compute.tile.{axis}", v)
     if "vector_flops" in d:
         out["vector_flops"] = number(src, "compute.vector_flops", d["vector_flops"])
+    if "exp_rate" in d:
+        out["exp_rate"] = number(src, "compute.exp_rate", d["exp_rate"])
     host = d.get("host")
     if host is not None:
         if not isinstance(host, dict):

@@ -46,7 +46,10 @@ PARAMS = {
                    "FP4 GEMM kernels' share of the FP8 kernels' achieved fraction (block-scale "
                    "dequantization in the mainloop)"),
     "attention": ("efficiency.attention", 1.0, "fraction",
-                  "attention kernels' efficiency relative to GEMMs (compute and memory time)"),
+                  "attention kernels' efficiency relative to GEMMs on their memory time (decode's KV-cache reads)"),
+    "attention_compute": ("efficiency.attention_compute", 1.0, "ratio",
+                          "attention kernels' two matmuls relative to a large GEMM's rate (compute time; their "
+                          "softmax's exponentials run at the chip's exp_rate)"),
     "moe": ("efficiency.moe", 1.0, "fraction",
             "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs over quantized "
             "(8-bit and narrower) experts (compute time); 16-bit experts run like dense GEMMs"),
@@ -77,6 +80,11 @@ PARAMS = {
 CALIBRATION_KEYS = ("parameters", "chips", "engines", "fit", "description", "software")
 
 
+# Largest value of each unit: a fraction of peak, a ratio of one kernel's rate to a GEMM's (a kernel may
+# beat the GEMMs' share of the peak, not double it), seconds.
+RATIO_MAX = {"fraction": 1.0, "ratio": 2.0, "s": 1.0}
+
+
 def check_params(src, where, values: dict) -> dict:
     """Validate a mapping of efficiency parameters; return {name: float}."""
     if not isinstance(values, dict):
@@ -86,8 +94,9 @@ def check_params(src, where, values: dict) -> dict:
     for k, v in values.items():
         unit = PARAMS[k][2]
         x = number(src, f"{where}{k}", v, allow_zero=unit == "s")
-        if x > 1.0:
-            what = "a fraction of peak in (0, 1]" if unit == "fraction" else "seconds in [0, 1]"
+        if x > RATIO_MAX[unit]:
+            what = {"fraction": "a fraction of peak in (0, 1]", "ratio": f"a ratio to GEMMs' rate in (0, "
+                    f"{RATIO_MAX['ratio']:g}]", "s": "seconds in [0, 1]"}[unit]
             raise SpecError(f"{src}: {where}{k} is {what}, got {x}")
         out[k] = x
     return out

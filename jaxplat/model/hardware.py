@@ -61,6 +61,11 @@ class Chip:
         of the SRAM as its tiling buffer. clock_hz: array clock, Hz.
       vector_flops: FLOP/s of the vector / special-function unit that runs
         the element-wise operators (softmax, norms, activations); 0: `flops`.
+      exp_rate: exponentials per second of the special-function units
+        (NVIDIA's SFU, MUFU.EX2: SMs x 16 a clock through Blackwell, 32 on
+        Blackwell Ultra), which an attention kernel's softmax waits on
+        between its two matmuls (FlashAttention-3, arXiv 2407.08608,
+        Sec. 3); 0: not modelled (no exponential costs time).
       fabric_latency: s each operator of a dataflow chip (`execution:
         dataflow`) takes to cross the chip's fabric and back (the chip's
         physics, from its fabric hops and clock: software_spec.execution_fields).
@@ -79,6 +84,7 @@ class Chip:
     cores: jax.Array = _const(1.0)
     clock_hz: jax.Array = _const(0.0)
     vector_flops: jax.Array = _const(0.0)
+    exp_rate: jax.Array = _const(0.0)
     fabric_latency: jax.Array = _const(0.0)
     dataflow: str = static("")
 
@@ -134,8 +140,12 @@ class Efficiency:
         achieved fraction of their peak.
       narrow_fp4: FP4 kernels' share of the FP8 kernels' achieved fraction
         (block scales dequantized in the mainloop).
-      attention: attention kernels' efficiency relative to GEMMs (compute
-        and memory time).
+      attention: attention kernels' efficiency relative to GEMMs on their
+        memory time (decode's KV-cache reads).
+      attention_compute: an attention kernel's two matmuls (Q K^T, P V)
+        relative to a large GEMM's rate, compute time (a ratio up to 2:
+        FlashAttention-3's reach 0.90 of an H100's peak where large GEMMs
+        reach 0.75); its softmax's exponentials are the chip's (exp_rate).
       moe: routed experts' grouped GEMMs relative to dense GEMMs, compute
         time, where the experts' weights are 8 bits or narrower.
       moe_memory: the same on their memory time. moe_fp4: FP4 grouped GEMMs'
@@ -154,6 +164,7 @@ class Efficiency:
     narrow_dtype: jax.Array = _const(1.0)
     narrow_fp4: jax.Array = _const(1.0)
     attention: jax.Array = _const(1.0)
+    attention_compute: jax.Array = _const(1.0)
     moe: jax.Array = _const(1.0)
     moe_memory: jax.Array = _const(1.0)
     moe_fp4: jax.Array = _const(1.0)
@@ -251,7 +262,8 @@ GROUPS = {"chip": Chip, "memory": Memory, "network": Network, "efficiency": Effi
 # `Hardware`, routed by `pytree.replace`; new code names the group.
 FLAT_NAMES = {
     **{f: ("chip", f) for f in ("flops", "gemm_dtype", "units", "tile_m", "tile_n", "tile_k", "array_rows",
-                                "array_cols", "cores", "clock_hz", "vector_flops", "fabric_latency", "dataflow")},
+                                "array_cols", "cores", "clock_hz", "vector_flops", "exp_rate", "fabric_latency",
+                                "dataflow")},
     "sram_size": ("memory", "sram_size"), "sram_bw": ("memory", "sram_bandwidth"),
     "mem_size": ("memory", "size"), "mem_bw": ("memory", "bandwidth"),
     "net_domain": ("network", "domain"), "net_bw": ("network", "bandwidth"), "net_latency": ("network", "latency"),
@@ -259,6 +271,7 @@ FLAT_NAMES = {
     "eff_compute": ("efficiency", "compute"), "eff_memory": ("efficiency", "memory"),
     "eff_network": ("efficiency", "network"), "eff_narrow": ("efficiency", "narrow_dtype"),
     "eff_fp4": ("efficiency", "narrow_fp4"), "eff_attention": ("efficiency", "attention"),
+    "eff_attention_compute": ("efficiency", "attention_compute"),
     "eff_moe": ("efficiency", "moe"), "eff_moe_memory": ("efficiency", "moe_memory"),
     "eff_moe_fp4": ("efficiency", "moe_fp4"), "expert_latency": ("efficiency", "expert_latency"),
     "tile_latency": ("efficiency", "tile_latency"), "eff_scan": ("efficiency", "scan"),

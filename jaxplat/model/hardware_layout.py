@@ -29,7 +29,8 @@ import sys
 from jaxplat.specs import SpecError, check_keys
 
 SECTIONS = {
-    "chip": ("flops", "units", "tile", "array", "cores", "dataflow", "clock_hz", "vector_flops", "execution"),
+    "chip": ("flops", "units", "tile", "array", "cores", "dataflow", "clock_hz", "vector_flops", "exp_rate",
+             "execution"),
     "power": ("tdp_w", "static_w", "pj_per_flop"),
     "cost": ("price_usd", "lifetime_years", "usd_per_kwh", "pue"),
     "host": ("name", "clock_hz", "flops", "bandwidth", "latency", "offload"),

@@ -136,6 +136,13 @@ _HOST_KEYS = ("name", "clock_hz")
 _NET_KEYS = ("name", "domain", "bandwidth", "latency", "topology", "switch_reduction", "pj_per_bit")
 
 
+# FP32 FLOPs per exponential where a spec gives no exp_rate: an NVIDIA SM from
+# Volta to Blackwell issues 16 special-function results a clock beside 128 FP32
+# FMAs (256 FLOPs; CUDA C++ Programming Guide, "Arithmetic Instructions" throughput
+# table), so an H100 SXM's 67 TFLOP/s FP32 is 132 SMs x 16 x 1.98 GHz = 4.2e12/s.
+FP32_FLOPS_PER_EXP = 16.0
+
+
 def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None = None,
                        defaults: Calibration | None = None, software: Software | None = None) -> Hardware:
     """Validate a hardware spec dict (either layout: jaxplat.model.hardware_layout;
@@ -169,8 +176,10 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
     flops = d.get("flops", {dt: array_flops for dt in DTYPES})
     if not isinstance(flops, dict) or not flops:
         raise SpecError(f"{src}: flops must map dtypes to FLOP/s, e.g. {{bf16: 989e12}}")
-    peak, runs_in = fill_peaks({dtype_name(src, "flops", k): number(src, f"flops.{k}", v) for k, v in flops.items()},
-                               src)
+    listed = {dtype_name(src, "flops", k): number(src, f"flops.{k}", v) for k, v in flops.items()}
+    peak, runs_in = fill_peaks(listed, src)
+    if "exp_rate" not in compute and "fp32" in d.get("flops", {}):  # a listed FP32 peak, not an array's
+        compute["exp_rate"] = listed["fp32"] / FP32_FLOPS_PER_EXP
 
     levels = d["memory"]
     if not isinstance(levels, list) or not levels:
