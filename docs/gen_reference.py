@@ -52,6 +52,7 @@ CHIP_KEYS = {
     "dataflow": "`ws`, `os` or `is` (weight, output, input stationary)",
     "clock_hz": "array clock",
     "vector_flops": "FLOP/s of the element-wise (vector) unit",
+    "exp_rate": "exponentials/s of the special-function units (attention's softmax); default: listed fp32 FLOP/s / 16",
     "execution": "`{kind: dataflow, fabric_hops, clock_hz}` for chips that run as dataflow (weights resident, "
                  "layers pipelined, no launches; Cerebras, Groq, SambaNova); default `kernels`",
 }

@@ -70,7 +70,7 @@ def test_table5_step_times_are_the_committed_comparison():
     runs, recomputed with today's model, are the `jaxplat_step_s` column of
     the committed experiments/training/calculon_compare.csv, so its median
     |error| against the published step times (experiments/training/README.md:
-    7.1%) cannot drift without the comparison being re-run."""
+    7.2%) cannot drift without the comparison being re-run."""
     with open(SCRIPT.with_name("calculon_compare.csv")) as f:
         committed = {r["config"].split(":")[0]: float(r["jaxplat_step_s"]) for r in csv.DictReader(f)
                      if r["set"] == "validation"}
@@ -90,4 +90,4 @@ def test_table5_step_times_are_the_committed_comparison():
     assert set(got) == set(committed)
     for k, s in got.items():
         assert s == pytest.approx(committed[k], rel=2e-3), k
-    assert float(np.median(errors)) == pytest.approx(0.071, abs=0.001)
+    assert float(np.median(errors)) == pytest.approx(0.072, abs=0.001)

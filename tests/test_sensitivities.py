@@ -220,8 +220,10 @@ def test_staircase_numbers_are_reported_over_a_whole_step():
     per %). `elasticities` reports it, in both columns, as the central
     difference from 131 to 133 SMs, and says so; worked here from two
     evaluations of the chip with 131 and 133 SMs. Tolerance: each log-metric
-    carries ~3e-7 of float32 rounding, divided by the step's log-width
-    log(133/131) = 0.015: ~2e-5 on each elasticity."""
+    carries ~3-4e-7 of float32 rounding (the two programs sum in different
+    orders), divided by the step's log-width log(133/131) = 0.015: ~3e-5 on
+    each elasticity (throughput's came out 2.5e-5 apart once attention's
+    exponentials added terms), against the autodiff slope's 0.85."""
     model, hw, wl = jp.load_model("llama-3.1-8b"), jp.load_hardware("h100-sxm"), jp.load_workload("chatbot")
     labels, metrics, grad, fd = cd.elasticities(model, hw, jp.Parallel(), wl, jp.Options())
     methods = dict(zip(labels, cd.elasticity_methods(labels)))
@@ -235,6 +237,6 @@ def test_staircase_numbers_are_reported_over_a_whole_step():
         return np.log([float(getattr(m, k)) for k in metrics])
     by_hand = (logm(u + 1) - logm(u - 1)) / (np.log(u + 1) - np.log(u - 1))
     row = labels.index("chip.units")
-    np.testing.assert_allclose(grad[row], by_hand, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(grad[row], by_hand, rtol=0, atol=3e-5)
     np.testing.assert_allclose(fd[row], grad[row])
     assert abs(by_hand[metrics.index("ttft")]) < 0.05  # a staircase's step, not the straight-through slope

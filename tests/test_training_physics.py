@@ -43,17 +43,34 @@ def test_loss_bytes_by_hand():
 
 
 def test_attention_kernel_speed_by_hand():
-    """FlashAttention-2 on Hopper runs at 35/75 of the chip's own attention
-    kernel (FA3 paper): the causal attention's forward FLOPs (8 layers x
-    2 x 2·b·heads·d·T(T+1)/2 = 33,816,576) take 1/0.4667 as long, the
-    backward's 2.5x of them too; the GEMMs do not change."""
+    """FlashAttention-2 on Hopper runs its matmuls at 0.384 of the chip's own
+    attention kernel's (the FA3 paper's FA2 rows; tests/test_kernel_check.py):
+    the causal attention's forward FLOPs (8 layers x 2 x 2·b·heads·d·T(T+1)/2
+    = 33,816,576) take 1/0.384 as long, the backward's 2.5x of them too; the
+    GEMMs do not change."""
     hw = hardware_from_dict(FAST)
     attn = L * 2 * (2 * 2 * H * DH * 128 * 129 / 2)
     assert attn == 33816576
-    base, slow = _step(hw), _step(hw, attention_kernel_speed=training.FA2_ON_HOPPER)
-    np.testing.assert_allclose(training.FA2_ON_HOPPER, 0.35 / 0.75)
-    np.testing.assert_allclose(slow.forward - base.forward, attn / 1e12 * (0.75 / 0.35 - 1), rtol=1e-4)
-    np.testing.assert_allclose(slow.backward - base.backward, 2.5 * attn / 1e12 * (0.75 / 0.35 - 1), rtol=1e-4)
+    speed = training.FA2_ON_HOPPER
+    base, slow = _step(hw), _step(hw, attention_kernel_speed=speed)
+    assert speed == 0.384
+    np.testing.assert_allclose(slow.forward - base.forward, attn / 1e12 * (1 / speed - 1), rtol=1e-4)
+    np.testing.assert_allclose(slow.backward - base.backward, 2.5 * attn / 1e12 * (1 / speed - 1), rtol=1e-4)
+
+
+def test_exponentials_once_in_the_backward():
+    """The softmax's exponentials, one per causal score (8 layers x 2 sequences x 4 heads x 128 x 129 / 2 =
+    528,384) at the chip's exp_rate (1e10/s here), in the forward and once again in the backward (FlashAttention-2
+    recomputes P from the saved log-sum-exp, Algorithm 2), not 2.5x as its matmuls; a slower attention kernel
+    does not slow them."""
+    exps = L * 2 * H * 128 * 129 / 2
+    assert exps == 528384
+    hw = hardware_from_dict(FAST)
+    slow_sfu = hardware_from_dict({**FAST, "compute": {**FAST["compute"], "exp_rate": 1e10}})
+    for kw in ({}, {"attention_kernel_speed": 0.5}):
+        base, with_exp = _step(hw, **kw), _step(slow_sfu, **kw)
+        np.testing.assert_allclose(with_exp.forward - base.forward, exps / 1e10, rtol=1e-4)
+        np.testing.assert_allclose(with_exp.backward - base.backward, exps / 1e10, rtol=1e-4)
 
 
 def test_fp8_on_a_chip_without_fp8_runs_bf16():

@@ -76,6 +76,10 @@ def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
         memory.append({**lv, "pj_per_bit": pj(hw.power.energy_mem[i])})
     network = [{**lv, "pj_per_bit": pj(hw.power.energy_net[i])} for i, lv in enumerate(base_d["network"])]
     network[0]["bandwidth"] = float(hw.network.bandwidth[0])
+    # the base's compute block, with the exponential rate the design keeps written out: the loader would
+    # otherwise derive it from the design's scaled FP32 peak
+    compute = {**base_d.get("compute", {}),
+               **({"exp_rate": float(hw.chip.exp_rate)} if float(hw.chip.exp_rate) > 0 else {})}
     area, _, _ = cd.design_numbers(x, prob)
     stacks = float(spaces.chip_vector(np.asarray(x), prob.space, prob.base)[2])
     spec = {
@@ -87,7 +91,7 @@ def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
                   if int(hw.chip.gemm_dtype[i]) == i},
         "memory": memory, "network": network,
         "efficiency": {k: float(get(hw, path)) for k, (path, *_) in EFFICIENCY_PARAMS.items()},
-        **({"compute": base_d["compute"]} if "compute" in base_d else {}),
+        **({"compute": compute} if compute else {}),
         "tdp_w": float(hw.power.tdp), "price_usd": float(hw.cost.price),
         "energy": {"pj_per_flop": {dt: float(hw.power.energy_flop[i]) * 1e12 for i, dt in enumerate(units.DTYPES)},
                    "static_w": float(hw.power.static_power)},
@@ -97,7 +101,7 @@ def chip_spec(hw, x, prob: cd.Problem, base_name: str, name: str) -> dict:
     # what the design does not change: the serving host, dataflow execution, the kernel libraries (rocm)
     spec.update({k: base_d[k] for k in ("host_cpu", "execution", "software") if k in base_d})
     if prob.space == "array":  # the base's compute block with the design's array; the peak follows from it
-        spec["compute"] = {**base_d["compute"], "array": [float(hw.chip.array_rows), float(hw.chip.array_cols)],
+        spec["compute"] = {**compute, "array": [float(hw.chip.array_rows), float(hw.chip.array_cols)],
                            "cores": float(hw.chip.cores)}
         del spec["flops"]
     return grouped_layout(spec)

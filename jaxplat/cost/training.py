@@ -240,13 +240,9 @@ class TrainWorkload:
       attention_compute (the softmax's exponentials stay the chip's). 1:
       the same (Transformer Engine's cuDNN fused attention on Hopper and
       Blackwell). An older kernel generation: FlashAttention-2 on Hopper
-      reaches 35% of the H100's peak where FlashAttention-3 reaches 75%
-      (Shah et al. 2024, arXiv 2407.08608, abstract; FA2's Ampere mma.sync
-      instructions cannot use Hopper's wgmma): its matmuls 0.384 of FA3's
-      (`FA2_ON_HOPPER`, from the FA3 paper's FA2 rows); the Triton FlashAttention on Ampere is 1.3-2.5x
-      slower than FlashAttention-2 (Dao 2023, arXiv 2307.08691, Sec. 4.1:
-      1/1.8, the geometric middle, `FA_TRITON_ON_AMPERE`: a ratio of
-      whole kernels, applied to the matmuls).
+      (its Ampere mma.sync instructions cannot use Hopper's wgmma:
+      `FA2_ON_HOPPER`), Triton FlashAttention on Ampere
+      (`FA_TRITON_ON_AMPERE`).
     moe_layer_host_s, moe_expert_host_s: the host time a MoE layer's
       forward and backward leave exposed per micro-batch, seconds per MoE
       layer plus seconds per expert the chip holds (fitted on dev rows:
