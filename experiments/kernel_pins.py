@@ -9,9 +9,11 @@ The kernel measurements of data/measured/inference_2026-12.csv
             0.87x): a fixed time per output tile outside its k-loop
             (`efficiency.tile_latency`: filling the TMA pipeline, storing the
             tile) beside `compute`, solved jointly on those rows (grid;
-            median |error|); `attention` then re-pinned so that compute x
-            attention keeps FlashAttention-3's BF16 fit rows at S=16k where
-            they are. Shipped since 2026-12-05 (0.75, 0.7 us, 0.866).
+            median |error|); the attention kernel's matmuls then re-pinned
+            so that FlashAttention-3's BF16 fit rows at S=16k stay where they
+            are (`attention` until 2026-12-06, 0.866; since then
+            `attention_compute`, beside the exponentials: 1.244, solved at the
+            variant's `compute`). Shipped since 2026-12-05 (0.75, 0.7 us).
   moe_memory  DeepGEMM's masked-layout grouped GEMMs at M=256 per group
             (validation rows: weight streaming, the decode layout) reach 62%
             of the H800's HBM peak; the fitted 0.308 puts them 2.4x slower.
@@ -53,7 +55,7 @@ from jaxplat.model import default_calibration, load_model  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 
 SHIPPED = ROOT.parent / "specs" / "calibration" / "default.yaml"
-NAMES = ("compute", "memory", "network", "narrow_dtype", "narrow_fp4", "attention", "moe", "moe_memory",
+NAMES = ("compute", "memory", "network", "narrow_dtype", "narrow_fp4", "attention_compute", "moe", "moe_memory",
          "tile_latency")
 COMPUTE_GRID = np.round(np.arange(0.60, 0.901, 0.01), 3)     # share of dense peak (PHYSICAL_MAX 0.9)
 TILE_GRID = np.round(np.arange(0.0, 3.01e-6, 0.1e-6), 9)     # s per output tile (BOUNDS: up to 10 us)
@@ -91,10 +93,9 @@ def implied_tile(hw):
 
 
 def implied_attention(hw, compute):
-    """`attention` that keeps FlashAttention-3's BF16 fit rows at S=16k where the shipped
-    compute x attention puts them, at `compute` (kernel_check's implied FA3 line)."""
-    fa = kc.fit_items(kc.flash_attention(kc.kernel_rows()), "bf16", "S=16384")
-    return float(hw.efficiency.compute * hw.efficiency.attention) * kc.median_ratio(fa) / compute
+    """`attention_compute` at which FlashAttention-3's BF16 fit rows at S=16k come out right
+    in the median at `compute` (kernel_check's implied FA3 line, solved at that compute)."""
+    return kc.implied_attention_compute(replace(hw, efficiency=replace(hw.efficiency, compute=compute)))
 
 
 def implied_moe_memory(hw):
@@ -154,8 +155,8 @@ def main():
     print(f"    within {100 * NEAR:.1f} points of it ({len(near)} grid pairs): compute {min(cs):.2f}-{max(cs):.2f} "
           f"with tile_latency {min(ts):.1f}-{max(ts):.1f} us, rising together (a higher peak share needs a longer tile "
           f"time): the rows pin the pair along that valley, not each apart")
-    print(f"  attention {attention:.3f} keeps FlashAttention-3's BF16 S=16k rows at compute {compute:.2f} "
-          f"(shipped {float(hw.efficiency.attention):.3f})")
+    print(f"  attention_compute {attention:.3f} keeps FlashAttention-3's BF16 S=16k rows at compute {compute:.2f} "
+          f"(shipped {float(hw.efficiency.attention_compute):.3f})")
     print(f"  moe_memory {moe_memory:.3f}: masked-layout grouped GEMMs at M=256 per group (shipped "
           f"{float(hw.efficiency.moe_memory):.3f})")
     print(f"  network {network:.3f}: NCCL all-reduce, 8 H100s on NVLink (shipped {float(hw.efficiency.network):.3f})")
@@ -164,7 +165,7 @@ def main():
     calib = dataclasses.replace(default_calibration(), software="graph-captured")
     pred = cal.Predictor(rows, NAMES, calibration=calib)
     base = {n: pred.base[n] for n in NAMES}
-    tile_pins = {"compute": compute, "tile_latency": tile, "attention": attention}
+    tile_pins = {"compute": compute, "tile_latency": tile, "attention_compute": attention}
     variants = {"shipped": {}, "tile": tile_pins, "moe_memory": {"moe_memory": moe_memory},
                 "tile + moe_memory": {**tile_pins, "moe_memory": moe_memory},
                 "network": {"network": network}, "all four": {**tile_pins, "moe_memory": moe_memory,
