@@ -91,6 +91,16 @@ def test_mamba2_prefill_runs_the_chunked_scan_by_hand(prompt, chunk):
     assert float(_mamba2(chunk_size=128).ssm_chunk) == 128.0  # a config's own chunk_size (Nemotron-H: 128)
 
 
+def test_mamba2_scan_reads_its_chips_groups_by_hand():
+    """Tensor-parallel Mamba-2 splits the B/C groups over the ranks with the heads: on 2 chips, 8 groups of
+    state 128, the scan row of a 3 x 64-token prefill reads x, dt and z (3 x 2560 channels) and B and C of
+    4 groups (2 x 4 x 128) per token, in bf16, plus A, D and the dt bias of its 40 heads."""
+    m = _mamba2(n_groups=8)
+    t = jp.cost.build_table(m, jp.Parallel(tp=2.0), workload(batch=3, prompt=64, output=2), "prefill", jp.Options())
+    scan = t.names.index("ssm_scan")
+    assert float(t.a0[scan]) == pytest.approx(3 * 64 * (3 * 2560 + 2 * 4 * 128) * 2.0 + 3 * 40 * 2.0, rel=1e-6)
+
+
 def test_scan_efficiency_reproduces_the_ssd_kernel_measurement(h100):
     """The shipped `scan` efficiency puts Mamba-2's scan, at the shape of the
     SSD microbenchmark it was set from (data/measured/kernels_ssd.csv: 128

@@ -22,7 +22,7 @@ A datasheet peak is reached by no kernel. What a kernel reaches depends on
     its length dependence is in its FLOPs and bytes);
   * the kind of kernel: attention (FlashAttention, paged decode attention)
     runs its two matmuls at `efficiency.attention_compute` times a GEMM's
-    rate (above 1 on Hopper: FlashAttention-3's matmuls reach 0.90 of the
+    rate (above 1 on Hopper: FlashAttention-3's matmuls reach 0.93 of the
     peak where large GEMMs reach 0.75; the softmax's exponentials between
     them are the chip's `exp_rate`, jaxplat.cost.compute) and reaches
     `efficiency.attention` of what GEMMs reach on bandwidth, and the routed

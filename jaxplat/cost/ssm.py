@@ -84,7 +84,9 @@ def mamba_block(r, ctx, phase: str, seqs, tok, on_gemm):
         bc = 2.0 * N
         params = di * N + 2.0 * di  # A, D and the dt bias
     else:
-        bc = 2.0 * m.ssm_groups * N
+        # B and C of this chip's groups: mamba_ssm's tensor-parallel Mamba-2 splits the groups over the
+        # ranks (ngroups // world_size), as its in-projection, conv and ssd_flops do; at least one
+        bc = 2.0 * jnp.maximum(m.ssm_groups * share, 1.0) * N
         params = 3.0 * m.ssm_heads * share  # A, D and the dt bias per head
     # The fused selective scan keeps h on chip while it runs over the tokens
     # (Gu & Dao 2023, Sec. 3.3.2): it reads x, dt, z, B and C and writes y.

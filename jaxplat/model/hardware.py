@@ -144,7 +144,7 @@ class Efficiency:
         memory time (decode's KV-cache reads).
       attention_compute: an attention kernel's two matmuls (Q K^T, P V)
         relative to a large GEMM's rate, compute time (a ratio up to 2:
-        FlashAttention-3's reach 0.90 of an H100's peak where large GEMMs
+        FlashAttention-3's reach 0.93 of an H100's peak where large GEMMs
         reach 0.75); its softmax's exponentials are the chip's (exp_rate).
       moe: routed experts' grouped GEMMs relative to dense GEMMs, compute
         time, where the experts' weights are 8 bits or narrower.
