@@ -249,3 +249,24 @@ def test_softmax_exponentials_by_hand(llama8b, wl):
     genz = [jp.breakdown(llama8b, jp.replace(h100, exp_rate=r), jp.Parallel(), wl, "prefill",
                          jp.Options(profile="genz"))["compute_time"] for r in (67e12 / 16, 0.0)]
     assert genz[0] == genz[1]
+
+
+def test_exp_rate_is_a_sweep_axis(llama8b):
+    """A study sweeps the special-function units' rate like any hardware number: TTFT falls as it grows (the
+    prefill's exponentials), and each point is `evaluate`'s on the chip with that rate (not priced: the rate
+    is no axis of the technology model)."""
+    from jaxplat import search
+    from jaxplat.search import study_from_dict
+
+    st = study_from_dict(dict(
+        name="sfu", models=["llama-3.1-8b"], workloads=["chatbot"], hardware="h100-sxm",
+        axes=dict(exp_rate=[1e12, 4e12, 16e12]), constraints=dict(ttft=None, tpot=None),
+        objective={"minimize": "ttft"}, top_k=3, engine=dict(block=4, blocks_per_step=1)))
+    assert st.pricing == "fixed"
+    res = search.run(search.Engine(st), progress=False)
+    hw = jp.load_hardware("h100-sxm")
+    one = jax.jit(lambda h: jp.evaluate(llama8b, h, jp.Parallel(), st.workloads[0]).ttft)
+    want = {i: float(one(jp.replace(hw, exp_rate=float(st.decode([i])["exp_rate"][0])))) for i in range(3)}
+    assert want[0] > want[1] > want[2]
+    assert list(res.top["index"]) == [2, 1, 0]
+    np.testing.assert_allclose(-res.top["score"], [want[2], want[1], want[0]], rtol=1e-5)

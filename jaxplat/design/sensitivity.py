@@ -70,7 +70,7 @@ def hardware_numbers(model: Model, hw: Hardware, par: Parallel, wl: Workload, op
     for path in hardware_paths(hw):
         if path in _SKIP_FIELDS or ((path in _ARRAY_FIELDS and not hw.chip.dataflow)
                                     or (path in _HOST_FIELDS and not hw.host.offload)
-                                    or (path == "chip.vector_flops" and not float(hw.chip.vector_flops))):
+                                    or (path in ("chip.vector_flops", "chip.exp_rate") and not float(get(hw, path)))):
             continue
         v = np.asarray(get(hw, path))
         if v.ndim == 0:

@@ -165,6 +165,8 @@ AXIS_KINDS = {
     "clock": AxisKind("hardware", _set("chip.clock_hz"), "Hz", "systolic array clock", better="more"),
     "vector_flops": AxisKind("hardware", _set("chip.vector_flops"), "FLOP/s", "element-wise (vector) unit",
                              better="more"),
+    "exp_rate": AxisKind("hardware", _set("chip.exp_rate"), "exp/s",
+                         "special-function units' exponentials (attention's softmax)", better="more"),
     "host_flops": AxisKind("hardware", _set("host.flops"), "FLOP/s", "offload host", better="more"),
     "host_bandwidth": AxisKind("hardware", _set("host.bandwidth"), "B/s", "link to the offload host", better="more"),
 }
