@@ -71,6 +71,7 @@ COLUMNS = {
     "cores": ("array cores", "", 1.0),
     "clock": ("array clock", "GHz", 1e9),
     "vector_flops": ("vector unit", "TFLOP/s", 1e12),
+    "exp_rate": ("exponential rate (SFU)", "T exp/s", 1e12),
     "host_flops": ("offload host compute", "TFLOP/s", 1e12),
     "host_bandwidth": ("offload host link", "GB/s", 1e9),
     # bookkeeping
@@ -155,6 +156,7 @@ _HW_FIELDS = {  # Hardware "group.field" path -> name ({level} where it has leve
     "power.energy_mem": "{level} energy per byte", "power.energy_net": "{level} energy per byte sent",
     "power.static_power": "static power", "cost.lifetime": "lifetime", "cost.energy_price": "electricity price",
     "cost.pue": "PUE", "chip.clock_hz": "array clock", "chip.vector_flops": "vector unit",
+    "chip.exp_rate": "exponential rate (SFU)",
     "host.flops": "offload host compute", "host.bandwidth": "offload host link", "host.latency": "offload call latency",
 }
 _MEM_LEVELS = ("HBM", "host memory", "memory level 3")
