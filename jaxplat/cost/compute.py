@@ -138,9 +138,8 @@ def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options,
         # the vector unit when the spec gives one (else at the peak too).
         ew = ~(gemm | grow)
         c0, c1 = jnp.where(ew, f0 / vec, f0 / peak), jnp.where(ew, f1 / vec, f1 / peak)
-    if opts.conv.efficiency != "flat":
-        e0, e1 = exp_times(table, hw)
-        c0, c1 = c0 + e0, c1 + e1
+    e0, e1 = exp_times(table, hw, opts)
+    c0, c1 = c0 + e0, c1 + e1
     if hw.host.offload:
         off = jnp.asarray(offload_mask(table, hw)) > 0
         host = jnp.where(off, hw.host.flops, 1.0)
@@ -148,15 +147,16 @@ def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options,
     return c0, c1
 
 
-def exp_times(table: OpTable, hw: Hardware):
+def exp_times(table: OpTable, hw: Hardware, opts: Options):
     """(e0, e1): [rows] seconds of the softmax's exponentials at s = 0 and per
-    generated token, one per score at the chip's exp_rate (0 where it is 0),
-    charged on the score rows (2 x head_dim FLOPs per score: FLOPs / 2k), so
-    that the row's roofline hides them under its K reads where decode
-    attention streams the cache, as a fused kernel does."""
+    generated token, one per score at the chip's exp_rate (0 where it is 0,
+    and under the flat convention), charged on the score rows (2 x head_dim
+    FLOPs per score: FLOPs / 2k), so that the row's roofline hides them under
+    its K reads where decode attention streams the cache, as a fused kernel does."""
+    if opts.conv.efficiency == "flat":
+        return jnp.zeros_like(table.f0), jnp.zeros_like(table.f1)
     scores = (kind_mask(table, (OpKind.SCORES,)) > 0) & (table.k > 0)
-    per_exp = jnp.where(hw.chip.exp_rate > 0, 1.0 / jnp.where(hw.chip.exp_rate > 0, hw.chip.exp_rate, 1.0), 0.0)
-    per_flop = per_exp / (2.0 * jnp.where(scores, table.k, 1.0))
+    per_flop = safe_div(1.0, hw.chip.exp_rate) / (2.0 * jnp.where(scores, table.k, 1.0))
     return jnp.where(scores, table.f0 * per_flop, 0.0), jnp.where(scores, table.f1 * per_flop, 0.0)
 
 

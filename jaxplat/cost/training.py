@@ -515,7 +515,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     lookup = jnp.asarray(names_mask(t, ("embedding",)))
     bwd_factor = jnp.where(attn > 0, BACKWARD_ATTENTION, jnp.where(lookup > 0, BACKWARD_LOOKUP, BACKWARD_GEMM))
     # [rows] s, one backward before its efficiency: the rows' factor, except the score rows' exponentials (once)
-    exps = exp_times(t, hw)[0] / clock if opts.conv.efficiency != "flat" else 0.0
+    exps = exp_times(t, hw, opts)[0] / clock
     bwd = bwd_factor * fwd - (bwd_factor - BACKWARD_EXP) * exps
     once = jnp.asarray(names_mask(t, [n for n, g in zip(t.names, t.groups) if g in ("embedding", "lm_head")]))
     r_full = jnp.where(twl.recompute >= 1.5, 1.0, 0.0)

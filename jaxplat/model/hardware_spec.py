@@ -178,7 +178,7 @@ def hardware_from_dict(d: dict, src="hardware", calibration: Calibration | None 
         raise SpecError(f"{src}: flops must map dtypes to FLOP/s, e.g. {{bf16: 989e12}}")
     listed = {dtype_name(src, "flops", k): number(src, f"flops.{k}", v) for k, v in flops.items()}
     peak, runs_in = fill_peaks(listed, src)
-    if "exp_rate" not in compute and "fp32" in d.get("flops", {}):  # a listed FP32 peak, not an array's
+    if "exp_rate" not in compute and "flops" in d and "fp32" in listed:  # a listed FP32 peak, not an array's
         compute["exp_rate"] = listed["fp32"] / FP32_FLOPS_PER_EXP
 
     levels = d["memory"]
