@@ -140,3 +140,28 @@ def test_attention_holds_every_head_dimension(kc):
     assert len(items) == 3
     for _, what, pred, meas in items:
         assert pred / meas == pytest.approx(1.0, abs=0.03), what
+
+
+def test_attention_variants_reproduce_the_shipped_cost_and_the_overlap_by_hand(kc):
+    """experiments/attention_variants.py's candidate costs: with none switched on it is kernel_check's own
+    prediction (so its table judges the variants against the shipped cost), causal and not; its p = 2 overlap
+    is the Euclidean norm of each row's compute and memory times, worked here from the same rows' components."""
+    import jax.numpy as jnp
+    av = importlib.import_module("attention_variants")
+    hw = load_hardware("h100-sxm")
+    shipped, overlap = av.prediction(av.VARIANTS[0]), av.prediction(("p2", 1.0, 2.0, False))
+    for causal in (False, True):
+        assert shipped(hw, 32, 512, 128, 16, causal) == pytest.approx(
+            kc.attention_prediction(hw, 32, 512, 128, 16, causal), rel=1e-6)
+    # S = 512, batch 32, 16 heads, head dim 128: compute and memory within 10% of each other, the overlap's largest
+    qkvo = 32 * 512 * 16 * 128 * 2.0
+    mm = 2.0 * 32 * 16 * 128 * 512 * 512
+    c, m, fixed = av.components(hw, "bf16", [(av.OpKind.SCORES, mm, qkvo, qkvo, 0.0, (512, 128, 512)),
+                                             (av.OpKind.SOFTMAX, av.SOFTMAX_FLOPS * 32 * 16 * 512 * 512, 0.0, 0.0,
+                                              0.0, (0, 0, 0)),
+                                             (av.OpKind.ATTEND, mm, 0.0, qkvo, qkvo, (512, 512, 128))])
+    t = float(jnp.sum(jnp.sqrt(c ** 2 + m ** 2) + fixed))
+    assert overlap(hw, 32, 512, 128, 16, False) == pytest.approx(2.0 * mm / t / 1e12, rel=1e-6)
+    # at most sqrt(2) x the max of each row: between 1/sqrt(2) and 1 of the shipped rate, here near the bottom
+    ratio = overlap(hw, 32, 512, 128, 16, False) / shipped(hw, 32, 512, 128, 16, False)
+    assert 2 ** -0.5 <= ratio < 0.85
