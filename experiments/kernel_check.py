@@ -47,6 +47,7 @@ import jax.numpy as jnp
 from jaxplat import Options, Parallel, load_hardware, replace
 from jaxplat.cost.collectives import collective_time
 from jaxplat.cost.dtypes import computed_workload
+from jaxplat.cost.efficiency import attention_overlap
 from jaxplat.cost.inference import row_components
 from jaxplat.cost.operators import SOFTMAX_FLOPS, _Rows, build_table
 from jaxplat.cost.opkind import OpKind
@@ -69,14 +70,18 @@ def h800():
 
 def _rows_time(hw, dtype, rows):
     """Seconds of operator rows run one after another (the model's own
-    row_components + combine): `rows` are (kind, flops, a, w, o, mkn)."""
+    row_components + combine, a multi-query attention kernel's rows joined
+    as efficiency.attention_overlap joins them): `rows` are (kind, flops, a,
+    w, o, mkn) or (..., queries) for such a kernel's rows (query rows x heads)."""
     r = _Rows(counts={"once": (1.0, 1.0)})
-    for i, (kind, flops, a, w, o, mkn) in enumerate(rows):
-        r.add(f"op{i}", "op", "once", kind, f=(flops, 0.0), a=(a, 0.0), w=(w, 0.0), o=(o, 0.0), stored=w, mkn=mkn)
+    for i, (kind, flops, a, w, o, mkn, *queries) in enumerate(rows):
+        r.add(f"op{i}", "op", "once", kind, f=(flops, 0.0), a=(a, 0.0), w=(w, 0.0), o=(o, 0.0), stored=w, mkn=mkn,
+              queries=queries[0] if queries else 0.0)
     wl = computed_workload(hw, workload_from_dict({"batch": 1, "prompt": 1, "output": 1, "dtype": dtype}),
                            KERNEL_OPTS)
-    c0, _, m0, _, comm = row_components(r.table(jnp.float32), hw, wl, KERNEL_OPTS)
-    return float(jnp.sum(combine(c0, m0, comm)))
+    table = r.table(jnp.float32)
+    c0, _, m0, _, comm = row_components(table, hw, wl, KERNEL_OPTS)
+    return float(jnp.sum(attention_overlap(table, hw, KERNEL_OPTS, c0, m0, combine(c0, m0, 0.0)) + comm))
 
 
 def _one_row(hw, dtype, kind, flops, a, w, o, mkn):
@@ -101,10 +106,15 @@ def attention_prediction(hw, batch, seq, head_dim, heads, causal, dtype="bf16"):
     mm = 2.0 * batch * heads * head_dim * pairs  # each matmul's FLOPs
     qkvo = batch * seq * heads * head_dim * b  # bytes of each of Q, K, V and the output
     # the kernel's rows as operators.attention builds them: scores (reading Q and K; the exponentials
-    # ride on it), softmax, weighted sum (reading V, writing the output); the scores stay on chip
-    t = _rows_time(hw, dtype, [(OpKind.SCORES, mm, qkvo, qkvo, 0.0, (seq, head_dim, seq)),
-                               (OpKind.SOFTMAX, SOFTMAX_FLOPS * batch * heads * pairs, 0.0, 0.0, 0.0, (0, 0, 0)),
-                               (OpKind.ATTEND, mm, 0.0, qkvo, qkvo, (seq, seq, head_dim))])
+    # ride on it), softmax, weighted sum (reading V, writing the output); the scores stay on chip. A causal
+    # mask's diagonal tiles (compute.diagonal_flops) and the overlap of streams and matmuls
+    # (efficiency.attention_overlap) come from the rows' query count, as the model's prefill rows; a
+    # non-causal kernel has no diagonal (the model's prefill is causal: here its tile is one row).
+    hw = hw if causal else replace(hw, chip=replace(hw.chip, tile_m=jnp.float32(1.0)))
+    t = _rows_time(hw, dtype, [(OpKind.SCORES, mm, qkvo, qkvo, 0.0, (seq, head_dim, seq), batch * heads * seq),
+                               (OpKind.SOFTMAX, SOFTMAX_FLOPS * batch * heads * pairs, 0.0, 0.0, 0.0, (0, 0, 0),
+                                batch * heads * seq),
+                               (OpKind.ATTEND, mm, 0.0, qkvo, qkvo, (seq, seq, head_dim), batch * heads * seq)])
     flops_fa3 = 4.0 * batch * heads * head_dim * seq * seq / (2.0 if causal else 1.0)
     return flops_fa3 / t / 1e12
 

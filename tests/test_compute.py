@@ -235,8 +235,9 @@ def test_exp_rate_from_the_spec():
 
 def test_softmax_exponentials_by_hand(llama8b, wl):
     """One exponential per causal score at the chip's rate, on the score row's compute time: Llama-3.1-8B's
-    2,048-token prefill, 32 layers of 32 heads x 2048 x 2049 / 2 query-key pairs, on an H100 (4.1875e12/s);
-    nothing else moves, and the GenZ profile ("flat") has no such time."""
+    2,048-token prefill, 32 layers of 32 heads x 2048 x (2048 + 128) / 2 scores (the query-key pairs and the
+    diagonal tiles' masked ones, 128-row tiles), on an H100 (4.1875e12/s); nothing else moves, and the GenZ
+    profile ("flat") has no such time."""
     h100 = jp.load_hardware("h100-sxm")
     rows = {r: jp.breakdown(llama8b, jp.replace(h100, exp_rate=r), jp.Parallel(), wl, "prefill")
             for r in (67e12 / 16, 0.0)}
@@ -244,11 +245,51 @@ def test_softmax_exponentials_by_hand(llama8b, wl):
     soft = rows[0.0]["name"].index("logit")
     layers = rows[0.0]["count"][soft]
     assert layers == 32
-    assert (with_exp - without)[soft] * layers == pytest.approx(32 * 32 * 2048 * 2049 / 2 / (67e12 / 16), rel=1e-5)
+    assert (with_exp - without)[soft] * layers == pytest.approx(32 * 32 * 2048 * 2176 / 2 / (67e12 / 16), rel=1e-5)
     np.testing.assert_array_equal(np.delete(with_exp, soft), np.delete(without, soft))
     genz = [jp.breakdown(llama8b, jp.replace(h100, exp_rate=r), jp.Parallel(), wl, "prefill",
                          jp.Options(profile="genz"))["compute_time"] for r in (67e12 / 16, 0.0)]
     assert genz[0] == genz[1]
+
+
+def test_causal_diagonal_tiles_by_hand(llama8b, wl, npu):
+    """A multi-query attention kernel computes a causal mask's diagonal tiles whole: Llama-3.1-8B's 2,048-token
+    prefill on an H100 (128-row tiles) adds 32 heads x 2,048 queries x 127 / 2 pairs per layer, at 2 x 128 FLOPs
+    each on the score and weighted-sum rows and 5 on the softmax's. None on the other rows, in decode (one query
+    per sequence), on a chip without tiles (the NPU's systolic arrays) or under GenZ's conventions (T^2 pairs)."""
+    from jaxplat.cost.compute import diagonal_flops
+    from jaxplat.cost.operators import SOFTMAX_FLOPS
+    h100, opts = jp.load_hardware("h100-sxm"), jp.Options()
+    t = build_table(llama8b, jp.Parallel(), wl, "prefill", opts)
+    extra = np.asarray(diagonal_flops(t, h100, opts))
+    pairs = 32 * 2048 * 127 / 2
+    want = {"logit": 2 * 128 * pairs, "softmax": SOFTMAX_FLOPS * pairs, "attend": 2 * 128 * pairs}
+    for name, x in zip(t.names, extra):
+        assert x == pytest.approx(want.get(name, 0.0), rel=1e-6), name
+    dec = build_table(llama8b, jp.Parallel(), wl, "decode", opts)
+    assert not np.any(np.asarray(diagonal_flops(dec, h100, opts)))
+    assert not np.any(np.asarray(diagonal_flops(t, npu, opts)))
+    genz = jp.Options(profile="genz")
+    assert not np.any(np.asarray(diagonal_flops(build_table(llama8b, jp.Parallel(), wl, "prefill", genz), h100, genz)))
+
+
+def test_attention_overlap_by_hand(llama8b, wl):
+    """A multi-query attention kernel's rows take the 2-norm of their compute and memory times (attention_overlap
+    2; their launch outside it), every other row the max: Llama-3.1-8B's 2,048-token prefill on an H100 (its power
+    limit lifted, so that the clock stays put), breakdown against breakdown. Overlap 0 is the max again."""
+    h100 = jp.replace(jp.load_hardware("h100-sxm"), tdp=1e6)
+    rows = {q: jp.breakdown(llama8b, jp.replace(h100, eff_attention_overlap=q), jp.Parallel(), wl, "prefill")
+            for q in (2.0, 0.0)}
+    b = rows[2.0]
+    c, m, fixed, comm = (np.asarray(b[k]) for k in ("compute_time", "memory_time", "fixed_time", "comm_time"))
+    joined = {"logit", "softmax", "attend"}
+    for i, name in enumerate(b["name"]):
+        if name in joined:
+            assert b["time"][i] == pytest.approx(fixed[i] + np.hypot(c[i], m[i]) + comm[i], rel=1e-5), name
+        else:
+            assert b["time"][i] == pytest.approx(rows[0.0]["time"][i], rel=1e-6), name
+    assert sum(b["time"][b["name"].index(n)] for n in joined) > sum(rows[0.0]["time"][rows[0.0]["name"].index(n)]
+                                                                    for n in joined)
 
 
 def test_exp_rate_is_a_sweep_axis(llama8b):

@@ -32,12 +32,14 @@ def test_chips_say_what_their_gemms_run_in():
 def test_fp4_on_h100_computes_as_fp8(llama8b):
     """The prefill's GEMMs run on the FP8 units at FP8's rate with 1-byte
     activations: the same TTFT as FP8 (the old code charged FP4's derate on
-    FP8's peak: 0.63 s against 0.42 s), never less; the weights still
-    stream at NVFP4's 4.5 bits (16-bit head and embedding aside), so a
-    memory-bound decode step is faster."""
+    FP8's peak: 0.63 s against 0.42 s), to 0.1% (the prefill attention
+    kernel's 2-norm of compute and memory sees the FP4 cache's smaller
+    K and V streams); the weights still stream at NVFP4's 4.5 bits
+    (16-bit head and embedding aside), so a memory-bound decode step is
+    faster."""
     h100 = jp.load_hardware("h100-sxm")
     fp8, fp4 = (jp.evaluate(llama8b, h100, jp.Parallel(), workload(**PREFILL, dtype=d)) for d in ("fp8", "fp4"))
-    np.testing.assert_allclose(float(fp4.ttft), float(fp8.ttft), rtol=1e-6)
+    np.testing.assert_allclose(float(fp4.ttft), float(fp8.ttft), rtol=1e-3)
     assert float(fp4.activation_bytes) == float(fp8.activation_bytes)
     assert float(fp4.weights_bytes) - HEAD == pytest.approx((float(fp8.weights_bytes) - HEAD) * 4.5 / 8, rel=1e-6)
     assert float(fp4.tpot) < float(fp8.tpot)

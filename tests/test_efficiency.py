@@ -207,6 +207,10 @@ def test_efficiency_and_compute_blocks_validated():
         hardware_from_dict({**base, "efficiency": {"attention": 1.5}}, src="chip.yaml")
     with pytest.raises(SpecError, match=r"unknown key efficiency.'narow_dtype' \(did you mean 'narrow_dtype'"):
         hardware_from_dict({**base, "efficiency": {"narow_dtype": 0.9}}, src="chip.yaml")
+    with pytest.raises(SpecError, match=r"efficiency.attention_overlap is 0 \(the max\) or an exponent in \[1, 64\], "
+                                         r"got 0.5"):
+        hardware_from_dict({**base, "efficiency": {"attention_overlap": 0.5}}, src="chip.yaml")
+    assert float(hardware_from_dict({**base, "efficiency": {"attention_overlap": 0}}).efficiency.attention_overlap) == 0
     with pytest.raises(SpecError, match=r"compute.tile must be \[m, n, k\]"):
         hardware_from_dict({**base, "compute": {"units": 132, "tile": [128, 128]}}, src="chip.yaml")
     hw = hardware_from_dict({**base, "compute": {"units": 132, "tile": [128, 256, 64]}})

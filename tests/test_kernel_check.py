@@ -104,17 +104,21 @@ def test_shipped_compute_and_tile_time_are_the_best_on_the_kernel_rows():
 
 
 def test_attention_forward_by_hand(kc):
-    """FlashAttention-3's BF16 forward, head dim 128, S = 16,384, 16 heads, batch 1, on h100-sxm: the two
-    matmuls' 4 x 16 x 128 x S^2 FLOPs and the softmax row's 5 x 16 x S^2 at 989.4 TFLOP/s x compute x
-    attention_compute, one exponential per score at 67e12 / 16 per second, one kernel launch. Q, K, V and the
-    output (4 x 16 x S x 128 x 2 bytes) stream in far less time. Fails if the exponentials hid behind the
-    matmuls or ran at the tensor cores' rate."""
+    """FlashAttention-3's BF16 forward, head dim 128, S = 16,384, 16 heads, batch 1, on h100-sxm. Compute: the two
+    matmuls' 2 x 16 x 128 x S^2 FLOPs each and the softmax row's 5 x 16 x S^2 at 989.4 TFLOP/s x compute x
+    attention_compute, one exponential per score at 67e12 / 16 per second on the score row. Memory: Q and K read by
+    the score row, V read and the output written by the weighted sum (16 x S x 128 x 2 bytes each) at 3.35 TB/s x
+    memory x attention. Each row is the 2-norm of the two (attention_overlap 2), one kernel launch beside them.
+    Fails if the exponentials hid behind the matmuls or ran at the tensor cores' rate, or the rows took the max."""
+    import math
     hw = load_hardware("h100-sxm")
     s, heads, hd = 16384, 16, 128
-    flops, scores = 4.0 * heads * hd * s * s, heads * s * s
+    mm, scores, qkvo = 2.0 * heads * hd * s * s, heads * s * s, heads * s * hd * 2.0
     rate = 989.4e12 * float(hw.eff_compute) * float(hw.efficiency.attention_compute)
-    t = (flops + 5.0 * scores) / rate + scores / (67e12 / 16) + float(hw.kernel_latency)
-    assert kc.attention_prediction(hw, 1, s, hd, heads, causal=False) == pytest.approx(flops / t / 1e12, rel=1e-5)
+    bw = 3.35e12 * float(hw.efficiency.memory) * float(hw.efficiency.attention)
+    c_scores, c_softmax, c_attend = mm / rate + scores / (67e12 / 16), 5.0 * scores / rate, mm / rate
+    t = math.hypot(c_scores, 2 * qkvo / bw) + c_softmax + math.hypot(c_attend, 2 * qkvo / bw) + float(hw.kernel_latency)
+    assert kc.attention_prediction(hw, 1, s, hd, heads, causal=False) == pytest.approx(2 * mm / t / 1e12, rel=1e-5)
 
 
 def test_shipped_attention_compute_is_the_one_the_fa3_rows_imply(kc):
@@ -142,26 +146,27 @@ def test_attention_holds_every_head_dimension(kc):
         assert pred / meas == pytest.approx(1.0, abs=0.03), what
 
 
-def test_attention_variants_reproduce_the_shipped_cost_and_the_overlap_by_hand(kc):
-    """experiments/attention_variants.py's candidate costs: with none switched on it is kernel_check's own
-    prediction (so its table judges the variants against the shipped cost), causal and not; its p = 2 overlap
-    is the Euclidean norm of each row's compute and memory times, worked here from the same rows' components."""
+def test_attention_variants_reproduce_the_model_before_and_after(kc):
+    """experiments/attention_variants.py adds its candidate costs to rows without a query count (the model's own
+    diagonal tiles and overlap off). With none switched on it is the model with overlap 0 and one-row tiles (the
+    model before them); with the diagonal and the 2-norm it is the shipped model, two implementations of one cost
+    (its FLOPs T (T + 128) / 2 per head against the model's extra FLOPs on the rows, its norm against
+    efficiency.attention_overlap), causal and not."""
     import jax.numpy as jnp
     av = importlib.import_module("attention_variants")
     hw = load_hardware("h100-sxm")
-    shipped, overlap = av.prediction(av.VARIANTS[0]), av.prediction(("p2", 1.0, 2.0, False))
+    assert float(hw.efficiency.attention_overlap) == 2.0 and float(hw.chip.tile_m) == 128.0
+    before = replace(hw, eff_attention_overlap=0.0, chip=replace(hw.chip, tile_m=jnp.float32(1.0)))
+    none = av.prediction(av.VARIANTS[0])
+    shipped = av.prediction(next(v for v in av.VARIANTS if "shipped" in v[0]))
     for causal in (False, True):
-        assert shipped(hw, 32, 512, 128, 16, causal) == pytest.approx(
-            kc.attention_prediction(hw, 32, 512, 128, 16, causal), rel=1e-6)
-    # S = 512, batch 32, 16 heads, head dim 128: compute and memory within 10% of each other, the overlap's largest
-    qkvo = 32 * 512 * 16 * 128 * 2.0
-    mm = 2.0 * 32 * 16 * 128 * 512 * 512
-    c, m, fixed = av.components(hw, "bf16", [(av.OpKind.SCORES, mm, qkvo, qkvo, 0.0, (512, 128, 512)),
-                                             (av.OpKind.SOFTMAX, av.SOFTMAX_FLOPS * 32 * 16 * 512 * 512, 0.0, 0.0,
-                                              0.0, (0, 0, 0)),
-                                             (av.OpKind.ATTEND, mm, 0.0, qkvo, qkvo, (512, 512, 128))])
-    t = float(jnp.sum(jnp.sqrt(c ** 2 + m ** 2) + fixed))
-    assert overlap(hw, 32, 512, 128, 16, False) == pytest.approx(2.0 * mm / t / 1e12, rel=1e-6)
-    # at most sqrt(2) x the max of each row: between 1/sqrt(2) and 1 of the shipped rate, here near the bottom
-    ratio = overlap(hw, 32, 512, 128, 16, False) / shipped(hw, 32, 512, 128, 16, False)
+        for s, b in ((512, 32), (4096, 4)):
+            assert none(hw, b, s, 128, 16, causal) == pytest.approx(
+                kc.attention_prediction(before, b, s, 128, 16, causal), rel=1e-5)
+            assert shipped(hw, b, s, 128, 16, causal) == pytest.approx(
+                kc.attention_prediction(hw, b, s, 128, 16, causal), rel=1e-5)
+    # The 2-norm at S = 512, non-causal, where compute and memory are within 10% of each other: between
+    # 1/sqrt(2) and 1 of the max's rate, near the bottom.
+    ratio = kc.attention_prediction(hw, 32, 512, 128, 16, False) / kc.attention_prediction(before, 32, 512, 128, 16,
+                                                                                         False)
     assert 2 ** -0.5 <= ratio < 0.85

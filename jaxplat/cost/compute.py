@@ -29,6 +29,12 @@ seconds (at s = 0 and per generated token, as the table's FLOPs):
     over head dimensions 64 to 256 (experiments/kernel_check.py), and 132
     SMs x 16 x 1.98 GHz exponentials/s is 0.239 ps each. On the score row
     they do hide under decode's K reads (its roofline), as a fused kernel's;
+  * a causal mask's diagonal tiles: a multi-query attention kernel (prefill,
+    training) cuts each head's queries into tiles of the chip's tile_m rows
+    and computes every key tile up to the diagonal whole, (tile_m - 1) / 2
+    pairs per query beyond the T (T + 1) / 2 the table counts (Dao 2023,
+    FlashAttention-2 Sec. 3.1.1: only the blocks on the diagonal are
+    masked); `diagonal_flops`, on the rows' FLOPs and exponentials;
   * rows named in `Hardware.offload`: the host, FLOPs / host_flops.
 
 Offloaded rows also move their operands over the host link: the tensors the
@@ -50,7 +56,7 @@ import numpy as np
 
 from jaxplat.cost.efficiency import kernel_kind
 from jaxplat.cost.microarch import gemm_cycles
-from jaxplat.cost.operators import OpKind, OpTable, kind_mask
+from jaxplat.cost.operators import SOFTMAX_FLOPS, OpKind, OpTable, kind_mask
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Hardware, Options, Workload
 
@@ -124,7 +130,7 @@ def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options,
     tensor units (efficiency.row_rates), used by GEMM rows when the chip has
     no systolic arrays and by non-GEMM rows when it gives no vector unit.
     """
-    f0, f1 = table.f0, table.f1
+    f0, f1 = table.f0 + diagonal_flops(table, hw, opts), table.f1
     gemm, grow = gemm_rows(table)
     vec = jnp.where(hw.chip.vector_flops > 0, hw.chip.vector_flops * hw.efficiency.compute, peak)
     if hw.chip.dataflow:
@@ -138,7 +144,7 @@ def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options,
         # the vector unit when the spec gives one (else at the peak too).
         ew = ~(gemm | grow)
         c0, c1 = jnp.where(ew, f0 / vec, f0 / peak), jnp.where(ew, f1 / vec, f1 / peak)
-    e0, e1 = exp_times(table, hw, opts)
+    e0, e1 = exp_times(table, hw, opts)  # the diagonal tiles' exponentials included
     c0, c1 = c0 + e0, c1 + e1
     if hw.host.offload:
         off = jnp.asarray(offload_mask(table, hw)) > 0
@@ -147,17 +153,35 @@ def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options,
     return c0, c1
 
 
+def diagonal_flops(table: OpTable, hw: Hardware, opts: Options):
+    """[rows] FLOPs a causal mask's diagonal tiles add at s = 0: `queries` x
+    (tile_m - 1) / 2 pairs at the row's FLOPs per pair (2 x head dim on the
+    score and weighted-sum rows, SOFTMAX_FLOPS on the softmax's). 0 on rows
+    of no multi-query kernel (queries 0), on chips without a tile structure
+    (units 0: systolic arrays, dataflow), under the flat convention and
+    where the table counts T^2 pairs (no causal_pairs: GenZ)."""
+    if opts.conv.efficiency == "flat" or not opts.conv.causal_pairs:
+        return jnp.zeros_like(table.f0)
+    scores, attend, softmax = (kind_mask(table, (k,)) > 0 for k in (OpKind.SCORES, OpKind.ATTEND, OpKind.SOFTMAX))
+    per_pair = jnp.where(scores, 2.0 * table.k,
+                         jnp.where(attend, 2.0 * table.n, jnp.where(softmax, SOFTMAX_FLOPS, 0.0)))
+    rows = jnp.where(hw.chip.units > 0, hw.chip.tile_m, 1.0)
+    return table.queries * 0.5 * jnp.maximum(rows - 1.0, 0.0) * per_pair
+
+
 def exp_times(table: OpTable, hw: Hardware, opts: Options):
     """(e0, e1): [rows] seconds of the softmax's exponentials at s = 0 and per
     generated token, one per score at the chip's exp_rate (0 where it is 0,
     and under the flat convention), charged on the score rows (2 x head_dim
     FLOPs per score: FLOPs / 2k), so that the row's roofline hides them under
-    its K reads where decode attention streams the cache, as a fused kernel does."""
+    its K reads where decode attention streams the cache, as a fused kernel does.
+    A causal mask's diagonal tiles (`diagonal_flops`) compute theirs too."""
     if opts.conv.efficiency == "flat":
         return jnp.zeros_like(table.f0), jnp.zeros_like(table.f1)
     scores = (kind_mask(table, (OpKind.SCORES,)) > 0) & (table.k > 0)
     per_flop = safe_div(1.0, hw.chip.exp_rate) / (2.0 * jnp.where(scores, table.k, 1.0))
-    return jnp.where(scores, table.f0 * per_flop, 0.0), jnp.where(scores, table.f1 * per_flop, 0.0)
+    f0 = table.f0 + diagonal_flops(table, hw, opts)
+    return jnp.where(scores, f0 * per_flop, 0.0), jnp.where(scores, table.f1 * per_flop, 0.0)
 
 
 def offload_memory_times(table: OpTable, hw: Hardware, m0, m1):

@@ -60,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.microarch import fold_count, wave_count
-from jaxplat.cost.roofline import smooth_max
+from jaxplat.cost.roofline import overlap_max, smooth_max
 from jaxplat.cost.operators import OpKind, OpTable, kind_mask
 from jaxplat.model import Hardware, Options, Workload
 from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
@@ -298,6 +298,23 @@ def fixed_times(table: OpTable, hw: Hardware, opts: Options):
             + hw.chip.fabric_latency * operator_counts(table))
 
 
+def attention_overlap(table: OpTable, hw: Hardware, opts: Options, c, m, core):
+    """[rows] `core` (each row's roofline time from compute c and memory m,
+    seconds) with the rows of a multi-query attention kernel (queries > 0:
+    prefill, a prompt chunk, training) at the efficiency.attention_overlap-norm
+    of their compute and memory times, their fixed costs outside it: such a
+    kernel streams Q, K, V and O beside its matmuls and overlaps them
+    imperfectly (FlashAttention-3's forward on an H100 at S = 512 and 1,024,
+    where the two are within 2x of each other, runs 12-28% under their max:
+    experiments/attention_variants.py). Unchanged at 0 and under "flat"."""
+    if opts.conv.efficiency == "flat":
+        return core
+    q = jnp.where(table.queries > 0, hw.efficiency.attention_overlap, 0.0)
+    fixed = fixed_times(table, hw, opts)
+    joined = fixed + overlap_max(jnp.maximum(c - fixed, 0.0), jnp.maximum(m - fixed, 0.0), q)
+    return jnp.where(q > 0, joined, core)
+
+
 def kernel_counts(table: OpTable, hw: Hardware, opts: Options):
     """[rows] kernels each row runs as, after the software stack's fusion.
 
@@ -387,7 +404,8 @@ def host_time(hw: Hardware, opts: Options, sequences):
     return hw.software.sequence_overhead * (REFERENCE_HOST_CLOCK_HZ / clock) * sequences
 
 
-__all__ = ["DENSE_MIN_TILE_M", "GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "collective_latency",
+__all__ = ["DENSE_MIN_TILE_M", "GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "attention_overlap",
+           "collective_latency",
            "dense_tile_m", "dtype_index", "fixed_times", "gemm_peak", "gemm_problems", "grouped_tile_m", "halvings",
            "host_time", "iteration_overhead", "kernel_counts", "kernel_kind", "moe_mask", "narrow_steps",
            "operator_counts", "quantization", "quantized_experts", "row_dtypes", "row_rates", "wide_mask", "with_host"]

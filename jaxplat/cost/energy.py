@@ -19,6 +19,7 @@ import numpy as np
 
 from jaxplat.cost import memory
 from jaxplat.cost.collectives import first_holding, reach_levels
+from jaxplat.cost.compute import diagonal_flops
 from jaxplat.cost.efficiency import row_dtypes
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
@@ -114,7 +115,8 @@ def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
 def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum, prices=None):
     """Joules one chip spends on a table's work over the passes (no static).
 
-    FLOPs at the J/FLOP of each row's compute dtype (efficiency.row_dtypes);
+    FLOPs at the J/FLOP of each row's compute dtype (efficiency.row_dtypes),
+    a causal mask's diagonal tiles included (compute.diagonal_flops);
     bytes at the J/byte of the level each operand is placed on, tiling
     re-reads included (`memory.byte_prices`, the same prices as the memory
     time: footprint at s = output; `prices` if already computed); collective
@@ -122,7 +124,8 @@ def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, pa
     """
     tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
     dtype, _ = row_dtypes(table, wl, opts)
-    flops = jnp.sum(tot(table.f0, table.f1) * hw.power.energy_flop[dtype.astype(jnp.int32)])
+    executed = table.f0 + diagonal_flops(table, hw, opts)  # a causal mask's diagonal tiles run whole
+    flops = jnp.sum(tot(executed, table.f1) * hw.power.energy_flop[dtype.astype(jnp.int32)])
     prices = memory.byte_prices(table, hw, wl, wl.output, opts.hierarchy) if prices is None else prices
     mem = jnp.sum(prices.energy(tot(table.a0, table.a1), tot(table.w0, table.w1), tot(table.o0, table.o1)))
     net = passes * comm_bytes(table, hw, opts)

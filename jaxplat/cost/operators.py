@@ -20,6 +20,10 @@ Every row describes one operator on one chip (after tensor/expert splits):
   m, k, n     GEMM dims (tokens, reduction, outputs) for display
   problems    independent GEMM problems m, k, n are split into: sequences x heads
               for attention (FlashAttention tiles each on its own), 1 otherwise
+  queries     query rows x heads that a multi-query attention kernel tiles
+              (FlashAttention's forward: prefill, a prompt chunk, training),
+              on its score, softmax and weighted-sum rows; 0 elsewhere, and on
+              decode steps (one query per sequence: split-KV kernels)
   kinds       static: the kernel each row is (an `OpKind`), which every consumer reads
 Prefill rows have f1 = a1 = w1 = o1 = 0.
 """
@@ -29,9 +33,9 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxplat.cost.opkind import OpKind, kind_mask  # noqa: F401 (re-exported: OpTable.kinds)
+from jaxplat.cost.optable import NUMERIC, OpTable, _Rows  # noqa: F401 (re-exported)
 from jaxplat.cost.roofline import safe_div
 from jaxplat.cost.ssm import mamba_block
 from jaxplat.cost.stages import ceil_st as _ceil
@@ -44,13 +48,8 @@ from jaxplat.model import (
     ffn_factor,
     local_keys,
     local_pairs,
-    pytree_dataclass,
     stage_chips,
-    static,
 )
-
-NUMERIC = ("count", "stage", "f0", "f1", "a0", "a1", "w0", "w1", "o0", "o1",
-           "on_a", "on_w", "on_o", "stored", "comm_n", "comm_b", "comm_s", "m", "k", "n", "problems")
 
 # Nominal FLOPs per element of element-wise ops. They are memory-bound by
 # orders of magnitude on every chip, so these only keep FLOP totals honest.
@@ -59,104 +58,6 @@ ROPE_FLOPS = 3.0      # rotate-half: two multiplies and an add
 SOFTMAX_FLOPS = 5.0   # max, subtract, exp, sum, divide
 ACT_FLOPS = 4.0       # SiLU/GELU and the gate multiply
 ADD_FLOPS = 1.0
-
-
-@pytree_dataclass
-class OpTable:
-    """Struct of arrays, each [rows] float; names and groups are static."""
-
-    count: jax.Array
-    stage: jax.Array
-    f0: jax.Array
-    f1: jax.Array
-    a0: jax.Array
-    a1: jax.Array
-    w0: jax.Array
-    w1: jax.Array
-    o0: jax.Array
-    o1: jax.Array
-    on_a: jax.Array
-    on_w: jax.Array
-    on_o: jax.Array
-    stored: jax.Array
-    comm_n: jax.Array
-    comm_b: jax.Array
-    comm_s: jax.Array
-    m: jax.Array
-    k: jax.Array
-    n: jax.Array
-    problems: jax.Array
-    names: tuple = static(())
-    groups: tuple = static(())
-    kinds: tuple = static(())  # OpKind of each row
-    comm_kinds: tuple = static(())  # "" for rows without a collective
-    # Label of each row's collective group ("" for none): equal labels, equal group size and
-    # stride in one configuration's tables ("tp|1.0"), so collectives.py costs them once.
-    comm_groups: tuple = static(())
-
-
-@dataclasses.dataclass
-class _Rows:
-    """Host-side accumulator of rows while a table is built (inside jit).
-
-    A row's `count` is a tag ("layer", "attn", "global", "local", "mamba", "ffn", "no_ffn",
-    "dense", "moe", "once", "send"), and
-    `counts` maps each tag to (times per pass, times in the busiest stage).
-    """
-
-    counts: dict
-    rows: list = dataclasses.field(default_factory=list)
-    labels: dict = dataclasses.field(default_factory=dict)  # id(value) -> name, for comm_groups
-
-    def add(self, name, group, count, kind, f=(0.0, 0.0), a=(0.0, 0.0), w=(0.0, 0.0), o=(0.0, 0.0),
-            on=(0.0, 0.0, 0.0), stored=0.0, comm=("", 1.0, 0.0, 1.0), mkn=(0.0, 0.0, 0.0), problems=1.0):
-        if kind not in OpKind.ALL:
-            raise ValueError(f"row {name!r}: unknown kind {kind!r}")
-        per_pass, per_stage = self.counts[count]
-        self.rows.append(dict(
-            names=name, groups=group, kinds=kind, comm_kinds=comm[0], count=per_pass, stage=per_stage,
-            f0=f[0], f1=f[1], a0=a[0], a1=a[1], w0=w[0], w1=w[1], o0=o[0], o1=o[1],
-            on_a=on[0], on_w=on[1], on_o=on[2], stored=stored, comm_n=comm[1], comm_b=comm[2],
-            comm_s=comm[3], m=mkn[0], k=mkn[1], n=mkn[2], problems=problems))
-
-    def gemm(self, name, group, count, m, k, n, ctx, on=(0.0, 0.0, 0.0), stored=None, traffic=True,
-             kind=OpKind.GEMM):
-        """A weight GEMM: [m, k] activations times a [k, n] weight."""
-        wbytes = k * n * ctx.bw
-        self.add(name, group, count, kind, f=(2.0 * m * k * n, 0.0), a=(m * k * ctx.ba, 0.0),
-                 w=(wbytes if traffic else 0.0, 0.0), o=(m * n * ctx.ba, 0.0), on=on,
-                 stored=wbytes if stored is None else stored, mkn=(m, k, n))
-
-    def eltwise(self, name, group, count, elems_in, elems_out, flops_per, ctx, on=0.0):
-        """An element-wise op: memory traffic of its input and output."""
-        self.add(name, group, count, OpKind.ELEMENTWISE, f=(flops_per * elems_out, 0.0),
-                 a=(elems_in * ctx.ba, 0.0),
-                 o=(elems_out * ctx.ba, 0.0), on=(on, 0.0, on))
-
-    def collective(self, name, group, count, kind, n, nbytes, stride=1.0):
-        """A collective over n chips `stride` ranks apart (tp innermost)."""
-        self.add(name, group, count, OpKind.COLLECTIVE, comm=(kind, n, nbytes, stride))
-
-    def table(self, dtype) -> OpTable:
-        # Per column a constant, or a stack of its cells (a concatenation XLA fuses into its users;
-        # a scatter into a constant grid runs as a serial loop on XLA:CPU when batched).
-        cols = {}
-        for key in NUMERIC:
-            cells = [r[key] for r in self.rows]
-            if all(isinstance(v, (int, float, np.number)) for v in cells):
-                cols[key] = jnp.asarray(np.array(cells, np.float32), dtype)
-            else:
-                cols[key] = jnp.stack([jnp.asarray(v, dtype) for v in cells])
-        for key in ("names", "groups", "kinds", "comm_kinds"):
-            cols[key] = tuple(r[key] for r in self.rows)
-        cols["comm_groups"] = tuple(self._group(j, r) for j, r in enumerate(self.rows))
-        return OpTable(**cols)
-
-    def _group(self, j, r) -> str:
-        """Row j's collective group label: size|stride by name (`_Ctx.labels`) or value, else row-unique."""
-        name = lambda v: repr(float(v)) if isinstance(v, (int, float, np.number)) else self.labels.get(  # noqa: E731
-            id(v), f"row{j}")
-        return f"{name(r['comm_n'])}|{name(r['comm_s'])}" if r["comm_kinds"] else ""
 
 
 @dataclasses.dataclass
@@ -241,7 +142,7 @@ def _context(model: Model, par: Parallel, wl: Workload, opts: Options) -> _Ctx:
 
 
 def _attn_pair(r: _Rows, ctx: _Ctx, suffix: str, count, *, bf, bq, bkv, t, n, pairs,
-               dqk, dv, k_width, v_width, on_q, score_on, score_bytes=1.0):
+               dqk, dv, k_width, v_width, on_q, score_on, score_bytes=1.0, tiled=False):
     """Logit (Q·K^T) and attend (scores·V) over `n` keys, affine in s.
 
     Args:
@@ -256,22 +157,25 @@ def _attn_pair(r: _Rows, ctx: _Ctx, suffix: str, count, *, bf, bq, bkv, t, n, pa
       on_q: 1 if Q and the output sit on chip. score_on: 1 if scores do.
       score_bytes: 1 if the scores move through a memory level, 0 if they
         stay in the kernel's registers / shared memory (no traffic).
+      tiled: the rows of a multi-query kernel that tiles the queries
+        (prefill): their `queries` are bf x heads x t, else 0.
     Each row is bf x heads independent problems (`problems`), one per
     (sequence, head), as FlashAttention tiles them.
     """
     h, ba, bk = ctx.h, ctx.ba, ctx.bk
     aff = lambda c, v: (c * v[0], c * v[1])  # noqa: E731
     sb = score_bytes * ba
+    q = bf * h * t if tiled else 0.0
     r.add("logit" + suffix, "attention", count, OpKind.SCORES, f=aff(2.0 * bf * h * dqk, pairs),
           a=(bq * t * h * dqk * ba, 0.0), w=aff(bkv * k_width * bk, n), o=aff(bf * h * sb, pairs),
-          on=(on_q, 0.0, score_on), mkn=(bf * t, dqk, n[0]), problems=bf * h)
+          on=(on_q, 0.0, score_on), mkn=(bf * t, dqk, n[0]), problems=bf * h, queries=q)
     if ctx.opts.conv.elementwise:
         r.add("softmax" + suffix, "attention", count, OpKind.SOFTMAX, f=aff(SOFTMAX_FLOPS * bf * h, pairs),
               a=aff(bf * h * sb, pairs), o=aff(bf * h * sb, pairs), on=(score_on, 0.0, score_on),
-              problems=bf * h)
+              problems=bf * h, queries=q)
     r.add("attend" + suffix, "attention", count, OpKind.ATTEND, f=aff(2.0 * bf * h * dv, pairs),
           a=aff(bf * h * sb, pairs), w=aff(bkv * v_width * bk, n), o=(bq * t * h * dv * ba, 0.0),
-          on=(score_on, 0.0, on_q), mkn=(bf * t, n[0], dv), problems=bf * h)
+          on=(score_on, 0.0, on_q), mkn=(bf * t, n[0], dv), problems=bf * h, queries=q)
 
 
 def _attention(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv):
@@ -299,11 +203,11 @@ def _attention(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv):
         # their window or chunk (model.local_pairs); every key is still read.
         pairs = T * (T + 1.0) / 2.0 if conv.causal_pairs else T * T
         _attn_pair(r, ctx, "", glob, bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
-                   pairs=(pairs / sp, 0.0), on_q=0.0, **common)
+                   pairs=(pairs / sp, 0.0), on_q=0.0, tiled=True, **common)
         if windowed:
             local = local_pairs(ctx.model, T, ctx.floor)
             _attn_pair(r, ctx, "_local", "local", bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
-                       pairs=(local / sp, 0.0), on_q=0.0, **common)
+                       pairs=(local / sp, 0.0), on_q=0.0, tiled=True, **common)
         return
     b, B, P = ctx.b, ctx.b * ctx.beams, ctx.prompt
     on_q = 1.0 if conv.decode_io_on_chip else 0.0

@@ -77,6 +77,20 @@ def smooth_max(a, b, p):
     return jnp.where(ok, ms * r ** (1.0 / p), 0.0)
 
 
+def overlap_max(a, b, q):
+    """Elementwise max(a, b) where q is 0, else the q-norm (a^q + b^q)^(1/q) of
+    non-negative a, b (a kernel whose streams and math overlap imperfectly:
+    2^(1/q) x the max where they are equal). Gradient-safe where a side is 0."""
+    m = jnp.maximum(a, b)
+    ok = (q > 0) & (m > 0)
+    ms, qs = jnp.where(ok, m, 1.0), jnp.where(ok, q, 1.0)
+
+    def term(x):  # (x / max)^q, 0 where x is 0 (no log(0) in d/dq)
+        live = ok & (x > 0)
+        return jnp.where(live, (jnp.where(live, x, 1.0) / ms) ** qs, 0.0)
+    return jnp.where(ok, ms * (term(a) + term(b)) ** (1.0 / qs), m)
+
+
 def combine(compute, memory, comm, p=None):
     """Operator time from its three components, seconds (elementwise)."""
     core = jnp.maximum(compute, memory) if p is None else smooth_max(compute, memory, p)
@@ -194,4 +208,5 @@ def sum_over_steps(c0, c1, m0, m1, comm, lo, hi, p=None):
     return core + n * comm
 
 
-__all__ = ["safe_div", "chosen_max", "chosen_min", "smooth_max", "combine", "sum_over_steps", "sum_max_affine"]
+__all__ = ["safe_div", "chosen_max", "chosen_min", "smooth_max", "overlap_max", "combine", "sum_over_steps",
+           "sum_max_affine"]

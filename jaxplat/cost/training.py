@@ -509,8 +509,9 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     # The clock the chip's power limit leaves it (energy.clock_share), from the forward's dynamic power at the
     # rated clock; the backward and recompute run the same rows. Memory and network keep their own clocks.
     e_fwd = energy.dynamic_energy(dataclasses.replace(t, count=w), hw, wl, opts, 1.0, 0.0)
-    clock = energy.clock_share(e_fwd, jnp.sum(w * combine(c0, m0, 0.0, p)), hw, 1.0, twl.power_cap_w)
-    fwd = combine(c0 / clock, m0, 0.0, p)  # [rows] s, one execution
+    core = lambda c: efficiency.attention_overlap(t, hw, opts, c, m0, combine(c, m0, 0.0, p))  # noqa: E731
+    clock = energy.clock_share(e_fwd, jnp.sum(w * core(c0)), hw, 1.0, twl.power_cap_w)
+    fwd = core(c0 / clock)  # [rows] s, one execution
     attn = jnp.asarray(efficiency.attention_mask(t))
     lookup = jnp.asarray(names_mask(t, ("embedding",)))
     bwd_factor = jnp.where(attn > 0, BACKWARD_ATTENTION, jnp.where(lookup > 0, BACKWARD_LOOKUP, BACKWARD_GEMM))

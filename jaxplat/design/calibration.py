@@ -56,6 +56,7 @@ BOUNDS = {
     "narrow_fp4": (0.3, 1.0),       # FP4 kernels relative to FP8 ones
     "attention": (0.1, 1.0),        # attention kernels relative to GEMMs (memory time)
     "attention_compute": (0.2, PHYSICAL_MAX["attention_compute"]),  # attention's matmuls / GEMMs (x compute <= 1)
+    "attention_overlap": (1.0, 16.0),  # p-norm of a multi-query attention kernel's compute and memory (1: their sum)
     "moe": (0.05, 1.0),             # routed experts' grouped GEMMs relative to dense GEMMs (compute)
     "moe_memory": (0.05, 1.0),      # the same, streaming the experts' weights
     "moe_fp4": (0.3, 1.0),          # FP4 grouped GEMMs relative to FP8 ones, on top of `moe`
@@ -77,9 +78,9 @@ AT_BOUND = 0.01
 # sequence (~30 us on H100): where the GPU step is longer the max() that
 # overlaps them has no gradient in it, so a fit started below would stay put.
 START = {"compute": 0.7, "memory": 0.8, "network": 0.8, "narrow_dtype": 0.9, "narrow_fp4": 0.9, "attention": 0.8,
-         "attention_compute": 0.8, "moe": 0.8, "moe_memory": 0.8, "moe_fp4": 0.9, "scan": 0.5, "kernel_latency": 2e-6,
-         "expert_latency": 1e-6, "tile_latency": 3e-7, "iteration_overhead": 1e-3, "sequence_overhead": 4e-5,
-         "collective_latency": 5e-6}
+         "attention_compute": 0.8, "attention_overlap": 2.0, "moe": 0.8, "moe_memory": 0.8, "moe_fp4": 0.9, "scan": 0.5,
+         "kernel_latency": 2e-6, "expert_latency": 1e-6, "tile_latency": 3e-7, "iteration_overhead": 1e-3,
+         "sequence_overhead": 4e-5, "collective_latency": 5e-6}
 # Loads whose rows the fit uses by default. Poisson-load latencies are left
 # to check it: measured at the highest rate the SLOs allow, they sit where
 # latency diverges, so they test capacity (the offline rows do that) with a

@@ -50,6 +50,10 @@ PARAMS = {
     "attention_compute": ("efficiency.attention_compute", 1.0, "ratio",
                           "attention kernels' two matmuls relative to a large GEMM's rate (compute time; their "
                           "softmax's exponentials run at the chip's exp_rate)"),
+    "attention_overlap": ("efficiency.attention_overlap", 0.0, "exponent",
+                          "p of the p-norm joining a multi-query attention kernel's compute and memory times "
+                          "(prefill, training): 0 their max, as the roofline; 2 their Euclidean norm, sqrt(2) x "
+                          "the max where they are equal"),
     "moe": ("efficiency.moe", 1.0, "fraction",
             "routed experts' grouped-GEMM kernels' efficiency relative to dense GEMMs over quantized "
             "(8-bit and narrower) experts (compute time); 16-bit experts run like dense GEMMs"),
@@ -81,8 +85,8 @@ CALIBRATION_KEYS = ("parameters", "chips", "engines", "fit", "description", "sof
 
 
 # Largest value of each unit: a fraction of peak, a ratio of one kernel's rate to a GEMM's (a kernel may
-# beat the GEMMs' share of the peak, not double it), seconds.
-RATIO_MAX = {"fraction": 1.0, "ratio": 2.0, "s": 1.0}
+# beat the GEMMs' share of the peak, not double it), seconds, a p-norm's exponent (beyond 64 it is the max).
+RATIO_MAX = {"fraction": 1.0, "ratio": 2.0, "s": 1.0, "exponent": 64.0}
 
 
 def check_params(src, where, values: dict) -> dict:
@@ -93,10 +97,11 @@ def check_params(src, where, values: dict) -> dict:
     out = {}
     for k, v in values.items():
         unit = PARAMS[k][2]
-        x = number(src, f"{where}{k}", v, allow_zero=unit == "s")
-        if x > RATIO_MAX[unit]:
+        x = number(src, f"{where}{k}", v, allow_zero=unit in ("s", "exponent"))
+        if x > RATIO_MAX[unit] or (unit == "exponent" and 0.0 < x < 1.0):
             what = {"fraction": "a fraction of peak in (0, 1]", "ratio": f"a ratio to GEMMs' rate in (0, "
-                    f"{RATIO_MAX['ratio']:g}]", "s": "seconds in [0, 1]"}[unit]
+                    f"{RATIO_MAX['ratio']:g}]", "s": "seconds in [0, 1]",
+                    "exponent": f"0 (the max) or an exponent in [1, {RATIO_MAX['exponent']:g}]"}[unit]
             raise SpecError(f"{src}: {where}{k} is {what}, got {x}")
         out[k] = x
     return out

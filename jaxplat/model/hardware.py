@@ -146,6 +146,9 @@ class Efficiency:
         relative to a large GEMM's rate, compute time (a ratio up to 2:
         FlashAttention-3's reach 0.93 of an H100's peak where large GEMMs
         reach 0.75); its softmax's exponentials are the chip's (exp_rate).
+      attention_overlap: p of the p-norm that joins a multi-query attention
+        kernel's compute and memory times (OpTable.queries > 0: prefill,
+        training), 0 for their max (jaxplat.cost.roofline.combine).
       moe: routed experts' grouped GEMMs relative to dense GEMMs, compute
         time, where the experts' weights are 8 bits or narrower.
       moe_memory: the same on their memory time. moe_fp4: FP4 grouped GEMMs'
@@ -165,6 +168,7 @@ class Efficiency:
     narrow_fp4: jax.Array = _const(1.0)
     attention: jax.Array = _const(1.0)
     attention_compute: jax.Array = _const(1.0)
+    attention_overlap: jax.Array = _const(0.0)
     moe: jax.Array = _const(1.0)
     moe_memory: jax.Array = _const(1.0)
     moe_fp4: jax.Array = _const(1.0)
@@ -272,6 +276,7 @@ FLAT_NAMES = {
     "eff_network": ("efficiency", "network"), "eff_narrow": ("efficiency", "narrow_dtype"),
     "eff_fp4": ("efficiency", "narrow_fp4"), "eff_attention": ("efficiency", "attention"),
     "eff_attention_compute": ("efficiency", "attention_compute"),
+    "eff_attention_overlap": ("efficiency", "attention_overlap"),
     "eff_moe": ("efficiency", "moe"), "eff_moe_memory": ("efficiency", "moe_memory"),
     "eff_moe_fp4": ("efficiency", "moe_fp4"), "expert_latency": ("efficiency", "expert_latency"),
     "tile_latency": ("efficiency", "tile_latency"), "eff_scan": ("efficiency", "scan"),

@@ -16,7 +16,7 @@ import numpy as np
 
 from jaxplat.cost import OpTable, build_table, energy, evaluate, iteration_overhead, memory, row_components, safe_div
 from jaxplat.cost.dtypes import computed_workload
-from jaxplat.cost.efficiency import host_time, with_host
+from jaxplat.cost.efficiency import attention_overlap, host_time, with_host
 from jaxplat.cost.inference import pipeline_round
 from jaxplat.cost.operators import NUMERIC, OpKind, kind_mask
 from jaxplat.cost.roofline import combine
@@ -126,14 +126,14 @@ def _prefill_attention(model, par, wl, opts, chunk, ctx0, copies):
     """
     def cols(p):
         t = build_table(model, par, replace(wl, batch=1.0, prompt=p, beams=1.0), "prefill", opts)
-        return {k: getattr(t, k) for k in ("f0", "a0", "w0", "o0")}
+        return {k: getattr(t, k) for k in ("f0", "a0", "w0", "o0", "queries")}
     both = jax.vmap(cols)(jnp.concatenate([ctx0 + chunk, ctx0]))
     k = chunk.shape[0]
     hi = {key: v[:k] for key, v in both.items()}
     lo = {key: v[k:] for key, v in both.items()}
     busy = (chunk > 0)[:, None]
     n = copies[:, None]
-    out = {k: jnp.sum(jnp.where(busy, n * (hi[k] - lo[k]), 0.0), axis=0) for k in ("f0", "a0", "o0")}
+    out = {k: jnp.sum(jnp.where(busy, n * (hi[k] - lo[k]), 0.0), axis=0) for k in ("f0", "a0", "o0", "queries")}
     out["w0"] = jnp.sum(jnp.where(busy, n * hi["w0"], 0.0), axis=0)
     return out
 
@@ -163,6 +163,7 @@ def iteration_table(model, par, wl, opts, n_dec, ctx_dec, chunk, ctx0, copies=No
     changes = {k: jnp.where(kv > 0, attn[k], getattr(pre, k) * (1.0 if k == "w0" else scale))
                for k in ("f0", "a0", "w0", "o0")}
     changes["m"] = pre.m * scale
+    changes["queries"] = jnp.where(kv > 0, attn["queries"], pre.queries)  # the chunks' queries: their own tiles
     # attention rows: one (sequence, head) problem per prefilling sequence and head
     changes["problems"] = jnp.where(kv > 0, pre.problems * prompts / spread, pre.problems)
     changes["comm_b"] = pre.comm_b * scale
@@ -208,7 +209,7 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     prices = memory.byte_prices(table, hw, wl0, wl0.output, opts.hierarchy)
     c0, _, m0, _, comm = row_components(table, hw, wl0, opts, prices=prices)
     p = None if not opts.smooth else 20.0
-    t = combine(c0, m0, comm, p)
+    t = attention_overlap(table, hw, opts, c0, m0, combine(c0, m0, 0.0, p)) + comm
     kernels = pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
     if opts.conv.power_limit:
         # Held to the chips' TDP, as `evaluate`'s phases are (energy.clock_share): the replica's
