@@ -157,8 +157,9 @@ def _attn_pair(r: _Rows, ctx: _Ctx, suffix: str, count, *, bf, bq, bkv, t, n, pa
       on_q: 1 if Q and the output sit on chip. score_on: 1 if scores do.
       score_bytes: 1 if the scores move through a memory level, 0 if they
         stay in the kernel's registers / shared memory (no traffic).
-      tiled: the rows of a multi-query kernel that tiles the queries
-        (prefill): their `queries` are bf x heads x t, else 0.
+      tiled: the rows of a fused multi-query kernel that tiles the queries
+        (FlashAttention's forward in prefill; Options.fused_attention): their
+        `queries` are bf x heads x t, else 0 (unfused: batched GEMMs).
     Each row is bf x heads independent problems (`problems`), one per
     (sequence, head), as FlashAttention tiles them.
     """
@@ -203,11 +204,11 @@ def _attention(r: _Rows, ctx: _Ctx, phase: str, seqs, T, kv):
         # their window or chunk (model.local_pairs); every key is still read.
         pairs = T * (T + 1.0) / 2.0 if conv.causal_pairs else T * T
         _attn_pair(r, ctx, "", glob, bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
-                   pairs=(pairs / sp, 0.0), on_q=0.0, tiled=True, **common)
+                   pairs=(pairs / sp, 0.0), on_q=0.0, tiled=ctx.opts.fused_attention, **common)
         if windowed:
             local = local_pairs(ctx.model, T, ctx.floor)
             _attn_pair(r, ctx, "_local", "local", bf=seqs, bq=seqs, bkv=seqs, t=ctx.ceil(T / sp), n=(T, 0.0),
-                       pairs=(local / sp, 0.0), on_q=0.0, tiled=True, **common)
+                       pairs=(local / sp, 0.0), on_q=0.0, tiled=ctx.opts.fused_attention, **common)
         return
     b, B, P = ctx.b, ctx.b * ctx.beams, ctx.prompt
     on_q = 1.0 if conv.decode_io_on_chip else 0.0
