@@ -12,8 +12,10 @@ default graph-captured software stack:
              placement): DeepGEMM's bench_kineto flushes the L2 between runs.
   FA3        FlashAttention-3 forward TFLOP/s on H100 by head dim, sequence
              length, causal mask and dtype (the score, softmax and
-             weighted-sum rows, the exponentials on the first; FA3's FLOP
-             count: 4 B S^2 H D, halved when causal). Its BF16 fit rows at S=16k pin
+             weighted-sum rows, the exponentials on the first, a causal
+             mask's diagonal tiles, each row's compute and memory joined as
+             efficiency.attention_overlap joins them; FA3's FLOP count:
+             4 B S^2 H D, halved when causal). Its BF16 fit rows at S=16k pin
              `attention_compute`.
   FA2        FlashAttention-2 on the same H100 (the FA3 paper's figures):
              the same rows with the matmuls at FA2_ON_HOPPER of FA3's rate,
