@@ -405,7 +405,7 @@ def host_time(hw: Hardware, opts: Options, sequences):
 
 
 __all__ = ["DENSE_MIN_TILE_M", "GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "attention_overlap",
-           "collective_latency",
-           "dense_tile_m", "dtype_index", "fixed_times", "gemm_peak", "gemm_problems", "grouped_tile_m", "halvings",
-           "host_time", "iteration_overhead", "kernel_counts", "kernel_kind", "moe_mask", "narrow_steps",
-           "operator_counts", "quantization", "quantized_experts", "row_dtypes", "row_rates", "wide_mask", "with_host"]
+           "collective_latency", "dense_tile_m", "dtype_index", "fixed_times", "gemm_peak", "gemm_problems",
+           "grouped_tile_m", "halvings", "host_time", "iteration_overhead", "kernel_counts", "kernel_kind", "moe_mask",
+           "narrow_steps", "operator_counts", "quantization", "quantized_experts", "row_dtypes", "row_rates",
+           "wide_mask", "with_host"]

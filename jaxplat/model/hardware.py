@@ -148,7 +148,7 @@ class Efficiency:
         reach 0.75); its softmax's exponentials are the chip's (exp_rate).
       attention_overlap: p of the p-norm that joins a multi-query attention
         kernel's compute and memory times (OpTable.queries > 0: prefill,
-        training), 0 for their max (jaxplat.cost.roofline.combine).
+        training), 0 for their max (jaxplat.cost.efficiency.attention_overlap).
       moe: routed experts' grouped GEMMs relative to dense GEMMs, compute
         time, where the experts' weights are 8 bits or narrower.
       moe_memory: the same on their memory time. moe_fp4: FP4 grouped GEMMs'
