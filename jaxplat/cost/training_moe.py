@@ -26,7 +26,7 @@ from jaxplat.model import Model, Parallel, replace
 # profile in the data gives these two numbers, so the 2x check against one cannot be made. Fitted on the Qwen3
 # rows of the Megatron-Bridge dev tables and judged on the DeepSeek-V3 ones (data/measured/training_split.yaml,
 # experiments/training/fit_moe_host.py: grid 0.1 ms x 5 us; within 5% of its objective 1.8-2.1 ms and 80-100 us;
-# refitted after attention's diagonal tiles and 2-norm (2026-12-06, evening), was 2.0 ms and 90 us; refitted
+# refitted after attention's diagonal tiles and 2-norm (2026-12-06, fifteenth session), was 2.0 ms and 90 us; refitted
 # after the softmax's exponentials got their own time (2026-12-06), was 1.8 ms and 105 us; refitted
 # after the inference calibration's compute / tile_latency pin of 2026-12-05, was 1.8 ms and 155 us, then
 # 2.2 ms and 115 us until the rows' gradients were reduced in bf16 as their recipes set, then 2.1 ms and 125 us
