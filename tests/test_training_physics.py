@@ -58,6 +58,24 @@ def test_attention_kernel_speed_by_hand():
     np.testing.assert_allclose(slow.backward - base.backward, 2.5 * attn / 1e12 * (1 / speed - 1), rtol=1e-4)
 
 
+def test_attention_backward_speed_by_hand():
+    """A kernel whose backward runs its matmuls at 0.55 of its forward's rate
+    (FlashAttention-2 on Hopper, FA2_BACKWARD_ON_HOPPER) makes the backward's
+    2.5x of the causal attention's forward FLOPs (33,816,576, above) take
+    1/0.55 as long, with or without a slower forward; the forward, the GEMMs
+    and the exponentials (the chip's exp_rate, 528,384 of them: below) do not
+    change."""
+    attn, exps = 33816576, 528384
+    slow_sfu = hardware_from_dict({**FAST, "compute": {**FAST["compute"], "exp_rate": 1e10}})
+    for fwd_speed in (1.0, 0.5):
+        base = _step(slow_sfu, attention_kernel_speed=fwd_speed)
+        slow = _step(slow_sfu, attention_kernel_speed=fwd_speed, attention_backward_speed=0.55)
+        np.testing.assert_allclose(slow.forward, base.forward, rtol=1e-6)
+        np.testing.assert_allclose(slow.backward - base.backward,
+                                   2.5 * attn / 1e12 / fwd_speed * (1 / 0.55 - 1), rtol=1e-4)
+        assert float(base.backward) > 2.5 * attn / 1e12 / fwd_speed + exps / 1e10  # the GEMMs are still there
+
+
 def test_exponentials_once_in_the_backward():
     """The softmax's exponentials, one per causal score (8 layers x 2 sequences x 4 heads x 128 x 129 / 2 =
     528,384) at the chip's exp_rate (1e10/s here), in the forward and once again in the backward (FlashAttention-2

@@ -157,6 +157,13 @@ FA2_ON_HOPPER = 0.384
 # 1.76 ps on the model's A100 (312 TFLOP/s x 0.75 x 1.244) beside one exponential, 0.41 ps: 1.8 x 2.17 ps leaves
 # Triton's matmuls 3.50 ps, 1.76 / 3.50 of FA2's rate.
 FA_TRITON_ON_AMPERE = 1.76 / 3.50
+# attention_backward_speed of those two kernels: their backward matmuls' rate over their forward's, beyond the
+# `backward_efficiency` every backward shares. No backward of either is measured in the data; LLM Foundry's dev rows
+# fix them through their growth with the sequence length (attention from a few percent of the step at 512 tokens to
+# three quarters at 65,536), fitted on its small models and judged on its large ones
+# (experiments/training/fit_attention_backward.py; the split declared in data/measured/training_split.yaml first).
+FA2_BACKWARD_ON_HOPPER = 0.55
+FA_TRITON_BACKWARD_ON_AMPERE = 0.70
 SP_ROWS = ("attn_norm", "attn_residual", "ffn_norm", "ffn_residual", "mamba_norm", "mamba_residual", "final_norm")
 
 
@@ -243,6 +250,12 @@ class TrainWorkload:
       (its Ampere mma.sync instructions cannot use Hopper's wgmma:
       `FA2_ON_HOPPER`), Triton FlashAttention on Ampere
       (`FA_TRITON_ON_AMPERE`).
+    attention_backward_speed: that kernel's backward matmul rate over its
+      forward's, in (0, 1], beyond `backward_efficiency`: the backward's
+      2.5x of the forward's matmul time is divided by it (the exponentials
+      are not). 1: as every other backward row (cuDNN's). Fitted for the
+      two older kernels on LLM Foundry's dev rows (`FA2_BACKWARD_ON_HOPPER`,
+      `FA_TRITON_BACKWARD_ON_AMPERE`; no measured backward of either).
     moe_layer_host_s, moe_expert_host_s: the host time a MoE layer's
       forward and backward leave exposed per micro-batch, seconds per MoE
       layer plus seconds per expert the chip holds (fitted on dev rows:
@@ -283,6 +296,7 @@ class TrainWorkload:
     moe_layer_host_s: jax.Array = _f32(MOE_LAYER_HOST_S)
     moe_expert_host_s: jax.Array = _f32(MOE_EXPERT_HOST_S)
     attention_kernel_speed: jax.Array = _f32(1.0)
+    attention_backward_speed: jax.Array = _f32(1.0)
     power_cap_w: jax.Array = _f32(0.0)
 
     def __post_init__(self):
@@ -517,7 +531,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     bwd_factor = jnp.where(attn > 0, BACKWARD_ATTENTION, jnp.where(lookup > 0, BACKWARD_LOOKUP, BACKWARD_GEMM))
     # [rows] s, one backward before its efficiency: the rows' factor, except the score rows' exponentials (once)
     exps = exp_times(t, hw, opts)[0] / clock
-    bwd = bwd_factor * fwd - (bwd_factor - BACKWARD_EXP) * exps
+    bwd_speed = jnp.where(attn > 0, jnp.clip(twl.attention_backward_speed, 0.05, 1.0), 1.0)
+    bwd = bwd_factor * (fwd - exps) / bwd_speed + BACKWARD_EXP * exps
     once = jnp.asarray(names_mask(t, [n for n, g in zip(t.names, t.groups) if g in ("embedding", "lm_head")]))
     r_full = jnp.where(twl.recompute >= 1.5, 1.0, 0.0)
     r_sel = jnp.where((twl.recompute >= 0.5) & (twl.recompute < 1.5), 1.0, 0.0)
