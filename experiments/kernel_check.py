@@ -47,6 +47,7 @@ from pathlib import Path
 import jax.numpy as jnp
 
 from jaxplat import Options, Parallel, load_hardware, replace
+from jaxplat.cost.attention_kernels import FA2_ON_HOPPER
 from jaxplat.cost.collectives import collective_time
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.efficiency import attention_overlap
@@ -54,7 +55,6 @@ from jaxplat.cost.inference import row_components
 from jaxplat.cost.operators import SOFTMAX_FLOPS, _Rows, build_table
 from jaxplat.cost.opkind import OpKind
 from jaxplat.cost.roofline import combine
-from jaxplat.cost.training import FA2_ON_HOPPER
 from jaxplat.design.splits import load_inference_split
 from jaxplat.model import model_from_config, workload_from_dict
 from jaxplat.specs.units import BYTES_PER_ELEMENT
@@ -354,7 +354,7 @@ def implied(dg, fa, nets, scans=()):
               f"matmuls at {float(hw.efficiency.compute * hw.efficiency.attention_compute):.3f} of the peak, "
               f"beside the exponentials at {float(hw.chip.exp_rate) / 1e12:.2f}e12/s)")
         print(f"  FA2 BF16 at S=16k: its matmuls at {implied_fa2_speed(hw):.3f} of FA3's "
-              f"(training.FA2_ON_HOPPER {FA2_ON_HOPPER:.3f})")
+              f"(attention_kernels.FA2_ON_HOPPER {FA2_ON_HOPPER:.3f})")
     plateau = [x for x in scans if x[0] == "fit"]
     if plateau:
         r = statistics.median(m for *_, m in plateau) / statistics.median(p for *_, p in plateau)

@@ -129,9 +129,9 @@ def test_shipped_attention_compute_is_the_one_the_fa3_rows_imply(kc):
 
 
 def test_fa2_speed_is_the_one_its_rows_imply(kc):
-    """training.FA2_ON_HOPPER is where FlashAttention-2's BF16 fit rows on the H100 at S=16k come out right in
+    """attention_kernels.FA2_ON_HOPPER is where FlashAttention-2's BF16 fit rows on the H100 at S=16k come out right in
     the median, its matmuls at that share of FA3's (the FA3 paper's own FA2 rows)."""
-    from jaxplat.cost.training import FA2_ON_HOPPER
+    from jaxplat.cost.attention_kernels import FA2_ON_HOPPER
     assert FA2_ON_HOPPER == pytest.approx(kc.implied_fa2_speed(load_hardware("h100-sxm")), abs=2e-3)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from jaxplat.cost import training
+from jaxplat.cost.attention_kernels import FA2_ON_HOPPER
 from jaxplat.cost.training import TrainOptions, TrainWorkload, forward_table, rank_weights, train_step
 from jaxplat.model import Parallel, hardware_from_dict, load_hardware, load_model, model_from_config
 from jaxplat.specs.units import DTYPES
@@ -51,7 +52,7 @@ def test_attention_kernel_speed_by_hand():
     hw = hardware_from_dict(FAST)
     attn = L * 2 * (2 * 2 * H * DH * 128 * 129 / 2)
     assert attn == 33816576
-    speed = training.FA2_ON_HOPPER
+    speed = FA2_ON_HOPPER
     base, slow = _step(hw), _step(hw, attention_kernel_speed=speed)
     assert speed == 0.384
     np.testing.assert_allclose(slow.forward - base.forward, attn / 1e12 * (1 / speed - 1), rtol=1e-4)

@@ -25,8 +25,13 @@ from pathlib import Path
 
 import yaml
 
-from jaxplat.cost.training import (FA2_BACKWARD_ON_HOPPER, FA2_ON_HOPPER, FA_TRITON_BACKWARD_ON_AMPERE,
-                                   FA_TRITON_ON_AMPERE, TrainOptions, TrainWorkload, fold_experts)
+from jaxplat.cost.attention_kernels import (
+    FA2_BACKWARD_ON_HOPPER,
+    FA2_ON_HOPPER,
+    FA_TRITON_BACKWARD_ON_AMPERE,
+    FA_TRITON_ON_AMPERE,
+)
+from jaxplat.cost.training import TrainOptions, TrainWorkload, fold_experts
 from jaxplat.model import Options, Parallel, load_hardware, load_model, replace
 from jaxplat.specs.units import DTYPES
 

@@ -100,6 +100,7 @@ import numpy as np
 
 from jaxplat.cost import efficiency, energy, money
 from jaxplat.cost import training_memory as tm
+from jaxplat.cost.attention_kernels import BACKWARD_ATTENTION, BACKWARD_EXP
 from jaxplat.cost.compute import exp_times
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
@@ -128,8 +129,6 @@ MOE_DISPATCHERS = ("alltoall", "fused")  # TrainOptions.moe_dispatcher
 SP_MODES = {"regather": (True, True), "saved": (True, False), "off": (False, True)}
 COMM_NAMES = ("tp", "cp", "ep", "pp", "dp")
 BACKWARD_GEMM = 2.0       # data + weight gradient GEMMs (Narayanan et al. SC'21 Sec. 3.5)
-BACKWARD_ATTENTION = 2.5  # FlashAttention-2 backward / forward FLOPs (Dao 2023, Sec. 3.1)
-BACKWARD_EXP = 1.0        # the backward recomputes P = exp(S - L) once per score (Dao 2023, Algorithm 2)
 BACKWARD_ELEMENTWISE = 2.0
 BACKWARD_LOOKUP = 1.0
 ADAM_BYTES = 26.0         # per parameter: read fp32 master, m, v (12), write them (12), write the 16-bit weight (2)
@@ -147,23 +146,6 @@ LOSS_BWD_BYTES = 22.0
 # arXiv 2209.05433). Operands cast per GEMM and micro-batch: the input (forward), the output gradient
 # and the input's transpose (backward): 2·m·k + m·n elements.
 SCALING_READS = 2.0
-# attention_kernel_speed of FlashAttention-2 on an H100: its matmuls' rate over FlashAttention-3's, at which the
-# FA3 paper's FA2 BF16 forward rows at S=16k (fit rows of data/measured/inference_2026-12.csv; Shah et al. 2024,
-# arXiv 2407.08608, Fig. 5) come out right in the median, the exponentials at the chip's rate in both
-# (experiments/kernel_check.py, implied line). FA2 runs ~325 TFLOP/s at every head dimension: 0.33 of the peak.
-FA2_ON_HOPPER = 0.384
-# attention_kernel_speed of Triton FlashAttention on an A100: 1.8x slower than FlashAttention-2 as a whole kernel
-# (Dao 2023 Sec. 4.1: 1.3-2.5x, the geometric middle). At head dimension 128 FA2's 512 matmul FLOPs per score take
-# 1.76 ps on the model's A100 (312 TFLOP/s x 0.75 x 1.244) beside one exponential, 0.41 ps: 1.8 x 2.17 ps leaves
-# Triton's matmuls 3.50 ps, 1.76 / 3.50 of FA2's rate.
-FA_TRITON_ON_AMPERE = 1.76 / 3.50
-# attention_backward_speed of those two kernels: their backward matmuls' rate over their forward's, beyond the
-# `backward_efficiency` every backward shares. No backward of either is measured in the data; LLM Foundry's dev rows
-# fix them through their growth with the sequence length (attention from a few percent of the step at 512 tokens to
-# three quarters at 65,536), fitted on its small models and judged on its large ones
-# (experiments/training/fit_attention_backward.py; the split declared in data/measured/training_split.yaml first).
-FA2_BACKWARD_ON_HOPPER = 0.55
-FA_TRITON_BACKWARD_ON_AMPERE = 0.70
 SP_ROWS = ("attn_norm", "attn_residual", "ffn_norm", "ffn_residual", "mamba_norm", "mamba_residual", "final_norm")
 
 
