@@ -50,7 +50,7 @@ from jaxplat import Options, Parallel, load_hardware, replace
 from jaxplat.cost.attention_kernels import FA2_ON_HOPPER
 from jaxplat.cost.collectives import collective_time
 from jaxplat.cost.dtypes import computed_workload
-from jaxplat.cost.efficiency import attention_overlap
+from jaxplat.cost.efficiency import row_cores
 from jaxplat.cost.inference import row_components
 from jaxplat.cost.operators import SOFTMAX_FLOPS, _Rows, build_table
 from jaxplat.cost.opkind import OpKind
@@ -83,7 +83,7 @@ def _rows_time(hw, dtype, rows):
                            KERNEL_OPTS)
     table = r.table(jnp.float32)
     c0, _, m0, _, comm = row_components(table, hw, wl, KERNEL_OPTS)
-    return float(jnp.sum(attention_overlap(table, hw, KERNEL_OPTS, c0, m0, combine(c0, m0, 0.0)) + comm))
+    return float(jnp.sum(row_cores(table, hw, KERNEL_OPTS, c0, m0) + comm))
 
 
 def _one_row(hw, dtype, kind, flops, a, w, o, mkn):

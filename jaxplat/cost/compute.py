@@ -130,7 +130,7 @@ def row_compute_times(table: OpTable, hw: Hardware, wl: Workload, opts: Options,
     tensor units (efficiency.row_rates), used by GEMM rows when the chip has
     no systolic arrays and by non-GEMM rows when it gives no vector unit.
     """
-    f0, f1 = table.f0 + diagonal_flops(table, hw, opts), table.f1
+    f0, f1 = executed_flops(table, hw, opts), table.f1
     gemm, grow = gemm_rows(table)
     vec = jnp.where(hw.chip.vector_flops > 0, hw.chip.vector_flops * hw.efficiency.compute, peak)
     if hw.chip.dataflow:
@@ -169,6 +169,12 @@ def diagonal_flops(table: OpTable, hw: Hardware, opts: Options):
     return table.queries * 0.5 * jnp.maximum(rows - 1.0, 0.0) * per_pair
 
 
+def executed_flops(table: OpTable, hw: Hardware, opts: Options):
+    """[rows] FLOPs each row executes at s = 0: its own plus a causal mask's
+    diagonal tiles (`diagonal_flops`)."""
+    return table.f0 + diagonal_flops(table, hw, opts)
+
+
 def exp_times(table: OpTable, hw: Hardware, opts: Options):
     """(e0, e1): [rows] seconds of the softmax's exponentials at s = 0 and per
     generated token, one per score at the chip's exp_rate (0 where it is 0,
@@ -180,7 +186,7 @@ def exp_times(table: OpTable, hw: Hardware, opts: Options):
         return jnp.zeros_like(table.f0), jnp.zeros_like(table.f1)
     scores = (kind_mask(table, (OpKind.SCORES,)) > 0) & (table.k > 0)
     per_flop = safe_div(1.0, hw.chip.exp_rate) / (2.0 * jnp.where(scores, table.k, 1.0))
-    f0 = table.f0 + diagonal_flops(table, hw, opts)
+    f0 = executed_flops(table, hw, opts)
     return jnp.where(scores, f0 * per_flop, 0.0), jnp.where(scores, table.f1 * per_flop, 0.0)
 
 
@@ -196,5 +202,5 @@ def offload_memory_times(table: OpTable, hw: Hardware, m0, m1):
     return jnp.where(off, t0, m0), jnp.where(off, t1, m1)
 
 
-__all__ = ["array_peak", "array_utilization", "exp_times", "gemm_rows", "offload_mask", "offload_memory_times",
-           "row_compute_times"]
+__all__ = ["array_peak", "array_utilization", "executed_flops", "exp_times", "gemm_rows", "offload_mask",
+           "offload_memory_times", "row_compute_times"]

@@ -60,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.microarch import fold_count, wave_count
-from jaxplat.cost.roofline import overlap_max, smooth_max
+from jaxplat.cost.roofline import combine, overlap_max, smooth_max
 from jaxplat.cost.operators import OpKind, OpTable, kind_mask
 from jaxplat.model import Hardware, Options, Workload
 from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
@@ -313,6 +313,13 @@ def attention_overlap(table: OpTable, hw: Hardware, opts: Options, c, m, core):
     fixed = fixed_times(table, hw, opts)
     joined = fixed + overlap_max(jnp.maximum(c - fixed, 0.0), jnp.maximum(m - fixed, 0.0), q)
     return jnp.where(q > 0, joined, core)
+
+
+def row_cores(table: OpTable, hw: Hardware, opts: Options, c, m, p=None):
+    """[rows] seconds of each row from its compute c and memory m, before
+    communication: the roofline's max (its p-norm in smooth mode), the
+    multi-query attention kernel's rows at `attention_overlap`'s norm."""
+    return attention_overlap(table, hw, opts, c, m, combine(c, m, 0.0, p))
 
 
 def kernel_counts(table: OpTable, hw: Hardware, opts: Options):

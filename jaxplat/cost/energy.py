@@ -19,7 +19,7 @@ import numpy as np
 
 from jaxplat.cost import memory
 from jaxplat.cost.collectives import first_holding, reach_levels
-from jaxplat.cost.compute import diagonal_flops
+from jaxplat.cost.compute import executed_flops
 from jaxplat.cost.efficiency import row_dtypes
 from jaxplat.cost.operators import OpTable
 from jaxplat.cost.roofline import safe_div
@@ -124,7 +124,7 @@ def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, pa
     """
     tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
     dtype, _ = row_dtypes(table, wl, opts)
-    executed = table.f0 + diagonal_flops(table, hw, opts)  # a causal mask's diagonal tiles run whole
+    executed = executed_flops(table, hw, opts)  # a causal mask's diagonal tiles run whole
     flops = jnp.sum(tot(executed, table.f1) * hw.power.energy_flop[dtype.astype(jnp.int32)])
     prices = memory.byte_prices(table, hw, wl, wl.output, opts.hierarchy) if prices is None else prices
     mem = jnp.sum(prices.energy(tot(table.a0, table.a1), tot(table.w0, table.w1), tot(table.o0, table.o1)))

@@ -166,7 +166,7 @@ def row_step_times(table, hw, wl, opts, s, p=None):
     """[rows] seconds of each operator at s generated tokens (one pass)."""
     c0, c1, m0, m1, comm = row_components(table, hw, wl, opts)
     c, m = c0 + c1 * s, m0 + m1 * s
-    return efficiency.attention_overlap(table, hw, opts, c, m, combine(c, m, 0.0, p)) + comm
+    return efficiency.row_cores(table, hw, opts, c, m, p) + comm
 
 
 def row_decode_sums(table, hw, wl, opts, lo, hi, p=None):
@@ -333,7 +333,7 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     # one set of byte prices per table, for the memory time and the energy
     prices = tuple(memory.byte_prices(t, hw, wl, wl.output, options.hierarchy) for t in (pre, dec))
     c0, _, m0, _, comm_pre = row_components(pre, hw, wl, options, p, comm_pre, prices[0])
-    pre_core = efficiency.attention_overlap(pre, hw, options, c0, m0, combine(c0, m0, 0.0, p))
+    pre_core = efficiency.row_cores(pre, hw, options, c0, m0, p)
     pre_comm = hidden * comm_pre
     fill = 1.0 if conv.ttft == "last_microbatch" else 0.0
     pre_weight = pre.count + fill * (nmb - 1.0) * pre.stage

@@ -68,27 +68,28 @@ def smooth_max(a, b, p):
     """p-norm smooth maximum of non-negative a, b: (a^p + b^p)^(1/p).
 
     Scale-free (times span 1e-9 to 1e3 s), at most 2^(1/p) above max(a, b),
-    and tends to max(a, b) as p grows. Gradient-safe at a = b = 0.
+    and tends to max(a, b) as p grows. Gradient-safe at a = b = 0, and in p
+    where a side is 0 (no log(0) in d/dp).
     """
     m = jnp.maximum(a, b)
     ok = m > 0
-    ms = jnp.where(ok, m, 1.0)
-    r = (jnp.where(ok, a, 0.0) / ms) ** p + (jnp.where(ok, b, 0.0) / ms) ** p
+    # The norm is 1-homogeneous, so its gradient does not flow through the scale m: cutting that path keeps
+    # d/dm's x/m^2 from underflowing to an infinity at times of 1e-20 s and below.
+    ms = jax.lax.stop_gradient(jnp.where(ok, m, 1.0))
+
+    def term(x):  # (x / max)^p, 0 where x is 0; the discarded branch's ratio is 1 (no overflow in its gradient)
+        live = ok & (x > 0)
+        return jnp.where(live, (jnp.where(live, x, ms) / ms) ** p, 0.0)
+    r = jnp.where(ok, term(a) + term(b), 1.0)  # 1 where both are 0: r^(1/p) has no infinite slope there
     return jnp.where(ok, ms * r ** (1.0 / p), 0.0)
 
 
 def overlap_max(a, b, q):
-    """Elementwise max(a, b) where q is 0, else the q-norm (a^q + b^q)^(1/q) of
-    non-negative a, b (a kernel whose streams and math overlap imperfectly:
-    2^(1/q) x the max where they are equal). Gradient-safe where a side is 0."""
-    m = jnp.maximum(a, b)
-    ok = (q > 0) & (m > 0)
-    ms, qs = jnp.where(ok, m, 1.0), jnp.where(ok, q, 1.0)
-
-    def term(x):  # (x / max)^q, 0 where x is 0 (no log(0) in d/dq)
-        live = ok & (x > 0)
-        return jnp.where(live, (jnp.where(live, x, 1.0) / ms) ** qs, 0.0)
-    return jnp.where(ok, ms * (term(a) + term(b)) ** (1.0 / qs), m)
+    """Elementwise max(a, b) where q is 0, else smooth_max(a, b, q): a kernel
+    whose streams and math overlap imperfectly (2^(1/q) x the max where they
+    are equal). Gradient-safe in q and where a side is 0."""
+    on = q > 0
+    return jnp.where(on, smooth_max(a, b, jnp.where(on, q, 1.0)), jnp.maximum(a, b))
 
 
 def combine(compute, memory, comm, p=None):

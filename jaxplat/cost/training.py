@@ -107,7 +107,7 @@ from jaxplat.cost.inference import DEFAULT_SHARPNESS, row_components
 from jaxplat.cost.memory import capacity_bytes
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.opkind import OpKind, kind_mask, names_mask
-from jaxplat.cost.roofline import combine, safe_div
+from jaxplat.cost.roofline import safe_div
 from jaxplat.cost.training_comm import dp_comm, micro_batch_comm
 from jaxplat.cost.training_moe import (
     MOE_EXPERT_HOST_S,
@@ -505,7 +505,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     # The clock the chip's power limit leaves it (energy.clock_share), from the forward's dynamic power at the
     # rated clock; the backward and recompute run the same rows. Memory and network keep their own clocks.
     e_fwd = energy.dynamic_energy(dataclasses.replace(t, count=w), hw, wl, opts, 1.0, 0.0)
-    core = lambda c: efficiency.attention_overlap(t, hw, opts, c, m0, combine(c, m0, 0.0, p))  # noqa: E731
+    core = lambda c: efficiency.row_cores(t, hw, opts, c, m0, p)  # noqa: E731
     clock = energy.clock_share(e_fwd, jnp.sum(w * core(c0)), hw, 1.0, twl.power_cap_w)
     fwd = core(c0 / clock)  # [rows] s, one execution
     attn = jnp.asarray(efficiency.attention_mask(t))

@@ -16,10 +16,9 @@ import numpy as np
 
 from jaxplat.cost import OpTable, build_table, energy, evaluate, iteration_overhead, memory, row_components, safe_div
 from jaxplat.cost.dtypes import computed_workload
-from jaxplat.cost.efficiency import attention_overlap, host_time, with_host
+from jaxplat.cost.efficiency import host_time, row_cores, with_host
 from jaxplat.cost.inference import pipeline_round
 from jaxplat.cost.operators import NUMERIC, OpKind, kind_mask
-from jaxplat.cost.roofline import combine
 from jaxplat.cost.stages import microbatching, stage_paths
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, replace
 from jaxplat.serving.footprint import activation_reserve
@@ -209,7 +208,7 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
     prices = memory.byte_prices(table, hw, wl0, wl0.output, opts.hierarchy)
     c0, _, m0, _, comm = row_components(table, hw, wl0, opts, prices=prices)
     p = None if not opts.smooth else 20.0
-    t = attention_overlap(table, hw, opts, c0, m0, combine(c0, m0, 0.0, p)) + comm
+    t = row_cores(table, hw, opts, c0, m0, p) + comm
     kernels = pipeline_round(jnp.sum(table.count * t), nmb * jnp.sum(table.stage * t), p)
     if opts.conv.power_limit:
         # Held to the chips' TDP, as `evaluate`'s phases are (energy.clock_share): the replica's
