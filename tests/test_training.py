@@ -17,9 +17,10 @@ import pytest
 from helpers import TRAIN_FLAGS, compile_events, sweep_training_study, train_argv
 
 from jaxplat.cli.app import main
+from jaxplat.cost.attention_kernels import ATTENTION_KERNELS
 from jaxplat.cost.training import TrainOptions, TrainWorkload, train_step
 from jaxplat.cost.training_memory import activation_per_layer
-from jaxplat.model import Parallel, hardware_from_dict, model_from_config, replace
+from jaxplat.model import Parallel, hardware_from_dict, load_hardware, load_model, model_from_config, replace
 
 CONFIG = {"model_type": "llama", "num_hidden_layers": 8, "hidden_size": 64, "num_attention_heads": 4,
           "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 4096,
@@ -383,6 +384,8 @@ def specs(tmp_path_factory):
     (["--chips", "1", "--dtype", "fp16"], "--dtype 'fp16' is not one of bf16, fp8, fp4, int8"),
     (["--chips", "1", "--dtype", "FP8"], "--dtype 'FP8' is not one of bf16, fp8, fp4, int8 (did you mean 'fp8'?)"),
     (["--chips", "1", "--sp", "dtensor"], "--sp 'dtensor' is not one of regather, saved, off"),
+    (["--chips", "1", "--attention-kernel", "fa3"],
+     "--attention-kernel 'fa3' is not one of native, fa2, triton (did you mean 'fa2'?)"),
     (["--chips", "1", "--sp", "regathr"],
      "--sp 'regathr' is not one of regather, saved, off (did you mean 'regather'?)"),
     (["--chips", "3", "--tp", "3"], "--tp 3 does not divide the model's 4 attention heads; e.g. --tp 1, 2, 4"),
@@ -426,6 +429,32 @@ def test_cli_sequence_parallel_modes(specs, capsys):
     assert out["regather"]["memory_bytes"] < out["saved"]["memory_bytes"] < out["off"]["memory_bytes"]
     assert main([*args, "--sp", "saved"]) == 0
     assert "sequence parallelism saved" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_cli_attention_kernel_is_the_step_of_its_speeds(specs, capsys):
+    """--attention-kernel fa2 is train_step with FlashAttention-2's forward and
+    backward speeds on Hopper (cost.attention_kernels), slower than the chip's
+    own kernel by its attention rows only; the header and JSON name it."""
+    cfg, chip, _ = specs
+    args = ["train", "--model", cfg, "--hardware", chip, "--chips", "1", "--global-batch", "2", "--micro-batch", "2",
+            "--seq", "128"]
+    out = {}
+    for kernel in ("native", "fa2"):
+        assert main([*args, "--attention-kernel", kernel, "--json"]) == 0
+        out[kernel] = json.loads(capsys.readouterr().out)
+        assert out[kernel]["attention_kernel"] == kernel
+    model, hw = load_model(cfg), load_hardware(chip)  # as the command reads them
+    speed, backward = ATTENTION_KERNELS["fa2"]
+    twl = TrainWorkload(global_batch=2.0, micro_batch=2.0, seq=128.0, attention_kernel_speed=speed,
+                        attention_backward_speed=backward)
+    np.testing.assert_allclose(out["fa2"]["step_time_s"], float(train_step(model, hw, Parallel(), twl).step_time_s),
+                               rtol=1e-5)
+    assert out["fa2"]["phases_s"]["forward"] > out["native"]["phases_s"]["forward"]
+    assert out["fa2"]["phases_s"]["optimizer"] == out["native"]["phases_s"]["optimizer"]
+    assert main(args) == 0
+    assert "attention kernel fa2" not in capsys.readouterr().out
+    assert main([*args, "--attention-kernel", "fa2"]) == 0
+    assert "attention kernel fa2" in capsys.readouterr().out.splitlines()[0]
 
 
 def test_cli_json_and_infeasible(specs, capsys):

@@ -25,12 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from jaxplat.cost.attention_kernels import (
-    FA2_BACKWARD_ON_HOPPER,
-    FA2_ON_HOPPER,
-    FA_TRITON_BACKWARD_ON_AMPERE,
-    FA_TRITON_ON_AMPERE,
-)
+from jaxplat.cost.attention_kernels import ATTENTION_KERNELS
 from jaxplat.cost.training import TrainOptions, TrainWorkload, fold_experts
 from jaxplat.model import Options, Parallel, load_hardware, load_model, replace
 from jaxplat.specs.units import DTYPES
@@ -275,20 +270,19 @@ def attention_kernel(row) -> tuple[float, float]:
     H100 runs install flash-attn 2.4.2
     (scripts/train/benchmarking/submit_benchmarks.py, `pip install
     flash-attn==2.4.2`, extras gpu-flash2): FlashAttention-2 on Hopper
-    (FA2_ON_HOPPER, FA2_BACKWARD_ON_HOPPER); its A100 tables were made with
-    the script's earlier default `--attn_impl triton` (Triton
-    FlashAttention: FA_TRITON_ON_AMPERE, FA_TRITON_BACKWARD_ON_AMPERE).
+    (`ATTENTION_KERNELS["fa2"]`); its A100 tables were made with the
+    script's earlier default `--attn_impl triton` (Triton FlashAttention:
+    `ATTENTION_KERNELS["triton"]`).
     TorchTitan calls PyTorch's scaled_dot_product_attention, whose flash
     backend is FlashAttention-2 (on H100 as LLM Foundry's). Megatron/NeMo
     run Transformer Engine's cuDNN fused attention, written for the chip:
-    (1, 1)."""
+    "native", (1, 1)."""
     fam, chip = family(row["source"]), row["chip"]
-    hopper_fa2 = (FA2_ON_HOPPER, FA2_BACKWARD_ON_HOPPER)
     if fam == "LLM Foundry":
-        return hopper_fa2 if chip.startswith("H100") else (FA_TRITON_ON_AMPERE, FA_TRITON_BACKWARD_ON_AMPERE)
+        return ATTENTION_KERNELS["fa2" if chip.startswith("H100") else "triton"]
     if fam == "TorchTitan" and chip.startswith("H100"):
-        return hopper_fa2
-    return 1.0, 1.0
+        return ATTENTION_KERNELS["fa2"]
+    return ATTENTION_KERNELS["native"]
 
 
 def grad_comm_bytes(row) -> float:

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from jaxplat.cli import compiled
+from jaxplat.cost.attention_kernels import ATTENTION_KERNELS
 from jaxplat.cost.training import (
     COMM_NAMES,
     MOE_DISPATCHERS,
@@ -72,6 +73,12 @@ def register(sub):
                         "seconds per MoE layer and per expert the chip holds (software: Megatron-Core's eager stack, "
                         f"fitted: default {MOE_LAYER_HOST_S:g},{MOE_EXPERT_HOST_S:g}; 0,0 for a stack that "
                         "captures its MoE layers in graphs)")
+    p.add_argument("--attention-kernel", default="native",
+                   help=f"the stack's attention kernel, one of {', '.join(ATTENTION_KERNELS)}: native is the chip's "
+                        "own (Transformer Engine's cuDNN attention, FlashAttention-3 on Hopper), fa2 FlashAttention-2 "
+                        "as it runs on Hopper (PyTorch's scaled_dot_product_attention: TorchTitan, LLM Foundry), "
+                        "triton Triton's FlashAttention as it runs on Ampere; their rates over the chip's own, "
+                        "forward and backward, are cost.attention_kernels' (default native)")
     p.add_argument("--zero", default="0", help="ZeRO stage 0..3 (1 = Megatron's distributed optimizer, 3 = FSDP)")
     p.add_argument("--dp-shard", type=int, default=0,
                    help="hybrid sharding (PyTorch HSDP, TorchTitan's dp_shard): the ZeRO states sharded over groups "
@@ -136,6 +143,7 @@ def validate(args, model) -> int:
     moe_host(args)
     choice("--moe-dispatcher", args.moe_dispatcher, MOE_DISPATCHERS)
     choice("--sp", args.sp, SP_MODES)
+    choice("--attention-kernel", args.attention_kernel, ATTENTION_KERNELS)
     choice("--zero", args.zero, ZERO)
     for flag in SHARE_FLAGS:
         v = getattr(args, flag)
@@ -218,6 +226,8 @@ def train_workload(args, hw) -> TrainWorkload:
                          dp_shard=float(args.dp_shard),
                          bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=block,
                          ep_overlap=float(args.ep_overlap),
+                         **dict(zip(("attention_kernel_speed", "attention_backward_speed"),
+                                    ATTENTION_KERNELS[args.attention_kernel])),
                          **dict(zip(("moe_layer_host_s", "moe_expert_host_s"), moe_host(args))),
                          **{f"recompute_{mod}": 1.0 for mod in recompute_modules(args)})
 
@@ -262,6 +272,7 @@ def run(args) -> int:
         out = {k: (bool(getattr(m, k)) if k == "fits" else float(getattr(m, k))) for k in JSON_KEYS}
         out.update(model=args.model, hardware=args.hardware, chips=args.chips, dp=dp,
                    etp=args.tp if args.etp is None else args.etp, moe_dispatcher=args.moe_dispatcher, sp=args.sp,
+                   attention_kernel=args.attention_kernel,
                    recompute_modules=recompute_modules(args),
                    microbatches=float(m.microbatches),
                    bubble_fraction=float(m.bubble_fraction), capacity_bytes=float(m.capacity_bytes),
@@ -279,13 +290,16 @@ def run(args) -> int:
 
 
 def _options(args) -> str:
-    """The header's non-default options: the overlap shares (SHARE_FLAGS), the MoE dispatcher, --sp."""
+    """The header's non-default options: the overlap shares (SHARE_FLAGS), the MoE dispatcher, --sp,
+    the attention kernel, the MoE host time."""
     names = {"overlap": "TP/PP overlap", "ep_overlap": "EP overlap"}
     parts = [f"{names[f]} {getattr(args, f):g}" for f in SHARE_FLAGS if getattr(args, f)]
     if args.moe_dispatcher != "alltoall":
         parts.append(f"MoE dispatcher {args.moe_dispatcher}")
     if args.sp != "regather":
         parts.append(f"sequence parallelism {args.sp}")
+    if args.attention_kernel != "native":
+        parts.append(f"attention kernel {args.attention_kernel}")
     if moe_host(args) != (MOE_LAYER_HOST_S, MOE_EXPERT_HOST_S):
         parts.append(f"MoE host {args.moe_host} s")
     return "".join(f", {p}" for p in parts)

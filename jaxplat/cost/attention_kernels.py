@@ -23,3 +23,9 @@ FA_TRITON_ON_AMPERE = 1.76 / 3.50
 # (experiments/training/fit_attention_backward.py; the split declared in data/measured/training_split.yaml first).
 FA2_BACKWARD_ON_HOPPER = 0.55
 FA_TRITON_BACKWARD_ON_AMPERE = 0.70
+# (attention_kernel_speed, attention_backward_speed) of each training attention kernel (`jaxplat train
+# --attention-kernel`): the chip's own (Transformer Engine's cuDNN attention, FlashAttention-3 on Hopper); an
+# older FlashAttention-2 as measured on Hopper (PyTorch's scaled_dot_product_attention, flash-attn 2.x); Triton's
+# FlashAttention as measured on Ampere.
+ATTENTION_KERNELS = {"native": (1.0, 1.0), "fa2": (FA2_ON_HOPPER, FA2_BACKWARD_ON_HOPPER),
+                     "triton": (FA_TRITON_ON_AMPERE, FA_TRITON_BACKWARD_ON_AMPERE)}
