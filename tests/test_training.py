@@ -334,6 +334,25 @@ def test_a_training_study_sweeps_hybrid_sharding(tmp_path, capsys):
         np.testing.assert_allclose(got["step_time_s"], r["step_time_s"], rtol=1e-5)
 
 
+def test_a_training_study_runs_its_attention_kernel(tmp_path, capsys):
+    """options.attention_kernel: fa2 prices every configuration with
+    FlashAttention-2's speeds (slower than the chip's own kernel at 8k tokens)
+    and its top rows' `jaxplat train` commands name the kernel and give the
+    same step time."""
+    from jaxplat.search.train_study import load_study, train_command
+    study = dict(name="fa2", task="train", models=["llama-3.1-8b"], hardware="dgx-h100-pod",
+                 axes=dict(chips=[64], tp=[1, 2], zero=[1, 3], global_batch=[64], seq=[8192]),
+                 objective={"maximize": "tokens_per_s_per_chip"}, top_k=4)
+    path, top = sweep_training_study(tmp_path, {**study, "options": {"attention_kernel": "fa2"}}, capsys)
+    st = load_study(path)
+    for _, r in top.iterrows():
+        assert " --attention-kernel fa2" in train_command(st, r)
+        assert main(train_argv("llama-3.1-8b", "dgx-h100-pod", r) + ["--attention-kernel", "fa2"]) == 0
+        np.testing.assert_allclose(json.loads(capsys.readouterr().out)["step_time_s"], r["step_time_s"], rtol=1e-5)
+    assert main(train_argv("llama-3.1-8b", "dgx-h100-pod", top.iloc[0])) == 0  # the chip's own kernel
+    assert json.loads(capsys.readouterr().out)["step_time_s"] < 0.95 * float(top["step_time_s"].iloc[0])
+
+
 def test_gradient_matches_finite_differences(model, hw):
     """d step / d (scale of peak FLOP/s, memory bandwidth, network bandwidth)
     at 1, by jax.grad and by central differences (a vmapped forward)."""

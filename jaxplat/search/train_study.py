@@ -40,6 +40,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from jaxplat.cost.attention_kernels import ATTENTION_KERNELS
 from jaxplat.cost.training import (
     MOE_DISPATCHERS,
     RECOMPUTE,
@@ -152,6 +153,7 @@ class TrainStudy(Study):
     task: str = "train"
     tokens: float = 0.0
     train_options: TrainOptions = TrainOptions()
+    attention_kernel: str = "native"  # options.attention_kernel: its speeds are in the base workload
 
 
 def measure(model, hw, par, twl, chips_eq, st):
@@ -257,10 +259,11 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
         raise SpecError(f"{src}: axes must be a mapping of axis name to a list or range")
     check_keys(src, "axes.", axes_raw, TRAIN_AXES + _HARDWARE_AXES, required=REQUIRED_AXES)
     opts = d.get("options", {}) or {}
-    check_keys(src, "options.", opts, ("schedule", "moe_dispatcher", "sp"))
+    check_keys(src, "options.", opts, ("schedule", "moe_dispatcher", "sp", "attention_kernel"))
     schedule = choice(f"{src}: options.schedule", opts.get("schedule", "1f1b"), SCHEDULES)
     dispatcher = choice(f"{src}: options.moe_dispatcher", opts.get("moe_dispatcher", "alltoall"), MOE_DISPATCHERS)
     sp = choice(f"{src}: options.sp", opts.get("sp", "regather"), SP_MODES)
+    kernel = choice(f"{src}: options.attention_kernel", opts.get("attention_kernel", "native"), ATTENTION_KERNELS)
     c = d.get("constraints", {}) or {}
     check_keys(src, "constraints.", c, ("max_chips", "max_memory_fraction"))
     obj = d["objective"]
@@ -285,8 +288,10 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     train_axes = tuple(_axis(src, k, given[k]) for k in TRAIN_AXES if k in given)
     outer = st.outer + train_axes
     group_by = infer.group_by_index(src, d.get("group_by"), outer)
-    base_twl = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0, tokens=tokens)
+    speeds = dict(zip(("attention_kernel_speed", "attention_backward_speed"), ATTENTION_KERNELS[kernel]))
+    base_twl = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0, tokens=tokens, **speeds)
     study = TrainStudy(**{f.name: getattr(st, f.name) for f in dataclasses.fields(Study)}, tokens=tokens,
+                       attention_kernel=kernel,
                        train_options=TrainOptions(schedule=schedule, moe_dispatcher=dispatcher, **sp_options(sp)))
     study = dataclasses.replace(study, outer=outer, workloads=(base_twl,), workload_names=("train",),
                                 objective=objective, maximize=sense == "maximize", pareto=tuple(pareto),
@@ -328,6 +333,8 @@ def train_command(study, row) -> str:
         flags += f" --moe-dispatcher {topts.moe_dispatcher}"
     if sp_mode(topts) != "regather":
         flags += f" --sp {sp_mode(topts)}"
+    if getattr(study, "attention_kernel", "native") != "native":
+        flags += f" --attention-kernel {study.attention_kernel}"
     model, chip = row.get("model", study.model_names[0]), row.get("hardware", study.hardware_name)
     note = " (on the base chip: hardware axes are not flags of jaxplat train)" if study.inner else ""
     return f"jaxplat train --model {model} --hardware {chip} {flags}{note}"
