@@ -42,9 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from jaxplat.design.calibration import predict_one
 from jaxplat.design.measured import read_rows, row_hardware, row_inputs
-from jaxplat.model import load_calibration, load_model, load_software
-from jaxplat.model.hardware_spec import hardware_from_dict
-from jaxplat.specs import read_yaml, resolve
+from jaxplat.model import load_calibration, load_model
 
 DEFAULT_FILE = ROOT / "specs/calibration/default.yaml"
 STACKS = ("own", "default")
@@ -84,13 +82,8 @@ def _hardware(row, cal, stack, cache: dict):
     """A row's Hardware on `stack`, built once per chip, engine and stack (`cache`)."""
     key = (row.hardware, row.engine if stack == "own" else "", stack)
     if key not in cache:
-        if stack == "default":  # what `estimate` gives once `cal` is the shipped file: its values as defaults
-            path = resolve("hardware", row.hardware)
-            d = read_yaml(path)
-            d.setdefault("name", path.stem)
-            cache[key] = hardware_from_dict(d, src=str(path), defaults=cal, software=load_software("graph-captured"))
-        else:
-            cache[key] = row_hardware(row, cal)
+        # "default": what `estimate` gives once `cal` is the shipped file (its values beneath the stack's fixed costs)
+        cache[key] = row_hardware(row, cal, "graph-captured" if stack == "default" else None)
     return cache[key]
 
 

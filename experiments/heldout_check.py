@@ -33,7 +33,6 @@ shipped one) unless --engine names another (`--engine graph-captured`:
 """
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -44,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from jaxplat.design import calibration as cal  # noqa: E402
 from jaxplat.design.measured import read_rows  # noqa: E402
-from jaxplat.model import default_calibration, load_calibration  # noqa: E402
+from jaxplat.model import load_calibration  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 
 DATA = ROOT / "data" / "measured" / "heldout_rows.csv"
@@ -73,9 +72,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rows = read_rows(args.data)
     calib = load_calibration(args.calibration) if args.calibration else None
-    if args.engine:  # the calibration's fractions, on another stack's fixed costs
-        calib = dataclasses.replace(calib or default_calibration(), software=args.engine)
-    pred = cal.Predictor(rows, cal.DEFAULT_FIT, calibration=calib)
+    # --engine: as `estimate --engine` runs, the calibration's fractions beneath that stack's fixed costs
+    pred = cal.Predictor(rows, cal.DEFAULT_FIT, calibration=calib, software=args.engine)
     p = np.asarray(pred.predict(cal.z_of(pred, pred.base)), float)
     m = np.array([r.value for r in rows])
     ratio = p / m

@@ -187,10 +187,10 @@ class Predictor:
     in `engines`, as factors "name@engine" on the global value for the rows
     whose `engine` column is that engine or has it among its "+" parts (a
     row of "vllm-0.7+rocm" takes the product of both factors; `names` lists
-    the globals, then the factors).
+    the globals, then the factors); `software` as `row_hardware` takes it.
     """
 
-    def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None, engine_fit=(), engines=()):
+    def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None, engine_fit=(), engines=(), software=None):
         unknown = [n for n in names if n not in BOUNDS] + [n for n in engine_fit if n not in names]
         if unknown:
             raise SpecError(f"--fit / --engine-fit: cannot fit {unknown[0]!r}; "
@@ -213,7 +213,7 @@ class Predictor:
         self.groups = []
         for (model_name, kind), idx in by.items():
             model = load_model(model_name)
-            hw, par, wl, srv = (_stack(t) for t in zip(*(row_pytrees(self.configs[i], calibration) for i in idx)))
+            hw, par, wl, srv = map(_stack, zip(*(row_pytrees(self.configs[i], calibration, software) for i in idx)))
             amount = jnp.array([self.configs[i].amount for i in idx], jnp.float32)
             offline = jnp.array([self.configs[i].load == "offline" for i in idx])
             slots = (jnp.zeros_like(amount) if kind == "batch" else

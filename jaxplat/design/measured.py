@@ -35,8 +35,9 @@ from jaxplat.model import (
     load_software,
     workload_from_dict,
 )
+from jaxplat.model.hardware_spec import hardware_from_dict
 from jaxplat.serving import serving
-from jaxplat.specs import SpecError, dtype_triple
+from jaxplat.specs import SpecError, dtype_triple, read_yaml, resolve
 
 REQUIRED = ("model", "hardware", "tp", "pp", "ep", "moe_ep", "dp", "dtype", "prompt", "output", "batch",
             "concurrency", "rate", "offline", "metric", "value")
@@ -174,12 +175,20 @@ def read_rows(path) -> list[Row]:
     return rows
 
 
-def row_hardware(row: Row, calibration=None):
+def row_hardware(row: Row, calibration=None, software=None):
     """The Hardware of a row: its chip, with `calibration`'s (default: the
     shipped one's) efficiency as run by the row's engine (each of its "+"
     parts) where the calibration has values for it (Calibration.for_engine).
-    Depends on the row's chip and engine only."""
+    With `software` (a stack's name or file), the row runs as `estimate
+    --engine` runs it instead: the calibration's values beneath that stack's
+    fixed costs, no engine's own values. Depends on the row's chip and engine
+    only."""
     cal = calibration if calibration is not None else default_calibration()
+    if software is not None:
+        path = resolve("hardware", row.hardware)
+        d = read_yaml(path)
+        d.setdefault("name", path.stem)
+        return hardware_from_dict(d, src=str(path), defaults=cal, software=load_software(software))
     if cal is not None and any(e in cal.engines for e in engine_parts(row.engine)):
         calibration = cal.for_engine(row.engine)
     # A calibration's rows run on the software stack its fixed costs were fitted with.
@@ -199,9 +208,9 @@ def row_inputs(row: Row):
     return par, wl, srv
 
 
-def row_pytrees(row: Row, calibration=None):
+def row_pytrees(row: Row, calibration=None, software=None):
     """(Hardware, Parallel, Workload, Serving) of a row (`row_hardware`, `row_inputs`)."""
-    return (row_hardware(row, calibration), *row_inputs(row))
+    return (row_hardware(row, calibration, software), *row_inputs(row))
 
 
 __all__ = ["LOADS", "METRICS", "OPTIONAL", "REQUIRED", "Row", "read_rows", "row_hardware", "row_inputs", "row_pytrees"]
