@@ -513,8 +513,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     bwd_factor = jnp.where(attn > 0, BACKWARD_ATTENTION, jnp.where(lookup > 0, BACKWARD_LOOKUP, BACKWARD_GEMM))
     # [rows] s, one backward before its efficiency: the rows' factor, except the score rows' exponentials (once)
     exps = exp_times(t, hw, opts)[0] / clock
-    bwd_speed = jnp.where(attn > 0, jnp.clip(twl.attention_backward_speed, 0.05, 1.0), 1.0)
-    bwd = bwd_factor * (fwd - exps) / bwd_speed + BACKWARD_EXP * exps
+    attn_speed = jnp.clip(twl.attention_backward_speed, 0.05, 1.0)
+    bwd = bwd_factor * (fwd - exps) / jnp.where(attn > 0, attn_speed, 1.0) + BACKWARD_EXP * exps
     once = jnp.asarray(names_mask(t, [n for n, g in zip(t.names, t.groups) if g in ("embedding", "lm_head")]))
     r_full = jnp.where(twl.recompute >= 1.5, 1.0, 0.0)
     r_sel = jnp.where((twl.recompute >= 0.5) & (twl.recompute < 1.5), 1.0, 0.0)
@@ -526,7 +526,8 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     t_scale = _scaling_time(t, hw, twl, w) * (1.0 + r_full * 0.5)  # full recompute casts the inputs again
 
     gemms = (fwd, bwd / jnp.clip(twl.backward_efficiency, 0.1, 1.0))  # [rows] s per execution
-    comm = micro_batch_comm(t, hw, par, w, r_full, options, p, (attn_fwd, BACKWARD_ATTENTION * attn_fwd),
+    attn_bwd = BACKWARD_ATTENTION * attn_fwd / attn_speed  # beside which the CP ring's backward sends run
+    comm = micro_batch_comm(t, hw, par, w, r_full, options, p, (attn_fwd, attn_bwd),
                             (t_fwd, t_bwd, t_rec), gemms, twl.ep_overlap, model.top_k)
     dense, expert = _params(t, par, twl)
     dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
