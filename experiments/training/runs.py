@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from jaxplat.cost.attention_kernels import ATTENTION_KERNELS
+from jaxplat.cost.attention_kernels import kernel_fields
 from jaxplat.cost.training import TrainOptions, TrainWorkload, fold_experts
 from jaxplat.model import Options, Parallel, load_hardware, load_model, replace
 from jaxplat.specs.units import DTYPES
@@ -264,25 +264,23 @@ def train_options(row) -> TrainOptions:
     return TrainOptions(sp_regather=regather, moe_dispatcher=moe_dispatcher(row))
 
 
-def attention_kernel(row) -> tuple[float, float]:
-    """(TrainWorkload.attention_kernel_speed, attention_backward_speed) of a
-    row's software stack, from its published configuration: LLM Foundry's
-    H100 runs install flash-attn 2.4.2
-    (scripts/train/benchmarking/submit_benchmarks.py, `pip install
+def attention_kernel(row) -> str:
+    """The ATTENTION_KERNELS name of a row's software stack, from its
+    published configuration: LLM Foundry's H100 runs install flash-attn
+    2.4.2 (scripts/train/benchmarking/submit_benchmarks.py, `pip install
     flash-attn==2.4.2`, extras gpu-flash2): FlashAttention-2 on Hopper
-    (`ATTENTION_KERNELS["fa2"]`); its A100 tables were made with the
-    script's earlier default `--attn_impl triton` (Triton FlashAttention:
-    `ATTENTION_KERNELS["triton"]`).
-    TorchTitan calls PyTorch's scaled_dot_product_attention, whose flash
-    backend is FlashAttention-2 (on H100 as LLM Foundry's). Megatron/NeMo
-    run Transformer Engine's cuDNN fused attention, written for the chip:
-    "native", (1, 1)."""
+    ("fa2"); its A100 tables were made with the script's earlier default
+    `--attn_impl triton` (Triton FlashAttention: "triton"). TorchTitan calls
+    PyTorch's scaled_dot_product_attention, whose flash backend is
+    FlashAttention-2 (on H100 as LLM Foundry's). Megatron/NeMo run
+    Transformer Engine's cuDNN fused attention, written for the chip:
+    "native"."""
     fam, chip = family(row["source"]), row["chip"]
     if fam == "LLM Foundry":
-        return ATTENTION_KERNELS["fa2" if chip.startswith("H100") else "triton"]
+        return "fa2" if chip.startswith("H100") else "triton"
     if fam == "TorchTitan" and chip.startswith("H100"):
-        return ATTENTION_KERNELS["fa2"]
-    return ATTENTION_KERNELS["native"]
+        return "fa2"
+    return "native"
 
 
 def grad_comm_bytes(row) -> float:
@@ -386,16 +384,15 @@ def inputs(row):
     if deg["ep"] % fold or deg["dp"] % (deg["ep"] // fold):
         return "ep does not divide dp (expert parallelism across tp ranks)"
     act, dtype, block = recipe(row["dtype"], row["chip"])
-    attn_fwd, attn_bwd = attention_kernel(row)
     par = fold_experts(Parallel(tp=deg["tp"], pp=deg["pp"], vp=deg["vp"], cp=deg["cp"], ep=deg["ep"], dp=deg["dp"],
                                 overlap=overlap(row)), etp)
     twl = TrainWorkload(global_batch=global_batch, micro_batch=micro_batch,
                         seq=seq, recompute=recompute_code(row["recompute"]), zero=zero_stage(row),
                         bytes_act=act, compute_dtype=float(DTYPES.index(dtype)), scale_block=block,
                         bytes_grad_comm=grad_comm_bytes(row), dropout=dropout(row),
-                        attention_kernel_speed=attn_fwd,
-                        attention_backward_speed=attn_bwd, power_cap_w=power_cap(row["chip"]),
-                        ep_overlap=ep_overlap(row), **recompute_modules(row))
+                        power_cap_w=power_cap(row["chip"]),
+                        ep_overlap=ep_overlap(row), **kernel_fields(attention_kernel(row)),
+                        **recompute_modules(row))
     return model, hw, par, twl, train_options(row)
 
 

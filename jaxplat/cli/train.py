@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from jaxplat.cli import compiled
-from jaxplat.cost.attention_kernels import ATTENTION_KERNELS
+from jaxplat.cost.attention_kernels import ATTENTION_KERNELS, kernel_fields
 from jaxplat.cost.training import (
     COMM_NAMES,
     MOE_DISPATCHERS,
@@ -226,8 +226,7 @@ def train_workload(args, hw) -> TrainWorkload:
                          dp_shard=float(args.dp_shard),
                          bytes_act=recipe[0], compute_dtype=float(dtypes.index(recipe[1])), scale_block=block,
                          ep_overlap=float(args.ep_overlap),
-                         **dict(zip(("attention_kernel_speed", "attention_backward_speed"),
-                                    ATTENTION_KERNELS[args.attention_kernel])),
+                         **kernel_fields(args.attention_kernel),
                          **dict(zip(("moe_layer_host_s", "moe_expert_host_s"), moe_host(args))),
                          **{f"recompute_{mod}": 1.0 for mod in recompute_modules(args)})
 

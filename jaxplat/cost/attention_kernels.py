@@ -29,3 +29,8 @@ FA_TRITON_BACKWARD_ON_AMPERE = 0.70
 # FlashAttention as measured on Ampere.
 ATTENTION_KERNELS = {"native": (1.0, 1.0), "fa2": (FA2_ON_HOPPER, FA2_BACKWARD_ON_HOPPER),
                      "triton": (FA_TRITON_ON_AMPERE, FA_TRITON_BACKWARD_ON_AMPERE)}
+
+
+def kernel_fields(name: str) -> dict:
+    """{TrainWorkload field: value} of an ATTENTION_KERNELS name: its two speeds."""
+    return dict(zip(("attention_kernel_speed", "attention_backward_speed"), ATTENTION_KERNELS[name]))

@@ -35,9 +35,8 @@ from jaxplat.model import (
     load_software,
     workload_from_dict,
 )
-from jaxplat.model.hardware_spec import hardware_from_dict
 from jaxplat.serving import serving
-from jaxplat.specs import SpecError, dtype_triple, read_yaml, resolve
+from jaxplat.specs import SpecError, dtype_triple
 
 REQUIRED = ("model", "hardware", "tp", "pp", "ep", "moe_ep", "dp", "dtype", "prompt", "output", "batch",
             "concurrency", "rate", "offline", "metric", "value")
@@ -185,10 +184,7 @@ def row_hardware(row: Row, calibration=None, software=None):
     only."""
     cal = calibration if calibration is not None else default_calibration()
     if software is not None:
-        path = resolve("hardware", row.hardware)
-        d = read_yaml(path)
-        d.setdefault("name", path.stem)
-        return hardware_from_dict(d, src=str(path), defaults=cal, software=load_software(software))
+        return load_hardware(row.hardware, software=load_software(software), defaults=cal)
     if cal is not None and any(e in cal.engines for e in engine_parts(row.engine)):
         calibration = cal.for_engine(row.engine)
     # A calibration's rows run on the software stack its fixed costs were fitted with.

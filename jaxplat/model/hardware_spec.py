@@ -313,12 +313,14 @@ def network_level_names(name_or_path) -> list[str]:
     return [str(lv.get("name", f"level {i}")) for i, lv in enumerate(nets)]
 
 
-def load_hardware(name_or_path, calibration: Calibration | None = None, software: Software | None = None) -> Hardware:
+def load_hardware(name_or_path, calibration: Calibration | None = None, software: Software | None = None,
+                  defaults: Calibration | None = None) -> Hardware:
     """Load a built-in chip by name (e.g. 'h100-sxm') or a YAML/JSON file.
 
-    Efficiency parameters the spec leaves out come from the shipped
-    calibration (specs/calibration/default.yaml); `calibration` (a file from
-    `jaxplat calibrate`) overrides them all. The fixed costs of the software
+    Efficiency parameters the spec leaves out come from `defaults` (default:
+    the shipped calibration, specs/calibration/default.yaml), beneath the
+    software stack's; `calibration` (a file from `jaxplat calibrate`)
+    overrides them all. The fixed costs of the software
     stack come from `software` (specs/software), else the one `calibration`
     was fitted with, else the chip's default (`graph-captured`, or
     `dataflow` for a chip whose spec says `execution: dataflow`).
@@ -328,8 +330,8 @@ def load_hardware(name_or_path, calibration: Calibration | None = None, software
     d.setdefault("name", path.stem)
     if isinstance(d, dict) and any(k in d for k in ("flops", "compute", "tdp_w")) and is_flat(d, str(path)):
         note_flat(path)
-    return hardware_from_dict(d, src=str(path), calibration=calibration, defaults=default_calibration(),
-                              software=software)
+    return hardware_from_dict(d, src=str(path), calibration=calibration,
+                              defaults=default_calibration() if defaults is None else defaults, software=software)
 
 
 def chip_software_stack(name_or_path, software: Software | None = None,

@@ -40,7 +40,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.cost.attention_kernels import ATTENTION_KERNELS
+from jaxplat.cost.attention_kernels import ATTENTION_KERNELS, kernel_fields
 from jaxplat.cost.training import (
     MOE_DISPATCHERS,
     RECOMPUTE,
@@ -288,8 +288,7 @@ def train_study_from_dict(d: dict, src="study", calibration=None, software=None)
     train_axes = tuple(_axis(src, k, given[k]) for k in TRAIN_AXES if k in given)
     outer = st.outer + train_axes
     group_by = infer.group_by_index(src, d.get("group_by"), outer)
-    speeds = dict(zip(("attention_kernel_speed", "attention_backward_speed"), ATTENTION_KERNELS[kernel]))
-    base_twl = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0, tokens=tokens, **speeds)
+    base_twl = TrainWorkload(global_batch=1.0, micro_batch=1.0, seq=1.0, tokens=tokens, **kernel_fields(kernel))
     study = TrainStudy(**{f.name: getattr(st, f.name) for f in dataclasses.fields(Study)}, tokens=tokens,
                        attention_kernel=kernel,
                        train_options=TrainOptions(schedule=schedule, moe_dispatcher=dispatcher, **sp_options(sp)))
