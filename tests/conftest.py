@@ -28,10 +28,20 @@ import pytest  # noqa: E402
 
 import jaxplat as jp  # noqa: E402
 
-# JAXPLAT_TEST_CACHE_DIR: keep every compiled program on disk there (JAX's persistent compilation
-# cache), so that a rerun, or a CI job that restores the directory, skips most compiles.
-if os.environ.get("JAXPLAT_TEST_CACHE_DIR"):
-    jax.config.update("jax_compilation_cache_dir", os.environ["JAXPLAT_TEST_CACHE_DIR"])
+
+@pytest.hookimpl(trylast=True)  # after pytest's tmpdir plugin has made config._tmp_path_factory
+def pytest_configure(config):
+    """JAX's persistent compilation cache, for every compiled program: in JAXPLAT_TEST_CACHE_DIR when
+    set (kept, so that a rerun, or a CI job that restores the directory, skips most compiles), else in
+    the session's temporary directory, shared by its xdist workers and removed with it by pytest's
+    retention. Tests build the same program under different closures (a fresh `jax.jit(lambda ...)`,
+    one worker and then the other), which JAX's in-memory caches do not see as one: the suite's CPU
+    time fell by 54 s of 930 with it (2026-12-06). Set here, before the first compile."""
+    cache = os.environ.get("JAXPLAT_TEST_CACHE_DIR")
+    if not cache:
+        base = config._tmp_path_factory.getbasetemp()  # a worker's is popen-gwN in the session's
+        cache = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xla-cache")
+    jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
