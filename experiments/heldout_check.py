@@ -24,7 +24,11 @@ other: per-chip throughput ratios of every two chips that ran the same
 benchmark (model, ISL/OSL) on the TensorRT-LLM 1.0 page, predicted over
 measured, per pair of chips (`calibration.chip_ratio_errors`).
 
-    .venv/bin/python experiments/heldout_check.py [--calibration FILE] [--engine STACK] [--rows]
+    .venv/bin/python experiments/heldout_check.py [--calibration FILE] [--engine STACK] [--rows] [--by-length]
+
+--by-length adds, for the TensorRT-LLM 1.0 pages, the median ratio per
+ISL/OSL for dense and for MoE models side by side: where the error sits by
+how much of a request is prefill.
 
 The rows are predicted on the calibration's own software stack (the fixed
 costs it was fitted with, `software:` in the file: `fitted-2026-12` for the
@@ -43,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from jaxplat.design import calibration as cal  # noqa: E402
 from jaxplat.design.measured import read_rows  # noqa: E402
-from jaxplat.model import load_calibration  # noqa: E402
+from jaxplat.model import load_calibration, load_model  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 
 DATA = ROOT / "data" / "measured" / "heldout_rows.csv"
@@ -69,6 +73,8 @@ def main(argv=None):
     ap.add_argument("--engine", help="the software stack to predict with (specs/software, e.g. graph-captured, "
                                      "`estimate`'s default); default: the calibration's own, with which it was fitted")
     ap.add_argument("--rows", action="store_true", help="print every row too")
+    ap.add_argument("--by-length", action="store_true",
+                    help="the TensorRT-LLM 1.0 pages' median ratio per ISL/OSL, dense against MoE models")
     args = ap.parse_args(argv)
     rows = read_rows(args.data)
     calib = load_calibration(args.calibration) if args.calibration else None
@@ -94,6 +100,8 @@ def main(argv=None):
         s = cal.summarize(p, rows, np.isin(np.arange(len(rows)), which))
         print(f"  {s['n']} rows: median |error| {100 * s['median_abs']:.1f}%, median signed "
               f"{100 * s['median_signed']:+.1f}%\n")
+    if args.by_length:
+        _by_length(rows, ratio)
     s = cal.summarize(p, rows)
     print(f"all {s['n']} rows: median |error| {100 * s['median_abs']:.1f}%, median signed "
           f"{100 * s['median_signed']:+.1f}% (calibration: {args.calibration or 'shipped'}, "
@@ -113,6 +121,24 @@ def main(argv=None):
         e = np.abs([x[3] for x in pairs])
         print(f"  {len(pairs)} pairs: median |error| {100 * np.median(e):.1f}%, "
               f"{100 * np.mean(e <= 0.10):.0f}% within 10%")
+
+
+def _by_length(rows, ratio):
+    """Median predicted / measured per ISL/OSL on the TensorRT-LLM 1.0 pages, dense and MoE models
+    apart, ordered by the prompt's share of a request's tokens."""
+    moe = {name: float(load_model(name).experts) > 0 for name in {r.model for r in rows}}
+    keep = [i for i, r in enumerate(rows) if r.source.startswith("trtllm-perf-overview")]
+    out = []
+    for (isl, osl), idx in sorted(_by([rows[i] for i in keep], lambda r: (r.prompt, r.output)).items(),
+                                  key=lambda kv: kv[0][0] / (kv[0][0] + kv[0][1])):
+        cells = []
+        for want in (False, True):
+            x = ratio[[keep[i] for i in idx if moe[rows[keep[i]].model] == want]]
+            cells += [len(x), f"{np.median(x):.2f}" if len(x) else "-"]
+        out.append([f"{isl:.0f}/{osl:.0f}", f"{isl / (isl + osl):.2f}", *cells])
+    print("TensorRT-LLM 1.0 pages by ISL/OSL, predicted / measured (median; prompt share = ISL / (ISL + OSL))")
+    print(table(["ISL/OSL", "prompt share", "dense rows", "dense", "MoE rows", "MoE"], out, "lrrrrr"))
+    print()
 
 
 def _by(rows, key) -> dict:

@@ -11,7 +11,8 @@ import yaml
 
 import jaxplat as jp
 from jaxplat.cli import main
-from jaxplat.model import SOFTWARE_KEYS, hardware_from_dict, load_software, replace, software_from_dict
+from jaxplat.model import (SOFTWARE_KEYS, hardware_from_dict, load_software, replace, software_from_dict,
+                           workload_from_dict)
 from jaxplat.specs import SpecError, builtin_names
 
 GRAPH = load_software("graph-captured")
@@ -179,6 +180,21 @@ def test_host_work_is_in_evaluate_and_overlap_is_the_stacks():
     none = float(jp.evaluate(model, replace(hw, sequence_overhead=0.0), jp.Parallel(), wl).tpot)
     assert off == pytest.approx(none + host, rel=1e-4)
     assert on == pytest.approx(max(none, host), rel=1e-4)
+
+
+@pytest.mark.parametrize("dtype, share", [("fp8", 0.35), ("bf16", 1.0)])
+def test_moe_speed_divides_the_quantized_experts_compute(dtype, share):
+    """software.moe_speed s: a prefill's routed-expert GEMMs over 8-bit
+    experts take 1/s of their compute time at s = 1 (here 1/0.35); 16-bit
+    experts (quantized_experts 0) and every other row keep theirs."""
+    model, hw = jp.load_model("qwen3-30b-a3b"), jp.load_hardware("h100-sxm")
+    wl = workload_from_dict({"batch": 4, "prompt": 2048, "output": 16, "dtype": dtype})
+    base = jp.breakdown(model, replace(hw, moe_speed=1.0), jp.Parallel(), wl, "prefill")
+    slow = jp.breakdown(model, replace(hw, moe_speed=0.35), jp.Parallel(), wl, "prefill")
+    for name, a, b in zip(base["name"], base["compute_time"], slow["compute_time"]):
+        scale = 1.0 / share if name in ("experts_up_gate", "experts_down") else 1.0
+        assert b == pytest.approx(a * scale, rel=1e-5), name
+    assert base["compute_time"][base["name"].index("experts_up_gate")] > 0
 
 
 def test_dataflow_chip_pays_its_fabric_not_launches():

@@ -20,7 +20,7 @@ from helpers import sweep_training_study, train_argv
 
 from jaxplat.cli.app import main
 from jaxplat.cost.training import COMM_NAMES, TrainWorkload, train_step
-from jaxplat.model import Parallel, hardware_from_dict, model_from_config
+from jaxplat.model import Parallel, hardware_from_dict, model_from_config, replace
 from jaxplat.model.hardware_layout import grouped_layout
 from jaxplat.search.train_study import TRAIN_AXIS_KINDS, train_command
 from jaxplat.specs.units import DTYPES
@@ -66,6 +66,9 @@ def test_grouped_gemms_run_at_the_training_kernels_rate(model):
     experts = L * 256 * TOPK * 3 * 2 * D * FF / 2e12
     half = step(model, plain, eff_moe=0.5)
     np.testing.assert_allclose(half.forward - default.forward, experts, rtol=1e-4)
+    # An inference engine's MoE layers (software.moe_speed) are not the training stack's.
+    slow_engine = replace(plain, moe_speed=0.3)
+    assert float(step(model, slow_engine).step_time_s) == pytest.approx(float(default.step_time_s), rel=1e-6)
 
 
 def test_expert_parallel_all_to_alls_are_exposed_unless_ep_overlap_hides_them(model):

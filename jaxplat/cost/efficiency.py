@@ -192,7 +192,8 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
     """[rows] efficiency of each row's kernel relative to a dense GEMM's:
     for the attention kernel's rows efficiency.attention on memory time and
     efficiency.attention_compute on compute time, efficiency.moe for the routed
-    experts' grouped GEMMs over quantized weights (efficiency.moe_memory on their
+    experts' grouped GEMMs over quantized weights (x software.moe_speed, the
+    engine's MoE layers' share of that kernel rate; efficiency.moe_memory on their
     memory time, `memory` static: a grouped GEMM that streams its experts'
     weights loses less than one that computes small, uneven tiles; both
     raised to `quantized_experts`, so 1 for 16-bit experts; efficiency.moe_fp4 on
@@ -208,7 +209,9 @@ def kernel_kind(table: OpTable, hw: Hardware, wl: Workload, opts: Options, memor
         scan = 1.0  # its kernels stream x, B, C and dt once; the chunk states are the compute's
         attention = hw.efficiency.attention
     else:  # FP4 grouped GEMMs (FP4 activations) pay efficiency.moe_fp4 on top, as dense ones pay efficiency.narrow_fp4
-        experts = hw.efficiency.moe ** quantized_experts(wl) * hw.efficiency.moe_fp4 ** narrow_steps(wl.bytes_act)[1]
+        # The kernel's rate (efficiency.moe) as the engine's MoE layers reach it (software.moe_speed).
+        experts = ((hw.efficiency.moe * hw.software.moe_speed) ** quantized_experts(wl)
+                   * hw.efficiency.moe_fp4 ** narrow_steps(wl.bytes_act)[1])
         scan = hw.efficiency.scan
         attention = hw.efficiency.attention_compute
     scans = jnp.asarray(kind_mask(table, (OpKind.SCAN,))) > 0

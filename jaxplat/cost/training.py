@@ -496,6 +496,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     twl = computed_workload(hw, twl, opts)  # the dtype the chip's GEMMs run in (FP8 on an A100: bf16)
     hw = replace(hw, eff_network=jnp.where(twl.eff_network > 0, twl.eff_network, hw.efficiency.network),
                  eff_moe=jnp.where(twl.eff_moe > 0, twl.eff_moe, hw.efficiency.moe),
+                 moe_speed=1.0,  # an inference engine's MoE layers (software.moe_speed): eff_moe is training's
                  eff_attention_compute=(hw.efficiency.attention_compute
                                         * jnp.clip(twl.attention_kernel_speed, 0.05, 1.0)))
     t, wl = forward_table(model, par, twl, options)

@@ -193,6 +193,9 @@ class SoftwareCosts:
         iteration on the reference host (REFERENCE_HOST_CLOCK_HZ).
       host_overlap: 1 when the host's per-sequence work overlaps the device
         step (overlap scheduler), 0 when it runs between steps.
+      moe_speed: the engine's MoE layers' rate on their routed experts'
+        compute over the grouped-GEMM kernel's (`efficiency.moe`), for
+        quantized experts (1: the kernel's rate; jaxplat.cost.efficiency.kernel_kind).
     """
 
     kernel_latency: jax.Array = _const(0.0)
@@ -202,6 +205,7 @@ class SoftwareCosts:
     iteration_overhead: jax.Array = _const(0.0)
     sequence_overhead: jax.Array = _const(0.0)
     host_overlap: jax.Array = _const(1.0)
+    moe_speed: jax.Array = _const(1.0)
 
 
 @pytree_dataclass
@@ -281,7 +285,8 @@ FLAT_NAMES = {
     "eff_moe_fp4": ("efficiency", "moe_fp4"), "expert_latency": ("efficiency", "expert_latency"),
     "tile_latency": ("efficiency", "tile_latency"), "eff_scan": ("efficiency", "scan"),
     **{f: ("software", f) for f in ("kernel_latency", "elementwise_kernels", "attention_kernels",
-                                    "collective_latency", "iteration_overhead", "sequence_overhead", "host_overlap")},
+                                    "collective_latency", "iteration_overhead", "sequence_overhead", "host_overlap",
+                                    "moe_speed")},
     **{f: ("power", f) for f in ("tdp", "static_power", "energy_flop", "energy_sram", "energy_mem", "energy_net")},
     **{f: ("cost", f) for f in ("price", "lifetime", "energy_price", "pue")},
     "host_clock_hz": ("host", "clock_hz"), "host_flops": ("host", "flops"), "host_bw": ("host", "bandwidth"),

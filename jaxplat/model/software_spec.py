@@ -48,6 +48,10 @@ SOFTWARE_KEYS = {
     "host_overlap": ("software.host_overlap", "fraction", (0.0, 1.0),
                      "1 when the host's per-sequence work runs while the device runs the previous step "
                      "(overlap scheduler), 0 when it runs between steps"),
+    "moe_speed": ("software.moe_speed", "ratio", (0.05, 1.0),
+                  "rate of the engine's MoE layers on their routed experts' compute (8-bit and narrower experts) "
+                  "over the reference grouped-GEMM kernel's: 1 that kernel's rate; below it, the engine's own "
+                  "grouped GEMMs and the routing, permutes and activation quantization run beside them"),
 }
 _TOP_KEYS = ("name", "description", *SOFTWARE_KEYS)
 DEFAULT_STACK = "graph-captured"
