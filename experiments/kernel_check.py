@@ -3,7 +3,8 @@
 Predicts the kernel rows of data/measured/inference_2026-12.csv with
 jaxplat's own cost functions, one operator at a time, on the shipped
 efficiencies (specs/calibration/default.yaml through load_hardware) and the
-default graph-captured software stack:
+default graph-captured software stack (its launch costs; its `moe_speed`, an
+engine's MoE layers around the kernel, is not a kernel's and is set to 1):
   DeepGEMM   FP8 GEMMs and grouped GEMMs by (M, N, K) on an H800 (= the
              h100-sxm spec: H100's compute and HBM), one row of an OpTable
              through jaxplat.cost.inference.row_components (efficiency.row_rates:
@@ -75,6 +76,7 @@ def _rows_time(hw, dtype, rows):
     row_components + combine, a multi-query attention kernel's rows joined
     as efficiency.attention_overlap joins them): `rows` are (kind, flops, a,
     w, o, mkn) or (..., queries) for such a kernel's rows (query rows x heads)."""
+    hw = replace(hw, moe_speed=1.0)  # a kernel measured alone runs in no engine's MoE layer (software.moe_speed)
     r = _Rows(counts={"once": (1.0, 1.0)})
     for i, (kind, flops, a, w, o, mkn, *queries) in enumerate(rows):
         r.add(f"op{i}", "op", "once", kind, f=(flops, 0.0), a=(a, 0.0), w=(w, 0.0), o=(o, 0.0), stored=w, mkn=mkn,

@@ -176,8 +176,10 @@ def test_grouped_gemm_pays_a_row_tile_per_expert():
         return float(peak[i]) / float(peak[dense]) * q_dense
     moe = 0.4  # a derate set here (the shipped one is 1, DeepGEMM's measured rate), so that it shows
     assert ratio("bf16", eff_moe=moe, eff_moe_fp4=0.5) == pytest.approx(q, rel=1e-4)
-    assert ratio("fp8", eff_moe=moe, eff_moe_fp4=0.5) == pytest.approx(q * moe, rel=1e-4)
-    assert ratio("fp4", eff_moe=moe, eff_moe_fp4=0.5) == pytest.approx(q * moe * 0.5, rel=1e-4)
+    assert ratio("fp8", eff_moe=moe, eff_moe_fp4=0.5, moe_speed=1.0) == pytest.approx(q * moe, rel=1e-4)
+    assert ratio("fp4", eff_moe=moe, eff_moe_fp4=0.5, moe_speed=1.0) == pytest.approx(q * moe * 0.5, rel=1e-4)
+    # and x the software stack's moe_speed, the engine's MoE layers' share of the kernel's rate
+    assert ratio("fp8", eff_moe=moe, eff_moe_fp4=0.5, moe_speed=0.25) == pytest.approx(q * moe * 0.25, rel=1e-4)
     # the tile: the shortest power of two holding the rows, 16 to the chip's 128
     assert [float(grouped_tile_m(x, hw)) for x in (1.0, 16.0, 17.0, 100.0, 128.0, 3000.0)] == \
         [16.0, 16.0, 32.0, 128.0, 128.0, 128.0]
