@@ -11,8 +11,14 @@ import yaml
 
 import jaxplat as jp
 from jaxplat.cli import main
-from jaxplat.model import (SOFTWARE_KEYS, hardware_from_dict, load_software, replace, software_from_dict,
-                           workload_from_dict)
+from jaxplat.model import (
+    SOFTWARE_KEYS,
+    hardware_from_dict,
+    load_software,
+    replace,
+    software_from_dict,
+    workload_from_dict,
+)
 from jaxplat.specs import SpecError, builtin_names
 
 GRAPH = load_software("graph-captured")
