@@ -18,7 +18,12 @@ prompt share (0 when the error no longer depends on the phase mix); the
 dense rows, which it cannot move, are printed as a check. The choice is the
 candidate with the least median |error|.
 
-    .venv/bin/python experiments/choose_moe_speed.py [--values 1 0.7 0.5 0.35 0.25 0.2 0.15]
+    .venv/bin/python experiments/choose_moe_speed.py [--values 1 0.7 0.5 0.35 0.25 0.2 0.15] [--check]
+
+--check predicts, instead, rows that did not choose it: the dstack DeepSeek-R1
+runs of data/measured/calibration_rows.csv (FP8, closed loop; early-2025
+engines on H200 and MI300X), on the default stack at moe_speed 1 and at the
+shipped value, per chip and metric (about 2 min).
 """
 
 import argparse
@@ -34,11 +39,12 @@ sys.path.insert(0, str(ROOT))
 
 from jaxplat.design import calibration as cal  # noqa: E402
 from jaxplat.design.measured import read_rows  # noqa: E402
-from jaxplat.model import load_model  # noqa: E402
+from jaxplat.model import load_model, load_software  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 from jaxplat.specs import read_yaml, resolve  # noqa: E402
 
 DATA = ROOT / "data" / "measured" / "heldout_rows.csv"
+CHECK = ROOT / "data" / "measured" / "calibration_rows.csv"
 
 
 def stack_file(value: float, folder: Path) -> Path:
@@ -51,19 +57,42 @@ def stack_file(value: float, folder: Path) -> Path:
     return path
 
 
+def errors(rows, value: float, folder: Path) -> np.ndarray:
+    """predicted / measured - 1 of `rows` on graph-captured at moe_speed = value."""
+    pred = cal.Predictor(rows, cal.DEFAULT_FIT, software=str(stack_file(value, folder)))
+    return np.asarray(pred.predict(cal.z_of(pred, pred.base)), float) / np.array([r.value for r in rows]) - 1.0
+
+
+def check():
+    """The dstack DeepSeek-R1 rows at moe_speed 1 and at the shipped value: median |error| / signed."""
+    rows = [r for r in read_rows(CHECK) if r.source.startswith("dstack")]
+    shipped = float(load_software("graph-captured").values["moe_speed"])
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        e = {v: errors(rows, v, Path(tmp)) for v in (1.0, shipped)}
+    for chip in sorted({r.hardware for r in rows}):
+        for metric in ("throughput_tok_s", "ttft_s", "tpot_s"):
+            m = np.array([r.hardware == chip and r.metric == metric for r in rows])
+            out.append([chip, metric, int(m.sum()), *(f"{100 * np.median(np.abs(x[m])):.1f}% / "
+                                                      f"{100 * np.median(x[m]):+.1f}%" for x in e.values())])
+    print("dstack DeepSeek-R1 rows (FP8, closed loop, early-2025 engines), default stack: median |error| / signed")
+    print(table(["chip", "metric", "rows", "moe_speed 1", f"moe_speed {shipped:g}"], out, "llrrr"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--values", type=float, nargs="+", default=[1.0, 0.7, 0.5, 0.35, 0.25, 0.2, 0.15])
+    ap.add_argument("--check", action="store_true", help="the dstack DeepSeek-R1 rows at 1 and the shipped value")
     args = ap.parse_args(argv)
+    if args.check:
+        return check()
     rows = [r for r in read_rows(DATA) if r.source.startswith("trtllm-perf-overview")]
     moe = np.array([float(load_model(r.model).experts) > 0 for r in rows])
     share = np.array([r.prompt / (r.prompt + r.output) for r in rows])
-    meas = np.array([r.value for r in rows])
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for v in args.values:
-            pred = cal.Predictor(rows, cal.DEFAULT_FIT, software=str(stack_file(v, Path(tmp))))
-            e = np.asarray(pred.predict(cal.z_of(pred, pred.base)), float) / meas - 1.0
+            e = errors(rows, v, Path(tmp))
             slope = np.polyfit(share[moe], np.log1p(e[moe]), 1)[0]
             out.append([f"{v:g}", f"{100 * np.median(np.abs(e[moe])):.1f}%", f"{100 * np.median(e[moe]):+.1f}%",
                         f"{slope:+.2f}", f"{100 * np.median(np.abs(e[~moe])):.1f}%",
