@@ -188,8 +188,8 @@ def test_host_work_is_in_evaluate_and_overlap_is_the_stacks():
     assert on == pytest.approx(max(none, host), rel=1e-4)
 
 
-@pytest.mark.parametrize("dtype, share", [("fp8", 0.35), ("bf16", 1.0)])
-def test_moe_speed_divides_the_quantized_experts_compute(dtype, share):
+@pytest.mark.parametrize("dtype, stretch", [("fp8", 1.0 / 0.35), ("bf16", 1.0)])
+def test_moe_speed_divides_the_quantized_experts_compute(dtype, stretch):
     """software.moe_speed s: a prefill's routed-expert GEMMs over 8-bit
     experts take 1/s of their compute time at s = 1 (here 1/0.35); 16-bit
     experts (quantized_experts 0) and every other row keep theirs."""
@@ -198,7 +198,7 @@ def test_moe_speed_divides_the_quantized_experts_compute(dtype, share):
     base = jp.breakdown(model, replace(hw, moe_speed=1.0), jp.Parallel(), wl, "prefill")
     slow = jp.breakdown(model, replace(hw, moe_speed=0.35), jp.Parallel(), wl, "prefill")
     for name, a, b in zip(base["name"], base["compute_time"], slow["compute_time"]):
-        scale = 1.0 / share if name in ("experts_up_gate", "experts_down") else 1.0
+        scale = stretch if name in ("experts_up_gate", "experts_down") else 1.0
         assert b == pytest.approx(a * scale, rel=1e-5), name
     assert base["compute_time"][base["name"].index("experts_up_gate")] > 0
 
