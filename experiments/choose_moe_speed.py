@@ -39,11 +39,13 @@ sys.path.insert(0, str(ROOT))
 
 from jaxplat.design import calibration as cal  # noqa: E402
 from jaxplat.design.measured import read_rows  # noqa: E402
-from jaxplat.model import load_model, load_software  # noqa: E402
+from jaxplat.model import load_software  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 from jaxplat.specs import read_yaml, resolve  # noqa: E402
 
-DATA = ROOT / "data" / "measured" / "heldout_rows.csv"
+sys.path.insert(0, str(ROOT / "experiments"))
+import heldout_check  # noqa: E402
+
 CHECK = ROOT / "data" / "measured" / "calibration_rows.csv"
 
 
@@ -86,8 +88,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.check:
         return check()
-    rows = [r for r in read_rows(DATA) if r.source.startswith("trtllm-perf-overview")]
-    moe = np.array([float(load_model(r.model).experts) > 0 for r in rows])
+    rows = [r for r in read_rows(heldout_check.DATA) if r.source.startswith("trtllm-perf-overview")]
+    is_moe = heldout_check.moe_models(rows)
+    moe = np.array([is_moe[r.model] for r in rows])
     share = np.array([r.prompt / (r.prompt + r.output) for r in rows])
     out = []
     with tempfile.TemporaryDirectory() as tmp:

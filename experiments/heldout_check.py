@@ -123,10 +123,15 @@ def main(argv=None):
               f"{100 * np.mean(e <= 0.10):.0f}% within 10%")
 
 
+def moe_models(rows) -> dict:
+    """{model name: whether it has routed experts} of the rows' models, each spec read once."""
+    return {name: float(load_model(name).experts) > 0 for name in {r.model for r in rows}}
+
+
 def _by_length(rows, ratio):
     """Median predicted / measured per ISL/OSL on the TensorRT-LLM 1.0 pages, dense and MoE models
     apart, ordered by the prompt's share of a request's tokens."""
-    moe = {name: float(load_model(name).experts) > 0 for name in {r.model for r in rows}}
+    moe = moe_models(rows)
     keep = [i for i, r in enumerate(rows) if r.source.startswith("trtllm-perf-overview")]
     out = []
     for (isl, osl), idx in sorted(_by([rows[i] for i in keep], lambda r: (r.prompt, r.output)).items(),
