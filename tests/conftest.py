@@ -38,9 +38,14 @@ def pytest_configure(config):
     one worker and then the other), which JAX's in-memory caches do not see as one: the suite's CPU
     time fell by 54 s of 930 with it (2026-12-06). Set here, before the first compile."""
     cache = os.environ.get("JAXPLAT_TEST_CACHE_DIR")
-    if not cache:
-        base = config._tmp_path_factory.getbasetemp()  # a worker's is popen-gwN in the session's
+    factory = getattr(config, "_tmp_path_factory", None)  # pytest's own (private) attribute
+    if not cache and factory is not None:
+        base = factory.getbasetemp()  # a worker's is popen-gwN in the session's
         cache = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xla-cache")
+    elif not cache:  # a pytest without it: a directory of this process's own, not shared by the workers
+        import tempfile
+
+        cache = tempfile.mkdtemp(prefix="jaxplat-xla-cache-")
     jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
