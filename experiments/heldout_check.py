@@ -130,19 +130,24 @@ def moe_models(rows) -> dict:
 
 def _by_length(rows, ratio):
     """Median predicted / measured per ISL/OSL on the TensorRT-LLM 1.0 pages, dense and MoE models
-    apart, ordered by the prompt's share of a request's tokens."""
+    apart (the dense ones also split into one-GPU and tensor-parallel deployments, whose collectives
+    the one-GPU rows do not have), ordered by the prompt's share of a request's tokens."""
     moe = moe_models(rows)
     keep = [i for i, r in enumerate(rows) if r.source.startswith("trtllm-perf-overview")]
+    groups = (lambda r: not moe[r.model], lambda r: not moe[r.model] and r.par.get("tp", 1) == 1,
+              lambda r: not moe[r.model] and r.par.get("tp", 1) > 1, lambda r: moe[r.model])
     out = []
     for (isl, osl), idx in sorted(_by([rows[i] for i in keep], lambda r: (r.prompt, r.output)).items(),
                                   key=lambda kv: kv[0][0] / (kv[0][0] + kv[0][1])):
         cells = []
-        for want in (False, True):
-            x = ratio[[keep[i] for i in idx if moe[rows[keep[i]].model] == want]]
-            cells += [len(x), f"{np.median(x):.2f}" if len(x) else "-"]
+        for g, want in enumerate(groups):
+            x = ratio[[keep[i] for i in idx if want(rows[keep[i]])]]
+            cells += ([len(x)] if g in (0, 3) else []) + [f"{np.median(x):.2f}" if len(x) else "-"]
         out.append([f"{isl:.0f}/{osl:.0f}", f"{isl / (isl + osl):.2f}", *cells])
-    print("TensorRT-LLM 1.0 pages by ISL/OSL, predicted / measured (median; prompt share = ISL / (ISL + OSL))")
-    print(table(["ISL/OSL", "prompt share", "dense rows", "dense", "MoE rows", "MoE"], out, "lrrrrr"))
+    print("TensorRT-LLM 1.0 pages by ISL/OSL, predicted / measured (median; prompt share = ISL / (ISL + OSL);"
+          " dense models also split into one GPU and tp > 1)")
+    print(table(["ISL/OSL", "prompt share", "dense rows", "dense", "one GPU", "tp > 1", "MoE rows", "MoE"], out,
+                "lrrrrrrr"))
     print()
 
 
