@@ -134,15 +134,16 @@ def _by_length(rows, ratio):
     the one-GPU rows do not have), ordered by the prompt's share of a request's tokens."""
     moe = moe_models(rows)
     keep = [i for i, r in enumerate(rows) if r.source.startswith("trtllm-perf-overview")]
-    groups = (lambda r: not moe[r.model], lambda r: not moe[r.model] and r.par.get("tp", 1) == 1,
-              lambda r: not moe[r.model] and r.par.get("tp", 1) > 1, lambda r: moe[r.model])
+    # (rows in the group, whether its row count is a column of its own)
+    groups = ((lambda r: not moe[r.model], True), (lambda r: not moe[r.model] and r.par.get("tp", 1) == 1, False),
+              (lambda r: not moe[r.model] and r.par.get("tp", 1) > 1, False), (lambda r: moe[r.model], True))
     out = []
     for (isl, osl), idx in sorted(_by([rows[i] for i in keep], lambda r: (r.prompt, r.output)).items(),
                                   key=lambda kv: kv[0][0] / (kv[0][0] + kv[0][1])):
         cells = []
-        for g, want in enumerate(groups):
+        for want, counted in groups:
             x = ratio[[keep[i] for i in idx if want(rows[keep[i]])]]
-            cells += ([len(x)] if g in (0, 3) else []) + [f"{np.median(x):.2f}" if len(x) else "-"]
+            cells += ([len(x)] if counted else []) + [f"{np.median(x):.2f}" if len(x) else "-"]
         out.append([f"{isl:.0f}/{osl:.0f}", f"{isl / (isl + osl):.2f}", *cells])
     print("TensorRT-LLM 1.0 pages by ISL/OSL, predicted / measured (median; prompt share = ISL / (ISL + OSL);"
           " dense models also split into one GPU and tp > 1)")
