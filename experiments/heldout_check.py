@@ -25,10 +25,16 @@ benchmark (model, ISL/OSL) on the TensorRT-LLM 1.0 page, predicted over
 measured, per pair of chips (`calibration.chip_ratio_errors`).
 
     .venv/bin/python experiments/heldout_check.py [--calibration FILE] [--engine STACK] [--rows] [--by-length]
+        [--pair A/B]
 
 --by-length adds, for the TensorRT-LLM 1.0 pages, the median ratio per
 ISL/OSL for dense and for MoE models side by side: where the error sits by
 how much of a request is prefill.
+
+--pair A/B (e.g. gb200/b200) adds, for every benchmark both chips ran on
+the TensorRT-LLM 1.0 page, chip A's per-chip throughput over chip B's,
+measured and predicted: what the two chips' specs differ in, benchmark by
+benchmark.
 
 The rows are predicted on the calibration's own software stack (the fixed
 costs it was fitted with, `software:` in the file: `fitted-2026-12` for the
@@ -75,7 +81,11 @@ def main(argv=None):
     ap.add_argument("--rows", action="store_true", help="print every row too")
     ap.add_argument("--by-length", action="store_true",
                     help="the TensorRT-LLM 1.0 pages' median ratio per ISL/OSL, dense against MoE models")
+    ap.add_argument("--pair", metavar="A/B",
+                    help="per benchmark, chip A's per-chip throughput over chip B's, measured and predicted")
     args = ap.parse_args(argv)
+    if args.pair is not None and args.pair.count("/") != 1:
+        ap.error(f"--pair wants two chips as A/B (e.g. gb200/b200), got {args.pair!r}")
     rows = read_rows(args.data)
     calib = load_calibration(args.calibration) if args.calibration else None
     # --engine: as `estimate --engine` runs, the calibration's fractions beneath that stack's fixed costs
@@ -121,6 +131,28 @@ def main(argv=None):
         e = np.abs([x[3] for x in pairs])
         print(f"  {len(pairs)} pairs: median |error| {100 * np.median(e):.1f}%, "
               f"{100 * np.mean(e <= 0.10):.0f}% within 10%")
+    if args.pair is not None:
+        a, b = args.pair.split("/")
+        out = pair_ratios(pairs, a, b)
+        if not out:
+            sys.exit(f"heldout_check.py: --pair: no benchmark of the TensorRT-LLM 1.0 page ran on both {a} and {b}")
+        print(f"\n{a} / {b}, per-chip offline throughput per benchmark (model, ISL/OSL)")
+        print(table(["benchmark (model, source, ISL/OSL)", "measured", "predicted", "predicted / measured"],
+                    [[bench, f"{m:.3f}", f"{q:.3f}", f"{q / m:.2f}"] for bench, m, q in out], "lrrr"))
+
+
+def pair_ratios(pairs, a: str, b: str) -> list:
+    """[(benchmark, measured, predicted)]: chip a's per-chip throughput over
+    chip b's on each benchmark both ran, from `calibration.chip_ratio_errors`'
+    (label, measured, predicted, error) tuples, whichever order they name the
+    two chips in."""
+    out = []
+    for label, measured, predicted, _ in pairs:
+        for first, second, flip in ((a, b, False), (b, a, True)):
+            if label.endswith(f": {first}/{second}"):
+                bench = label[:-len(f": {first}/{second}")]
+                out.append((bench, 1.0 / measured if flip else measured, 1.0 / predicted if flip else predicted))
+    return out
 
 
 def moe_models(rows) -> dict:
