@@ -1,6 +1,8 @@
 """Small test helpers (jaxplat ships no chex)."""
 
 import contextlib
+import importlib
+import sys
 
 import jax
 import numpy as np
@@ -10,6 +12,17 @@ from jaxplat.model import genz_system as _genz_system
 from jaxplat.search.train_study import FLAG_COLUMNS
 
 GiB = 2.0**30
+
+
+def import_script(folder, name: str):
+    """Module `name` of a scripts folder that is not a package (experiments/,
+    experiments/paper/), with the folder on sys.path only while it imports
+    (the scripts import their siblings at the top)."""
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(folder))
 
 
 def genz_system(tflops, mem_gbs, *, eff=1.0, link_gbs=25.0, link_us=1.9, mem_gb=1e9, onchip_gbs=18000.0) -> Hardware:

@@ -3,11 +3,10 @@ chip B's on each benchmark both ran, measured and predicted, whichever order
 `calibration.chip_ratio_errors` names the two chips in."""
 
 import csv
-import importlib
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import import_script
 
 from jaxplat.design.calibration import chip_ratio_errors
 from jaxplat.design.measured import REQUIRED, read_rows
@@ -17,11 +16,7 @@ EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 @pytest.fixture(scope="module")
 def hc():
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        yield importlib.import_module("heldout_check")
-    finally:
-        sys.path.remove(str(EXPERIMENTS))
+    return import_script(EXPERIMENTS, "heldout_check")
 
 
 def test_pair_ratios_by_hand(hc, tmp_path):

@@ -16,12 +16,11 @@ Memory-bound M=64, N=7168, K=16384: FP8 A and B plus the BF16 output,
 Both fail if the tile share, the FP8 derate or the BF16 output were dropped.
 """
 
-import importlib
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import import_script
 
 from jaxplat import load_hardware, replace
 
@@ -30,11 +29,7 @@ EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 @pytest.fixture(scope="module")
 def kc():
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        yield importlib.import_module("kernel_check")
-    finally:
-        sys.path.remove(str(EXPERIMENTS))
+    return import_script(EXPERIMENTS, "kernel_check")
 
 
 def test_large_fp8_gemm_tile_share_by_hand(kc):
@@ -80,11 +75,7 @@ def test_shipped_compute_and_tile_time_are_the_best_on_the_kernel_rows():
     0.1 us): the shipped pair must score no worse than each of its eight grid
     neighbours, and well below the fit's (0.669, no tile time: 8.0% against
     1.3%). Fails if either pin goes stale or the tile term is dropped."""
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        kp = importlib.import_module("kernel_pins")
-    finally:
-        sys.path.remove(str(EXPERIMENTS))
+    kp = import_script(EXPERIMENTS, "kernel_pins")
     hw = load_hardware("h100-sxm")
     shapes = kp.deepgemm_rows("fit", lambda m, grouped, notes: m >= 4096)
     assert len(shapes) == 10
@@ -153,7 +144,7 @@ def test_attention_variants_reproduce_the_model_before_and_after(kc):
     (its FLOPs T (T + 128) / 2 per head against the model's extra FLOPs on the rows, its norm against
     efficiency.attention_overlap), causal and not."""
     import jax.numpy as jnp
-    av = importlib.import_module("attention_variants")
+    av = import_script(EXPERIMENTS, "attention_variants")
     hw = load_hardware("h100-sxm")
     assert float(hw.efficiency.attention_overlap) == 2.0 and float(hw.chip.tile_m) == 128.0
     before = replace(hw, eff_attention_overlap=0.0, chip=replace(hw.chip, tile_m=jnp.float32(1.0)))

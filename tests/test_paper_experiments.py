@@ -1,22 +1,17 @@
 """Smoke test of the paper's case studies (experiments/paper): one cheap script
 on its reduced grid, one number checked by hand."""
 
-import importlib
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import import_script
 
 PAPER = Path(__file__).resolve().parents[1] / "experiments" / "paper"
 
 
 @pytest.fixture(scope="module")
 def requirements_script():
-    sys.path.insert(0, str(PAPER))
-    try:
-        yield importlib.import_module("requirements_use_cases")
-    finally:
-        sys.path.remove(str(PAPER))
+    return import_script(PAPER, "requirements_use_cases")
 
 
 def test_requirements_use_cases_quick(requirements_script, tmp_path):
