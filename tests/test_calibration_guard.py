@@ -18,11 +18,11 @@ recorded -0.4%, MI300X signed -6.5% against -11.5%, closed-loop TTFT 7.9% /
 About 16 s on 2 cores (3 programs compiled: one per model structure and load; no fit).
 """
 
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import import_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "specs/calibration/default.yaml"
@@ -32,9 +32,7 @@ TOLERANCE = 0.01  # one percentage point
 
 @pytest.fixture(scope="module")
 def check():
-    sys.path.insert(0, str(ROOT / "experiments"))
-    import calibration_check
-    return calibration_check
+    return import_script(ROOT / "experiments", "calibration_check")
 
 
 def mismatches(recorded: dict, got: dict) -> list[str]:

@@ -15,14 +15,15 @@ About 20 s on 2 busy cores (one compiled call per row shape).
 """
 
 import csv
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import import_script
 
 ROOT = Path(__file__).resolve().parents[1]
+TRAINING = ROOT / "experiments" / "training"
 TOLERANCE = 0.5  # percentage points
 # family: (rows, median |error| %, median signed error %), from `validate.py` at the commit that adds this
 RECORDED = {
@@ -36,9 +37,10 @@ RECORDED = {
 
 @pytest.fixture(scope="module")
 def errors():
-    sys.path.insert(0, str(ROOT / "experiments" / "training"))
-    from runs import family, is_test, runs
-    from validate import predict
+    runs_py = import_script(TRAINING, "runs")
+    family, is_test, runs = runs_py.family, runs_py.is_test, runs_py.runs
+    validate_py = import_script(TRAINING, "validate")
+    predict = validate_py.predict
     out = defaultdict(list)
     for row, measured, inp in runs():
         if is_test(row) or isinstance(inp, str):
@@ -66,8 +68,8 @@ def test_nemo_2407_dimensions_give_the_summarys_own_model_flops():
     embedding) plus full, non-causal attention, 12·l·h·s. Worked from the Model runs.py builds, it must
     come within 0.2%: every row of the summary, those whose dimensions the CSV gives too, is within 0.1%
     (Nemotron-8B with a vocab of 51,200 would miss by 10%)."""
-    sys.path.insert(0, str(ROOT / "experiments" / "training"))
-    from runs import NEMO_2407_DIMS, family, model_for
+    runs_py = import_script(TRAINING, "runs")
+    NEMO_2407_DIMS, family, model_for = runs_py.NEMO_2407_DIMS, runs_py.family, runs_py.model_for
 
     with open(ROOT / "data/measured/training_2026-12.csv") as f:
         rows = [r for r in csv.DictReader(f) if family(r["source"]) == "NeMo 24.07"]
@@ -92,8 +94,8 @@ def test_a_pipelined_torchtitan_row_runs_pp_micro_batches_of_its_local_batch():
     its tables set no other): Table 5's Llama-3.1-405B row (pp 8, dp 8, local batch 32, global 256) runs
     8 micro-batches of 4; a Table 6 row that omits the global batch (local 8, dp 2) gets 8 x 2 = 16, in
     micro-batches of 1. A row without pipelining, or of another source, keeps its columns."""
-    sys.path.insert(0, str(ROOT / "experiments" / "training"))
-    from runs import batches
+    runs_py = import_script(TRAINING, "runs")
+    batches = runs_py.batches
 
     deg = lambda pp, dp: {"tp": 8, "pp": pp, "vp": 1, "cp": 1, "dp": dp, "ep": 1}  # noqa: E731
     tt = "TorchTitan Llama3.1 benchmarks 2024-12"
@@ -110,8 +112,8 @@ def test_torchtitans_asynctp_benchmark_runs_its_configs_sequence_length():
     llama3_70b.toml without overriding seq_len (8192), and its "async TP" rows overlap TP communication
     where its "vanilla TP" ones do not. A row that states its length keeps it; another source without
     one stays inexpressible."""
-    sys.path.insert(0, str(ROOT / "experiments" / "training"))
-    from runs import overlap, seq_len
+    runs_py = import_script(TRAINING, "runs")
+    overlap, seq_len = runs_py.overlap, runs_py.seq_len
 
     bench = {"source": "TorchTitan AsyncTP benchmark 2025-06", "seq_len": "", "dtype": "bf16"}
     assert seq_len(bench) == 8192.0 and seq_len({**bench, "seq_len": "4096"}) == 4096.0
@@ -124,8 +126,8 @@ def test_fp8_recipes_are_read_as_the_tables_name_them():
     """MX blocks only where a row names MX: the Megatron-Bridge 25.09 table's primary FP8 on a B200 is
     per-tensor scaling, its alternate (the CSV's note: "MXFP8 32x32 on GB200/B200; 128x128 weights / 1x128
     activations blockwise on H100") MXFP8 on a B200 and 128-element blocks on an H100."""
-    sys.path.insert(0, str(ROOT / "experiments" / "training"))
-    from runs import recipe
+    runs_py = import_script(TRAINING, "runs")
+    recipe = runs_py.recipe
 
     primary = "FP8 (precision column absent in 25.09 table; primary = FP8 recipe)"
     alternate = "FP8 alt quantization granularity (MXFP8 32x32 on GB200/B200; 128x128 weights / 1x128 ...)"
