@@ -22,7 +22,7 @@ predicted/measured ratio and its range, the median |error| and median
 signed error of the source, then of all rows; then the chips against each
 other: per-chip throughput ratios of every two chips that ran the same
 benchmark (model, ISL/OSL) on the TensorRT-LLM 1.0 page, predicted over
-measured, per pair of chips (`calibration.chip_ratio_errors`).
+measured, per pair of chips (`measured.chip_ratio_errors`).
 
     .venv/bin/python experiments/heldout_check.py [--calibration FILE] [--engine STACK] [--rows] [--by-length]
         [--pair A/B]
@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jaxplat.design import calibration as cal  # noqa: E402
-from jaxplat.design.measured import read_rows  # noqa: E402
+from jaxplat.design.measured import chip_ratio_errors, read_rows  # noqa: E402
 from jaxplat.model import load_calibration, load_model  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 
@@ -118,17 +118,17 @@ def main(argv=None):
           f"software stack: {args.engine or 'its own'})")
     # Chips against each other: per-chip offline throughput ratios of chips
     # that ran the same benchmark (model, lengths) on the same page.
-    pairs = cal.chip_ratio_errors(p, rows, source="trtllm-perf-overview")
+    pairs = chip_ratio_errors(p, rows, source="trtllm-perf-overview")
     if pairs:
-        by_chips = _by(pairs, lambda x: x[0].split(": ")[1])
+        by_chips = _by(pairs, lambda x: x.chips)
         out = []
         for chips, idx in by_chips.items():
-            e = np.array([pairs[i][3] for i in idx])
+            e = np.array([pairs[i].error for i in idx])
             out.append([chips, len(idx), f"{np.median(e) + 1:.2f}", f"{100 * np.median(np.abs(e)):.1f}%"])
         print("\nPer-chip offline throughput ratios between chips on the same benchmark (model, ISL/OSL) of "
               "the TensorRT-LLM 1.0 page, predicted / measured")
         print(table(["chips", "pairs", "median", "median |error|"], out, "lrrr"))
-        e = np.abs([x[3] for x in pairs])
+        e = np.abs([x.error for x in pairs])
         print(f"  {len(pairs)} pairs: median |error| {100 * np.median(e):.1f}%, "
               f"{100 * np.mean(e <= 0.10):.0f}% within 10%")
     if args.pair is not None:
@@ -143,16 +143,9 @@ def main(argv=None):
 
 def pair_ratios(pairs, a: str, b: str) -> list:
     """[(benchmark, measured, predicted)]: chip a's per-chip throughput over
-    chip b's on each benchmark both ran, from `calibration.chip_ratio_errors`'
-    (label, measured, predicted, error) tuples, whichever order they name the
-    two chips in."""
-    out = []
-    for label, measured, predicted, _ in pairs:
-        for first, second, flip in ((a, b, False), (b, a, True)):
-            if label.endswith(f": {first}/{second}"):
-                bench = label[:-len(f": {first}/{second}")]
-                out.append((bench, 1.0 / measured if flip else measured, 1.0 / predicted if flip else predicted))
-    return out
+    chip b's on each benchmark both ran, from `measured.chip_ratio_errors`'
+    pairs, whichever order they name the two chips in."""
+    return [(x.benchmark, *ratio) for x in pairs if (ratio := x.over(a, b)) is not None]
 
 
 def moe_models(rows) -> dict:

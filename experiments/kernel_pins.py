@@ -49,7 +49,7 @@ import kernel_check as kc  # noqa: E402
 
 from jaxplat import load_hardware, replace  # noqa: E402
 from jaxplat.design import calibration as cal  # noqa: E402
-from jaxplat.design.measured import read_rows  # noqa: E402
+from jaxplat.design.measured import chip_ratio_errors, read_rows  # noqa: E402
 from jaxplat.model import load_model  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 
@@ -124,8 +124,8 @@ def heldout_figures(pred, rows, values):
                         ("MoE", lambda r: r.model in moe)):
         s = cal.summarize(p, rows, [keep(r) for r in rows])
         out[label] = (s["median_abs"], s["median_signed"])
-    pairs = cal.chip_ratio_errors(p, rows, source="trtllm-perf-overview")
-    out["per-chip ratios"] = (float(np.median(np.abs([x[3] for x in pairs]))), float("nan"))
+    pairs = chip_ratio_errors(p, rows, source="trtllm-perf-overview")
+    out["per-chip ratios"] = (float(np.median(np.abs([x.error for x in pairs]))), float("nan"))
     return out
 
 

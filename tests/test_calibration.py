@@ -394,12 +394,12 @@ def test_chip_ratios_pair_chips_on_the_same_benchmark(tmp_path):
     # predicted 2400 (1200 per chip) and 1200. Measured ratio 1000 / 1500 = 0.667, predicted
     # 1200 / 1200 = 1, error +50%. A row with other lengths is another benchmark, and a row of
     # another source is not read.
-    from jaxplat.design.calibration import chip_ratio_errors
+    from jaxplat.design.measured import chip_ratio_errors
     off = {**ROW, "batch": "", "offline": 1, "metric": "throughput_tok_s", "source": "page"}
     rows = [{**off, "tp": 2, "value": 2000}, {**off, "hardware": "h200-sxm", "value": 1500},
             {**off, "hardware": "h200-sxm", "prompt": 128, "value": 900},
             {**off, "hardware": "b200", "value": 4000, "source": "other"}]
     parsed = read_rows(_write(tmp_path / "rows.csv", rows, list(REQUIRED) + ["source"]))
-    (label, measured, predicted, error), = chip_ratio_errors([2400.0, 1200.0, 1000.0, 5000.0], parsed, "page")
-    assert label == "llama-3.1-8b page 1024/64: h100-sxm/h200-sxm"
-    assert (measured, predicted, error) == pytest.approx((2 / 3, 1.0, 0.5))
+    (pair,) = chip_ratio_errors([2400.0, 1200.0, 1000.0, 5000.0], parsed, "page")
+    assert (pair.benchmark, pair.chips) == ("llama-3.1-8b page 1024/64", "h100-sxm/h200-sxm")
+    assert (pair.measured, pair.predicted, pair.error) == pytest.approx((2 / 3, 1.0, 0.5))

@@ -1,6 +1,6 @@
 """experiments/heldout_check.py --pair A/B: chip A's per-chip throughput over
 chip B's on each benchmark both ran, measured and predicted, whichever order
-`calibration.chip_ratio_errors` names the two chips in."""
+`measured.chip_ratio_errors` names the two chips in."""
 
 import csv
 from pathlib import Path
@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import import_script
 
-from jaxplat.design.calibration import chip_ratio_errors
-from jaxplat.design.measured import REQUIRED, read_rows
+from jaxplat.design.measured import REQUIRED, chip_ratio_errors, read_rows
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 

@@ -12,7 +12,7 @@ import numpy as np
 import yaml
 
 from jaxplat.design import calibration as cal
-from jaxplat.design.measured import read_rows
+from jaxplat.design.measured import chip_ratio_errors, read_rows
 from jaxplat.model import EFFICIENCY_PARAMS
 from jaxplat.report import table
 from jaxplat.serving import SATURATED
@@ -270,9 +270,9 @@ def run(args) -> int:
             summary[f"leave_one_{col}_out_values"] = {g: {n: float(f"{v:.4g}") for n, v in vals.items()}
                                                       for g, (_, vals) in per.items()}
     ratio_src = held.get("hardware", (fitted,))[0]
-    ratios = cal.chip_ratio_errors(np.nan_to_num(ratio_src, nan=1.0), rows)
+    ratios = chip_ratio_errors(np.nan_to_num(ratio_src, nan=1.0), rows)
     if ratios:
-        summary["chip_ratio_median_abs"] = float(np.median([abs(e) for *_, e in ratios]))
+        summary["chip_ratio_median_abs"] = float(np.median([abs(x.error) for x in ratios]))
 
     if args.out:
         command = _command(args)
@@ -287,8 +287,8 @@ def run(args) -> int:
         Path(args.out).write_text(_header(command, summary, flags, engines) + yaml.safe_dump(doc, sort_keys=False))
     if args.json:
         print(json.dumps({"parameters": params, "engines": engines, "flags": flags, **summary,
-                          "chip_ratios": [{"pair": a, "measured": b, "predicted": c, "error": e}
-                                          for a, b, c, e in ratios]}))
+                          "chip_ratios": [{"pair": f"{x.benchmark}: {x.chips}", "measured": x.measured,
+                                           "predicted": x.predicted, "error": x.error} for x in ratios]}))
         return 0
 
     print(f"\nFitted on {int(train.sum())} of {len(rows)} rows in {seconds:.0f} s ({len(hist)} steps, loss {loss:.4g})")

@@ -29,7 +29,8 @@ import optax
 from jaxplat.cost import evaluate
 from jaxplat.design.measured import METRICS, Row, row_pytrees
 from jaxplat.model import (
-    EFFICIENCY_PARAMS, Options,
+    EFFICIENCY_PARAMS,
+    Options,
     chip_software,
     default_calibration,
     engine_parts,
@@ -570,31 +571,9 @@ def held_out_predictions(pred: Predictor, key, steps=40, start=None, log=None, w
     return p, per
 
 
-def chip_ratio_errors(pred_values, rows: list[Row], source="mlperf") -> list:
-    """Per-chip throughput ratios between chips running the same benchmark
-    (same model, source, prompt and output lengths; offline rows of sources
-    whose name starts with `source`), predicted vs measured: list of
-    (label, measured ratio, predicted ratio, error)."""
-    by = {}
-    for i, r in enumerate(rows):
-        if r.metric == "throughput_tok_s" and r.load == "offline" and r.source.startswith(source):
-            chips = r.par.get("tp", 1) * r.par.get("pp", 1) * r.par.get("ep", 1) * r.par.get("dp", 1)
-            key = (r.model, r.source, f"{r.prompt:g}/{r.output:g}")
-            by.setdefault(key, []).append((r.hardware, r.value / chips, pred_values[i] / chips))
-    out = []
-    for (model, src, lengths), items in sorted(by.items()):
-        for a in range(len(items)):
-            for b in range(a + 1, len(items)):
-                (ha, ma, pa), (hb, mb, pb) = items[a], items[b]
-                if ha == hb:
-                    continue
-                out.append((f"{model} {src} {lengths}: {ha}/{hb}", ma / mb, pa / pb, (pa / pb) / (ma / mb) - 1.0))
-    return out
-
-
 __all__ = ["AT_BOUND", "BOUNDS", "DEFAULT_FIT", "ENGINE_FACTOR_BOUNDS", "ENGINE_START", "ENGINE_TIME_FACTOR_BOUNDS",
            "FIT_LOADS", "HUBER_DELTA", "IDENTIFIED", "IDENTIFY_FACTOR", "PHYSICAL_MAX", "SCANNED", "SCAN_POINTS",
            "START", "STARTS_FLOOR", "STARTS_LOSS", "STARTS_SPREAD", "Predictor", "assumed_input_groups", "at_bound",
-           "bounds", "chip_ratio_errors", "engine_values", "fit", "from_z", "held_out_predictions", "huber_log",
+           "bounds", "engine_values", "fit", "from_z", "held_out_predictions", "huber_log",
            "identification", "input_assumed", "leave_one_out", "multistart", "predict_one", "source_weights",
            "summarize", "to_z", "unpinned", "z_of"]

@@ -25,6 +25,7 @@ import csv
 import dataclasses
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 from jaxplat.model import (
     Parallel,
@@ -209,4 +210,52 @@ def row_pytrees(row: Row, calibration=None, software=None):
     return (row_hardware(row, calibration, software), *row_inputs(row))
 
 
-__all__ = ["LOADS", "METRICS", "OPTIONAL", "REQUIRED", "Row", "read_rows", "row_hardware", "row_inputs", "row_pytrees"]
+class ChipRatio(NamedTuple):
+    """Chip a's per-chip throughput over chip b's on one benchmark (model,
+    source, prompt/output lengths), measured and predicted; error is
+    predicted / measured - 1."""
+
+    benchmark: str
+    chip_a: str
+    chip_b: str
+    measured: float
+    predicted: float
+    error: float
+
+    @property
+    def chips(self) -> str:
+        return f"{self.chip_a}/{self.chip_b}"
+
+    def over(self, a: str, b: str):
+        """(measured, predicted) as a over b when these are the two chips, in either order; else None."""
+        if (a, b) == (self.chip_a, self.chip_b):
+            return self.measured, self.predicted
+        if (b, a) == (self.chip_a, self.chip_b):
+            return 1.0 / self.measured, 1.0 / self.predicted
+        return None
+
+
+def chip_ratio_errors(pred_values, rows: list[Row], source="mlperf") -> list[ChipRatio]:
+    """Per-chip throughput ratios between chips running the same benchmark
+    (same model, source, prompt and output lengths; offline rows of sources
+    whose name starts with `source`), predicted vs measured, one `ChipRatio`
+    per pair of rows on different chips (in row order)."""
+    by = {}
+    for i, r in enumerate(rows):
+        if r.metric == "throughput_tok_s" and r.load == "offline" and r.source.startswith(source):
+            chips = r.par.get("tp", 1) * r.par.get("pp", 1) * r.par.get("ep", 1) * r.par.get("dp", 1)
+            key = (r.model, r.source, f"{r.prompt:g}/{r.output:g}")
+            by.setdefault(key, []).append((r.hardware, r.value / chips, pred_values[i] / chips))
+    out = []
+    for (model, src, lengths), items in sorted(by.items()):
+        for a in range(len(items)):
+            for b in range(a + 1, len(items)):
+                (ha, ma, pa), (hb, mb, pb) = items[a], items[b]
+                if ha != hb:
+                    out.append(ChipRatio(f"{model} {src} {lengths}", ha, hb, ma / mb, pa / pb,
+                                         (pa / pb) / (ma / mb) - 1.0))
+    return out
+
+
+__all__ = ["LOADS", "METRICS", "OPTIONAL", "REQUIRED", "ChipRatio", "Row", "chip_ratio_errors", "read_rows",
+           "row_hardware", "row_inputs", "row_pytrees"]
