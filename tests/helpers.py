@@ -1,6 +1,7 @@
 """Small test helpers (jaxplat ships no chex)."""
 
 import contextlib
+import copy
 import importlib
 import sys
 
@@ -23,6 +24,17 @@ def import_script(folder, name: str):
         return importlib.import_module(name)
     finally:
         sys.path.remove(str(folder))
+
+
+def with_value(d, path, value):
+    """A deep copy of nested dicts / lists `d` with the entry at `path` (keys
+    and indices) set to `value`."""
+    d = copy.deepcopy(d)
+    x = d
+    for k in path[:-1]:
+        x = x[k]
+    x[path[-1]] = value
+    return d
 
 
 def genz_system(tflops, mem_gbs, *, eff=1.0, link_gbs=25.0, link_us=1.9, mem_gb=1e9, onchip_gbs=18000.0) -> Hardware:

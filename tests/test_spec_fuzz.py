@@ -12,11 +12,11 @@ came with this test, 104 of these 1,000 failed (of all 5,800: 497 loaded,
 infinite bandwidths, sizes, prices and SLOs, a mapping as an expert count;
 11 raised OverflowError or ValueError)."""
 
-import copy
 import random
 import warnings
 
 import pytest
+from helpers import with_value
 
 from jaxplat.model import default_calibration, hardware_from_dict, model_from_config, workload_from_dict
 from jaxplat.model.software_spec import software_from_dict
@@ -57,15 +57,6 @@ def _mappings(d, path=()):
         yield from _mappings(v, path + (k,))
 
 
-def _with(d, path, value):
-    d = copy.deepcopy(d)
-    x = d
-    for k in path[:-1]:
-        x = x[k]
-    x[path[-1]] = value
-    return d
-
-
 def _mutations(kind, d):
     """(path, value) pairs, each of which makes `d` invalid."""
     numeric = [p for p, v in _leaves(d) if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -99,7 +90,7 @@ def test_a_thousand_mutated_specs_are_each_refused_in_one_line():
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # a NaN reaching numpy is not a clear error
-                LOADERS[kind](_with(d, path, value), src=src)
+                LOADERS[kind](with_value(d, path, value), src=src)
             failures.append(f"accepted: {kind}/{name} {path} = {value!r}")
         except SpecError as e:
             if "\n" in str(e) or src not in str(e):
@@ -114,4 +105,4 @@ def test_infinite_datasheet_numbers_are_refused(tail, value):
     d = read_yaml(resolve("hardware", "h100-sxm"))
     path = next(p for p, _ in _leaves(d) if p[-len(tail):] == tail)  # wherever the spec's layout puts it
     with pytest.raises(SpecError, match="must be a finite number"):
-        LOADERS["hardware"](_with(d, path, value), src="h100-sxm.yaml")
+        LOADERS["hardware"](with_value(d, path, value), src="h100-sxm.yaml")

@@ -3,9 +3,9 @@
 exception, so a ValueError / TypeError / OverflowError raised on bad input
 would report as a bug. Each case here raised one of those before."""
 
-import copy
 
 import pytest
+from helpers import with_value
 
 import jaxplat as jp
 from jaxplat.cli import main
@@ -82,15 +82,6 @@ def _paths(d, pre=()):
             yield from _paths(v, pre + (i,))
 
 
-def _set(d, path, v):
-    d = copy.deepcopy(d)
-    x = d
-    for k in path[:-1]:
-        x = x[k]
-    x[path[-1]] = v
-    return d
-
-
 @pytest.mark.parametrize("kind, name", [("hardware", "h100-sxm"), ("hardware", "tpu-v5p"), ("workloads", "chatbot"),
                                         ("models", "deepseek-v3"), ("models", "jamba-1.5-mini")])
 def test_every_mutated_key_loads_or_says_one_line(kind, name):
@@ -104,7 +95,7 @@ def test_every_mutated_key_loads_or_says_one_line(kind, name):
     for path in _paths(d):
         for v in BAD:
             try:
-                loaders[kind](_set(d, path, v), src=name)
+                loaders[kind](with_value(d, path, v), src=name)
             except SpecError as e:
                 assert "\n" not in str(e), (path, v, str(e))
             n += 1
