@@ -19,6 +19,9 @@ reduce-scatter, Parallel.moe_gather), prompt_cv, output_cv (length spread; 0: fi
 max_batch, max_num_tokens, chunk, kv_block, mem_fraction, prefill_first
 (engine settings, jaxplat.serving.Serving), engine, source, note (kept for
 reports).
+
+`chip_ratio_errors` compares chips on these rows: per-chip throughput of
+two chips on one benchmark, measured against predicted (`ChipRatio`).
 """
 
 import csv
