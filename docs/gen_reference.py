@@ -197,16 +197,15 @@ def _num(v) -> str:
 
 
 def render_specs() -> str:
+    from jaxplat.design import codesign as cd
+    from jaxplat.design import spaces as sp
+    from jaxplat.design.codesign_train import TRAIN_OBJECTIVES
     from jaxplat.model import hardware_spec as hs
     from jaxplat.model import software_spec as ss
     from jaxplat.model import workload_spec as ws
-    from jaxplat.model.hardware import FLAT_NAMES
-    from jaxplat.model.hardware_layout import FLAT_KEYS, GROUPED_KEYS, SECTIONS
     from jaxplat.model.efficiency_spec import PARAMS
-    from jaxplat.model.hardware import TOPOLOGIES
-    from jaxplat.design import codesign as cd
-    from jaxplat.design.codesign_train import TRAIN_OBJECTIVES
-    from jaxplat.design import spaces as sp
+    from jaxplat.model.hardware import FLAT_NAMES, TOPOLOGIES
+    from jaxplat.model.hardware_layout import FLAT_KEYS, GROUPED_KEYS, SECTIONS
     from jaxplat.search import study as st
 
     out = ["## Hardware (`specs/hardware/*.yaml`)\n",

@@ -5,11 +5,11 @@ the micro-batch's own tokens, not ep x the busiest rank's (issue 36)."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import workload
 
 import jaxplat as jp
 from jaxplat.cost import build_table
 from jaxplat.serving.iteration import iteration_table
-from helpers import workload
 
 # DeepSeek-V3: hidden 7168, 8 of 256 routed experts per token, each a gated
 # FFN of width 2048: 2 x 7168 x 2 x 2048 (up + gate) + 2 x 2048 x 7168

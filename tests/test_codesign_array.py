@@ -12,8 +12,8 @@ import pytest
 
 import jaxplat as jp
 from jaxplat.design import codesign as cd
-from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.design import spaces
+from jaxplat.design.codesign_study import problem_from_dict
 from jaxplat.specs import SpecError, read_yaml, resolve
 from jaxplat.specs.units import DTYPES
 

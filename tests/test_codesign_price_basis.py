@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 import jaxplat as jp
+from jaxplat.cost import money
 from jaxplat.design import codesign as cd
 from jaxplat.design.codesign_study import problem_from_dict
-from jaxplat.cost import money
 from jaxplat.specs import read_yaml, resolve
 from jaxplat.specs.units import DTYPES
 

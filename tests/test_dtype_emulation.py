@@ -7,13 +7,13 @@ FP8 units, silently."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import workload
 
 import jaxplat as jp
 from jaxplat.cli import main
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.serving.iteration import iteration_time
 from jaxplat.specs.units import DTYPES
-from helpers import workload
 
 # A compute-bound prefill: 8 prompts of 4096 tokens of Llama-3.1-8B on one chip.
 PREFILL = dict(batch=8, prompt=4096, output=64)

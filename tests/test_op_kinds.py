@@ -7,13 +7,13 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import workload
 
 import jaxplat as jp
 from jaxplat.cost import OpKind, build_table, row_components
 from jaxplat.cost.efficiency import row_rates
 from jaxplat.model import replace
 from jaxplat.serving.iteration import iteration_table
-from helpers import workload
 
 PLAIN = jp.Options(memory_hierarchy=False)  # the plain roofline: bytes over main-memory bandwidth
 

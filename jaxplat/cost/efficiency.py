@@ -60,10 +60,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.microarch import fold_count, wave_count
-from jaxplat.cost.roofline import combine, overlap_max, smooth_max
 from jaxplat.cost.operators import OpKind, OpTable, kind_mask
+from jaxplat.cost.roofline import combine, overlap_max, smooth_max
 from jaxplat.model import Hardware, Options, Workload
 from jaxplat.specs.units import BYTES_PER_ELEMENT, DTYPES
+
 
 def attention_mask(table: OpTable) -> np.ndarray:
     """[rows] 1.0 for rows of the attention kernel: scores, softmax, weighted sum (static, from kinds)."""

@@ -250,8 +250,9 @@ def _jamba_layers(cfg, num, L, experts, src):
         e_off = int(num("expert_layer_offset", 0.0, allow_zero=True))
         dense = float(sum(1 for i in range(int(L)) if i % e_per != e_off))
     D = num("hidden_size")
-    dims = dict(ssm="mamba1", mamba_layers=L - attn, d_inner=num("mamba_expand", 2.0) * D, d_state=num("mamba_d_state", 16.0),
-                d_conv=num("mamba_d_conv", 4.0), dt_rank=_dt_rank(cfg.get("mamba_dt_rank", "auto"), D, src))
+    dims = dict(ssm="mamba1", mamba_layers=L - attn, d_inner=num("mamba_expand", 2.0) * D,
+                d_state=num("mamba_d_state", 16.0), d_conv=num("mamba_d_conv", 4.0),
+                dt_rank=_dt_rank(cfg.get("mamba_dt_rank", "auto"), D, src))
     return dims, dense
 
 

@@ -55,8 +55,8 @@ def operator_table(bd: dict, title: str) -> str:
         rows.append([
             name, f"{bd['count'][i]:g}", _num(bd["flops"][i] / 1e9), fmt_bytes(bd["bytes_a"][i] + bd["bytes_o"][i]),
             fmt_bytes(bd["bytes_w"][i]), fmt_time(bd["compute_time"][i]), fmt_time(bd["memory_time"][i]),
-            fmt_time(bd.get("fixed_time", [0.0] * len(bd["name"]))[i]), fmt_time(bd["comm_time"][i]), fmt_time(bd["total_time"][i]), f"{100 * bd['total_time'][i] / total:.1f}%",
-            bd["bound"][i]])
+            fmt_time(bd.get("fixed_time", [0.0] * len(bd["name"]))[i]), fmt_time(bd["comm_time"][i]),
+            fmt_time(bd["total_time"][i]), f"{100 * bd['total_time'][i] / total:.1f}%", bd["bound"][i]])
     headers = ["operator", "count", "GFLOP", "act bytes", "weight/KV", "compute", "memory", "fixed", "comm",
                "total", "share", "bound"]
     return f"{title}\n" + table(headers, rows, "lrrrrrrrrrrl")

@@ -15,8 +15,8 @@ from jaxplat.search.grid import MAX_BLOCK, Grid
 from jaxplat.search.gridmap import grid_map, vmap_last
 from jaxplat.search.runtime import compile_lowered, enable_compilation_cache, split_cpu_devices
 from jaxplat.search.study import AXIS_KINDS, METRICS, Axis, Study
-from jaxplat.search.train_study import load_study, study_from_dict  # inference or training (task: train)
 from jaxplat.search.sweep import STATE_FILE, Result, run
+from jaxplat.search.train_study import load_study, study_from_dict  # inference or training (task: train)
 
 # The public names (documented, kept stable). The other names imported above serve
 # this project's own modules and older scripts; new code imports them from their module.

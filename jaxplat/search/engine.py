@@ -323,7 +323,8 @@ class Engine(Merging):
         oc = jnp.minimum(o, end - 1)
         od, ov = self._outer_values(oc)
         if len(self.kinds) > 1:  # one model, so one kind, per block (Grid.n_seg)
-            branches = [functools.partial(self._evaluate_block, kind=kk, tables=tables) for kk in range(len(self.kinds))]
+            branches = [functools.partial(self._evaluate_block, kind=kk, tables=tables)
+                        for kk in range(len(self.kinds))]
             res = lax.switch(jnp.asarray(self._model_kind, jnp.int32)[seg], branches, ov, oc, j)
         else:
             res = self._evaluate_block(ov, oc, j, 0, tables)
@@ -464,7 +465,8 @@ class Engine(Merging):
                 for a, d in zip(st.inner[:gr.split], ld):
                     acc.append(seg(x.T, d, len(a)).T)
             for t in range(len(trail)):
-                per_axis = variadic_reduce(list(zip(ops, grids)), tuple(ax for ax in range(1, 2 + len(trail)) if ax != 2 + t))
+                kept = tuple(ax for ax in range(1, 2 + len(trail)) if ax != 2 + t)
+                per_axis = variadic_reduce(list(zip(ops, grids)), kept)
                 for acc, x in zip(out, per_axis):
                     acc.append(x)
         cat = lambda xs, dt: jnp.concatenate(xs, axis=1) if xs else jnp.zeros((ng, 0), dt)  # noqa: E731

@@ -83,7 +83,8 @@ class Merging:
         def one(g, run):
             s = jnp.where(grp == g, score, -jnp.inf)
             _, pos = lax.top_k(s, min(k, s.shape[0]))
-            cat = [jnp.concatenate([x, y]) for x, y in zip(run, (s[pos], o[pos], i[pos], ok[pos] & (s[pos] > -jnp.inf)))]
+            new = (s[pos], o[pos], i[pos], ok[pos] & (s[pos] > -jnp.inf))
+            cat = [jnp.concatenate([x, y]) for x, y in zip(run, new)]
             _, pos = lax.top_k(cat[0], k)
             return tuple(x[pos] for x in cat)
         out = jax.vmap(one)(jnp.arange(ng), tuple(x.reshape(ng, k) for x in top))

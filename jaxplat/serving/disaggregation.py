@@ -48,7 +48,8 @@ def disaggregated(model: Model, hw: Hardware, par_prefill: Parallel, par_decode:
     tpot = jax.lax.fori_loop(0, 40, step, decode_time(model, hw, par_decode, wl, opts, jnp.float32(1.0), ctx))
     zs = jnp.array([0.0, 1.2815516, 2.3263479])
     # Prefill waits of M/D/1 are near-exponential in their tail.
-    wait_q = safe_div(wait, jnp.maximum(rho, 1e-6)) * jnp.log(jnp.maximum(rho / (1.0 - jnp.array([0.5, 0.9, 0.99])), 1.0))
+    tail = 1.0 - jnp.array([0.5, 0.9, 0.99])  # P(wait > w_q) at the 50th, 90th and 99th percentiles
+    wait_q = safe_div(wait, jnp.maximum(rho, 1e-6)) * jnp.log(jnp.maximum(rho / tail, 1.0))
     pq = lognormal_quantile(wl.prompt, srv.prompt_cv, zs)
     ttft_q = wait_q + s_pre * safe_div(pq, wl.prompt) + xfer
     ttft = wait + s_pre + xfer

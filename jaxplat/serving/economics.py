@@ -49,7 +49,8 @@ def operating_point(model: Model, hw: Hardware, par: Parallel, wl: Workload, opt
     b = jnp.maximum(jnp.asarray(batch, jnp.float32), 1.0)
     m = evaluate(model, hw, par, replace(wl, batch=b), opts)
     replica_chips = safe_div(m.chips, par.dp)
-    dynamic = m.energy_per_token_j - safe_div(hw.power.static_power * replica_chips * m.e2e, b * wl.output)  # energy.per_token's basis
+    # energy.per_token's basis: the static power over the batch's e2e time, taken back out
+    dynamic = m.energy_per_token_j - safe_div(hw.power.static_power * replica_chips * m.e2e, b * wl.output)
     per_token = dynamic + safe_div(hw.power.static_power * m.chips, throughput)
     power = per_token * throughput
     return OperatingPoint(energy_per_token_j=per_token, power_w=power,
