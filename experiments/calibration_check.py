@@ -16,11 +16,13 @@ Static batches are judged on e2e latency: its error is measured throughput /
 predicted throughput - 1 (e2e = B*OSL / throughput). Categories: static batch
 e2e per chip, closed-loop TTFT and TPOT. Median |error| and median signed error.
 
-    .venv/bin/python experiments/calibration_check.py [--calibration FILE] [--test] [--write]
+    .venv/bin/python experiments/calibration_check.py [--calibration FILE] [--test] [--write [--replace]]
 
 Test rows are predicted only with --test (once, after the model is frozen).
 --write stores the figures in FILE's report (header lines and `fit.validation` /
-`fit.test`), where tests/test_calibration_guard.py reads them back.
+`fit.test`), where tests/test_calibration_guard.py reads them back; --replace
+first drops the ones it holds (a new round of the test rows, after a change
+chosen on validation rows: its note says so).
 """
 
 import argparse
@@ -195,15 +197,38 @@ def lines(role: str, figs: dict) -> list[str]:
     return out
 
 
-def write(cal_path, figs_by_role: dict):
+def _drop_figures(head: list, body: list, roles) -> tuple[list, list]:
+    """The header and body without the figures of `roles` (their header block: the role's title line and
+    the indented lines under it; their `fit.<role>` block: `  <role>:` and the deeper lines under it)."""
+    titles = {f"#{lines(role, {})[0]}" for role in roles}
+    keep_head, skipping = [], False
+    for ln in head:
+        skipping = ln in titles or (skipping and ln.startswith("#    "))
+        if not skipping:
+            keep_head.append(ln)
+    keys = {f"  {role}:" for role in roles}
+    start = body.index("fit:")
+    keep_body, skipping = body[:start], False
+    for ln in body[start:]:
+        skipping = ln in keys or (skipping and ln.startswith("    "))
+        if not skipping:
+            keep_body.append(ln)
+    return keep_head, keep_body
+
+
+def write(cal_path, figs_by_role: dict, replace=False):
     """Store the figures in the calibration file (as `jaxplat calibrate --out` wrote it, `fit:` its last key):
-    lines in its header before the engine and flag lines, `fit.<role>` appended to its body."""
+    lines in its header before the engine and flag lines, `fit.<role>` appended to its body. `replace`
+    drops the figures it already holds for those roles first (a new round, after a change chosen on
+    validation rows)."""
     text = Path(cal_path).read_text().splitlines()
     n = next(k for k, ln in enumerate(text) if not ln.startswith("#"))
     head, body = text[:n], text[n:]
+    if replace:
+        head, body = _drop_figures(head, body, figs_by_role)
     doc = yaml.safe_load("\n".join(body))
     if any(role in doc["fit"] for role in figs_by_role):
-        raise SystemExit(f"{cal_path}: already holds figures for {', '.join(figs_by_role)}")
+        raise SystemExit(f"{cal_path}: already holds figures for {', '.join(figs_by_role)} (--replace: a new round)")
     cut = next((k for k, ln in enumerate(head) if ln.startswith(("# Engine ", "# Flags"))), len(head))
     extra = [f"#{ln}" for role, figs in figs_by_role.items() for ln in lines(role, figs)]
     block = yaml.safe_dump(json.loads(json.dumps(figs_by_role)), sort_keys=False).splitlines()
@@ -215,13 +240,14 @@ def main(argv=None):
     ap.add_argument("--calibration", default=str(DEFAULT_FILE))
     ap.add_argument("--test", action="store_true", help="also predict the test rows (once, after the model is frozen)")
     ap.add_argument("--write", action="store_true", help="store the figures in the calibration file's report")
+    ap.add_argument("--replace", action="store_true", help="with --write: replace the figures the file holds")
     args = ap.parse_args(argv)
     roles = ("validation", "test") if args.test else ("validation",)
     figs = figures(roles, args.calibration)
     for role in roles:
         print("\n".join(lines(role, figs[role])))
     if args.write:
-        write(args.calibration, figs)
+        write(args.calibration, figs, replace=args.replace)
 
 
 if __name__ == "__main__":

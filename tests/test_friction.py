@@ -169,3 +169,23 @@ def test_estimate_header_names_the_workload(tmp_path, capsys):
     path = _workload(tmp_path, "file-name", name="my-chat")
     rc, out, _ = _run(capsys, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--workload", str(path))
     assert rc == 0 and "workload my-chat:" in out and "SLO of my-chat" in out and str(tmp_path) not in out
+
+
+def test_group_by_a_numeric_axis_finds_its_collapsed_rows():
+    """top_k_collapsed.csv writes a numeric axis with its unit ("32 chips"): grouping by it still finds
+    each group's rows (it had printed every group of parallelism-llama405b-h200 as "none among the best
+    kept" beside a table that held them)."""
+    from jaxplat.cli.sweep import _shown_rows
+    from jaxplat.search import study_from_dict
+
+    st = study_from_dict({**STUDY, "axes": {"chips": [8, 16, 32], "tp": [1, 2, 4, 8]}, "workloads": ["chatbot"],
+                          "group_by": "chips", "constraints": {"max_chips": 32}})
+    top = pd.DataFrame({"rank": [1, 2, 3], "chips": ["16 chips", "8 chips", "16 chips"], "tp": [8, 8, "any"]})
+    # axes.csv's group column holds the label as the engine wrote it (32.0)
+    axes = pd.DataFrame({"group": ["32.0", "32.0"], "axis": ["chips", "tp"], "n_ok": [3, 3],
+                         "best_throughput_per_chip": [41.5, 41.5]})
+    shown, title, missing = _shown_rows(st, top, axes, most=6)
+    assert title == "Best 2 per chips (group_by)"
+    assert shown["rank"].tolist() == [2, 1, 3]
+    assert missing == ["  chips 32: none among the best kept; best throughput_per_chip 41.5 (axes.csv; raise top_k "
+                       "to list it)"]

@@ -67,7 +67,7 @@ def test_moe_gather_column(tmp_path):
 
 def test_a_row_on_a_named_stack_runs_as_estimate_runs_it():
     """row_hardware(row, software=STACK) is the chip `estimate --engine STACK` loads: the stack's fixed costs
-    (graph-captured: 2 us per kernel, 20 us per step), the shipped calibration's fractions beneath them; without
+    (graph-captured: 2 us per kernel, 2 ms per step), the shipped calibration's fractions beneath them; without
     it the row runs the calibration's own fitted stack (16.8 us, 57 us). heldout_check --engine reported the
     fitted costs under the default stack's name before this was so."""
     import jaxplat as jp
@@ -77,7 +77,7 @@ def test_a_row_on_a_named_stack_runs_as_estimate_runs_it():
     row = next(r for r in read_rows(root / "data/measured/heldout_rows.csv") if r.hardware == "b200")
     est, run = jp.load_hardware("b200"), row_hardware(row, software="graph-captured")
     own = row_hardware(row)
-    for hw, kernel, step in ((run, 2e-6, 2e-5), (own, 1.68444e-05, 5.71452e-05)):
+    for hw, kernel, step in ((run, 2e-6, 2e-3), (own, 1.68444e-05, 5.71452e-05)):
         assert float(hw.software.kernel_latency) == pytest.approx(kernel)
         assert float(hw.software.iteration_overhead) == pytest.approx(step)
         assert float(hw.efficiency.compute) == pytest.approx(float(est.efficiency.compute))

@@ -113,11 +113,13 @@ def test_fitted_stack_reproduces_the_calibrated_model_of_2026_12():
 
 def test_chip_numbers_move_tpot_where_physics_allows():
     """At 100x an H100's bandwidth, FLOP/s and links, the graph-captured
-    stack's TPOT falls to its own fixed costs (never free), far below where
-    the fitted constants hold every chip: above their own floor, 481 kernels
-    (80 layers x 6, attention counted twice, + the LM head) x 16.84 us + 161
-    all-reduces x 13.39 us + one 57 us step = 10.3 ms for any chip (the
-    2026-12-04 refit; 11 ms with the 2026-12-03 one)."""
+    stack's TPOT falls to its own fixed costs (never free: 401 kernels x 2 us
+    + 161 all-reduces x 8 us + one 2 ms step = 4.1 ms), the chip's part of it
+    by more than 10x, far below where the fitted constants hold every chip:
+    above their own floor, 481 kernels (80 layers x 6, attention counted
+    twice, + the LM head) x 16.84 us + 161 all-reduces x 13.39 us + one 57 us
+    step = 10.3 ms for any chip (the 2026-12-04 refit; 11 ms with the
+    2026-12-03 one)."""
     hw = jp.load_hardware("h100-sxm")
     scale = dict(mem_bw=hw.mem_bw * 100, flops=hw.flops * 100, sram_bw=hw.sram_bw * 100, net_bw=hw.net_bw * 100)
     base, t = _tpot(hw), _tpot(replace(hw, **scale))
@@ -129,7 +131,7 @@ def test_chip_numbers_move_tpot_where_physics_allows():
     fitted_floor = (80 * 6 + 1) * FITTED.values["kernel_latency"] + 161 * FITTED.values["collective_latency"] + \
         FITTED.values["iteration_overhead"]
     assert fitted_floor > 0.010
-    assert t < 0.5 * base and fitted > fitted_floor and t < fitted / 4
+    assert t - floor < 0.1 * (base - floor) and fitted > fitted_floor and t < fitted / 2
 
 
 def test_kernel_counts_after_fusion_by_hand():

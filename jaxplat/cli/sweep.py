@@ -303,6 +303,18 @@ _COUNTER_TEXT = {"over_chips": "more chips than max_chips", "wrong_chips": "not 
                  "over_tpot": "over the TPOT SLO"}
 
 
+def _in_group(cell, want) -> bool:
+    """Whether a top_k_collapsed cell is in the group labelled `want`: the cell carries its unit ("32
+    chips", "1 seq"), or is "any"; a named axis' cell is its name."""
+    text = str(cell)
+    if text == "any" or text == str(want):
+        return True
+    try:
+        return float(text.split()[0]) == float(want)
+    except (ValueError, TypeError, IndexError):
+        return False
+
+
 def _shown_rows(st, top, axes, most=10):
     """The top-k rows a summary prints: the `most` best, or with a study's
     `group_by` the best few of each group (most // groups, at least 1).
@@ -316,11 +328,12 @@ def _shown_rows(st, top, axes, most=10):
     per = max(1, most // len(g))
     parts, missing = [], []
     for j in range(len(g)):
-        lab = str(g.label(j))
-        rows = top[top[g.name].astype(str).isin([lab, "any"])].head(per)
+        want = g.label(j)
+        lab = f"{want:g}" if isinstance(want, float) else str(want)
+        rows = top[[_in_group(c, want) for c in top[g.name]]].head(per)
         parts.append(rows)
         if not len(rows):
-            mine = axes[(axes["group"] == lab) & (axes["axis"] == g.name)]
+            mine = axes[(axes["group"].astype(str) == str(want)) & (axes["axis"] == g.name)]
             best = mine[f"best_{st.objective}"].to_numpy(np.float64)
             why = (f"best {st.objective} {np.nanmax(best) if st.maximize else np.nanmin(best):.4g} "
                    "(axes.csv; raise top_k to list it)" if np.isfinite(best).any() and int(mine["n_ok"].sum())
