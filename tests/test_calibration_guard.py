@@ -58,3 +58,26 @@ def test_shipped_calibration_error_on_its_held_out_rows_is_what_its_report_says(
     assert all(recorded[r]["own"] and recorded[r]["default"] for r in ROLES)
     got = check.figures(ROLES, SHIPPED)
     assert mismatches(recorded, got) == []
+
+
+def test_a_new_round_replaces_the_figures_in_place(check, tmp_path):
+    """`calibration_check.py --write --replace` swaps the figures a file holds (header lines and
+    `fit.<role>`) for a new round: written back with the figures it holds, the shipped file comes out
+    byte for byte the same; without --replace the write is refused."""
+    copy = tmp_path / "default.yaml"
+    copy.write_text(SHIPPED.read_text())
+    fit = yaml.safe_load(SHIPPED.read_text())["fit"]
+    held = {role: fit[role] for role in ROLES}
+    with pytest.raises(SystemExit, match="already holds figures"):
+        check.write(copy, held)
+    check.write(copy, held, replace=True)
+    assert copy.read_text() == SHIPPED.read_text()
+    moved = {role: {s: {c: dict(v, median_abs=v["median_abs"] + 0.05) for c, v in cats.items()}
+                    for s, cats in held[role].items()} for role in ROLES}
+    check.write(copy, moved, replace=True)
+    new, old = yaml.safe_load(copy.read_text()), yaml.safe_load(SHIPPED.read_text())
+    assert new["fit"]["test"] == moved["test"] and new["fit"]["validation"] == moved["validation"]
+    assert {k: v for k, v in new["fit"].items() if k not in ROLES} == {k: v for k, v in old["fit"].items()
+                                                                      if k not in ROLES}
+    assert all(new[k] == old[k] for k in old if k != "fit")
+    assert copy.read_text().count("#  test rows (") == 1
