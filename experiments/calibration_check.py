@@ -27,6 +27,7 @@ chosen on validation rows: its note says so).
 
 import argparse
 import csv
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -42,7 +43,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from jaxplat.design.calibration import predict_one
+from jaxplat.design.calibration import OPTS, predict_one
 from jaxplat.design.measured import read_rows, row_hardware, row_inputs
 from jaxplat.model import load_calibration, load_model
 
@@ -89,7 +90,7 @@ def _hardware(row, cal, stack, cache: dict):
     return cache[key]
 
 
-def predictions(rows, cal) -> dict:
+def predictions(rows, cal, options=OPTS) -> dict:
     """{stack: [rows] predicted value of each row's metric}. Models of one structure (the same
     static fields: attention kind, windowed or not) share one vmapped program per load, the model a
     batched input like the chip: 3 programs for the declared validation and test rows, not one per model."""
@@ -109,7 +110,8 @@ def predictions(rows, cal) -> dict:
         hw = stack([_hardware(rows[i], cal, s, chips) for s, i in items])
         par, wl, srv = (stack(t) for t in zip(*[inputs[i] for _, i in items]))
         amount = jnp.array([rows[i].amount for _, i in items], jnp.float32)
-        f = jax.jit(jax.vmap(lambda m, h, p, w, s, a, kind=kind: predict_one(m, h, p, w, s, kind, a)))
+        f = jax.jit(jax.vmap(lambda m, h, p, w, s, a, kind=kind: predict_one(m, h, p, w, s, kind, a,
+                                                                             opts=options)))
         got = np.asarray(f(model, hw, par, wl, srv, amount))
         for k, (s, i) in enumerate(items):
             out[s][i] = got[k, metric[rows[i].metric]]
@@ -156,7 +158,7 @@ def ratio_error(a, h, pred_a, pred_h) -> float:
     return (pred_h / pred_a) / (h.value / a.value) - 1.0
 
 
-def figures(roles=("validation",), cal_path=DEFAULT_FILE) -> dict:
+def figures(roles=("validation",), cal_path=DEFAULT_FILE, options=OPTS) -> dict:
     """{role: {stack: {category: {n, median_abs, median_signed}}}} of each role's rows (plus 'all static
     batch e2e', and for the test rows the A100's end-to-end latency over the H100's on the same batch,
     RATIO: predicted ratio / measured ratio - 1); rows of one model structure and load are one program."""
@@ -172,7 +174,7 @@ def figures(roles=("validation",), cal_path=DEFAULT_FILE) -> dict:
     allrows = rows + [h for _, h in found]
     cal = load_calibration(cal_path)
     out = {role: {} for role in roles}
-    for stack, pred in predictions(allrows, cal).items():
+    for stack, pred in predictions(allrows, cal, options).items():
         e = errors(rows, pred[:len(rows)])
         for role in roles:
             cats = defaultdict(list)
@@ -241,9 +243,13 @@ def main(argv=None):
     ap.add_argument("--test", action="store_true", help="also predict the test rows (once, after the model is frozen)")
     ap.add_argument("--write", action="store_true", help="store the figures in the calibration file's report")
     ap.add_argument("--replace", action="store_true", help="with --write: replace the figures the file holds")
+    ap.add_argument("--gemm-overlap", type=float, default=0.0,
+                    help="a modelling variant: the weight GEMMs' p-norm (Options.gemm_overlap; 0, the max, shipped)")
     args = ap.parse_args(argv)
+    if args.write and args.gemm_overlap:
+        ap.error("--write stores the shipped model's figures: not with --gemm-overlap")
     roles = ("validation", "test") if args.test else ("validation",)
-    figs = figures(roles, args.calibration)
+    figs = figures(roles, args.calibration, dataclasses.replace(OPTS, gemm_overlap=args.gemm_overlap))
     for role in roles:
         print("\n".join(lines(role, figs[role])))
     if args.write:

@@ -71,7 +71,7 @@ def h800():
     return replace(hw, net_bw=hw.network.bandwidth.at[0].set(200e9))
 
 
-def _rows_time(hw, dtype, rows):
+def _rows_time(hw, dtype, rows, opts=KERNEL_OPTS):
     """Seconds of operator rows run one after another (the model's own
     row_components + combine, a multi-query attention kernel's rows joined
     as efficiency.attention_overlap joins them): `rows` are (kind, flops, a,
@@ -81,25 +81,25 @@ def _rows_time(hw, dtype, rows):
     for i, (kind, flops, a, w, o, mkn, *queries) in enumerate(rows):
         r.add(f"op{i}", "op", "once", kind, f=(flops, 0.0), a=(a, 0.0), w=(w, 0.0), o=(o, 0.0), stored=w, mkn=mkn,
               queries=queries[0] if queries else 0.0)
-    wl = computed_workload(hw, workload_from_dict({"batch": 1, "prompt": 1, "output": 1, "dtype": dtype}),
-                           KERNEL_OPTS)
+    wl = computed_workload(hw, workload_from_dict({"batch": 1, "prompt": 1, "output": 1, "dtype": dtype}), opts)
     table = r.table(jnp.float32)
-    c0, _, m0, _, comm = row_components(table, hw, wl, KERNEL_OPTS)
-    return float(jnp.sum(row_cores(table, hw, KERNEL_OPTS, c0, m0) + comm))
+    c0, _, m0, _, comm = row_components(table, hw, wl, opts)
+    return float(jnp.sum(row_cores(table, hw, opts, c0, m0) + comm))
 
 
-def _one_row(hw, dtype, kind, flops, a, w, o, mkn):
+def _one_row(hw, dtype, kind, flops, a, w, o, mkn, opts=KERNEL_OPTS):
     """Seconds of one operator row."""
-    return _rows_time(hw, dtype, [(kind, flops, a, w, o, mkn)])
+    return _rows_time(hw, dtype, [(kind, flops, a, w, o, mkn)], opts)
 
 
-def gemm_prediction(hw, m, n, k, groups=1, grouped=False, dtype="fp8"):
+def gemm_prediction(hw, m, n, k, groups=1, grouped=False, dtype="fp8", opts=KERNEL_OPTS):
     """(TFLOP/s, GB/s) of `groups` m x n x k GEMMs in `dtype` with BF16 output
-    (DeepGEMM's convention for the bytes: A and B in dtype, D in BF16)."""
+    (DeepGEMM's convention for the bytes: A and B in dtype, D in BF16); `opts`:
+    the cost model's static options (Options.gemm_overlap: a variant)."""
     b = BYTES_PER_ELEMENT[dtype]
     a, w, o = groups * m * k * b, groups * k * n * b, groups * m * n * 2.0
     t = _one_row(hw, dtype, OpKind.EXPERT_GEMM if grouped else OpKind.GEMM, 2.0 * m * n * k * groups, a, w, o,
-                 (m, k, n))
+                 (m, k, n), opts)
     return 2.0 * m * n * k * groups / t / 1e12, (a + w + o) / t / 1e9
 
 
@@ -140,13 +140,14 @@ def _mnk(notes):
     return int(g.get("M", g.get("M_per_group", 0))), int(g["N"]), int(g["K"]), int(g.get("groups", 1))
 
 
-def deepgemm(rows):
-    hw, out = load_hardware("h100-sxm"), []
+def deepgemm(rows, hw=None, opts=KERNEL_OPTS):
+    """(role, label, predicted, measured) of DeepGEMM's rows on `hw` (default h100-sxm as shipped)."""
+    hw, out = hw or load_hardware("h100-sxm"), []
     for r, role in rows:
         if r["engine"] != "DeepGEMM":
             continue
         m, n, k, g = _mnk(r["notes"])
-        tf, gb = gemm_prediction(hw, m, n, k, g, grouped=g > 1 or "Grouped" in r["notes"])
+        tf, gb = gemm_prediction(hw, m, n, k, g, grouped=g > 1 or "Grouped" in r["notes"], opts=opts)
         pred = tf if r["metric"] == "tflops" else gb
         grp = "grp" if "Grouped" in r["notes"] else ""
         out.append((role, f"{r['metric']:<12} M={m:<5} N={n:<5} K={k:<5} g={g} {grp}", pred, float(r["value"])))
@@ -285,7 +286,7 @@ def solve(ratio, lo, hi, steps=30):
     return 0.5 * (lo + hi)
 
 
-def implied_memory(hw):
+def implied_memory(hw, opts=KERNEL_OPTS):
     """`memory` (fraction of HBM peak) at which DeepGEMM's M=64 fit rows come out
     right in the median: those GEMMs stream their FP8 weights once (15-117 MB)
     with too few rows to be compute-bound, as a decode step's GEMMs do. Solved
@@ -298,7 +299,7 @@ def implied_memory(hw):
 
     def ratio(mem):
         h = replace(hw, efficiency=replace(hw.efficiency, memory=mem))
-        return statistics.median(meas / gemm_prediction(h, m, n, k)[1] for (m, n, k, _), meas in shapes)
+        return statistics.median(meas / gemm_prediction(h, m, n, k, opts=opts)[1] for (m, n, k, _), meas in shapes)
 
     return solve(ratio, 0.3, 1.0)  # measured/predicted falls as `memory` rises; the root lies between
 

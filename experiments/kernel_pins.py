@@ -72,19 +72,20 @@ def deepgemm_rows(role, pred):
     return out
 
 
-def gemm_errors(hw, shapes):
-    return [kc.gemm_prediction(hw, m, n, k, g, grouped=gr)[0] / meas - 1.0 for m, n, k, g, gr, meas in shapes]
+def gemm_errors(hw, shapes, opts=kc.KERNEL_OPTS):
+    return [kc.gemm_prediction(hw, m, n, k, g, grouped=gr, opts=opts)[0] / meas - 1.0
+            for m, n, k, g, gr, meas in shapes]
 
 
 NEAR = 0.005  # median |error| within half a point of the best: the pairs the rows cannot tell apart
 
 
-def implied_tile(hw):
+def implied_tile(hw, opts=kc.KERNEL_OPTS):
     """(compute, tile_latency s, median |error| at them, at the shipped values, the grid pairs
     within NEAR of the best) on DeepGEMM's compute-bound fit rows (M=4096 dense, contiguous grouped)."""
     shapes = deepgemm_rows("fit", lambda m, grouped, notes: m >= 4096)
     score = lambda c, t: statistics.median(np.abs(gemm_errors(  # noqa: E731
-        replace(hw, efficiency=replace(hw.efficiency, compute=float(c), tile_latency=float(t))), shapes)))
+        replace(hw, efficiency=replace(hw.efficiency, compute=float(c), tile_latency=float(t))), shapes, opts)))
     grid = [(score(c, t), float(c), float(t)) for c in COMPUTE_GRID for t in TILE_GRID]
     best = min(grid)
     near = [(c, t) for e, c, t in grid if e <= best[0] + NEAR]

@@ -81,3 +81,11 @@ def test_a_new_round_replaces_the_figures_in_place(check, tmp_path):
                                                                       if k not in ROLES}
     assert all(new[k] == old[k] for k in old if k != "fit")
     assert copy.read_text().count("#  test rows (") == 1
+
+
+def test_a_variant_s_figures_are_never_written(check, capsys):
+    """`--gemm-overlap` predicts the rows under a modelling variant (Options.gemm_overlap); its figures
+    are not the shipped model's, so `--write` with it is refused before anything runs."""
+    with pytest.raises(SystemExit) as exit_:
+        check.main(["--write", "--replace", "--gemm-overlap", "3"])
+    assert exit_.value.code == 2 and "not with --gemm-overlap" in capsys.readouterr().err

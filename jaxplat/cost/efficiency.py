@@ -302,28 +302,80 @@ def fixed_times(table: OpTable, hw: Hardware, opts: Options):
             + hw.chip.fabric_latency * operator_counts(table))
 
 
-def attention_overlap(table: OpTable, hw: Hardware, opts: Options, c, m, core):
+def weight_gemm_mask(table: OpTable) -> np.ndarray:
+    """[rows] 1.0 for the weight GEMMs' rows: dense (projections, FFN, shared
+    experts), 16-bit head and router, routed experts (static, from kinds)."""
+    return kind_mask(table, (OpKind.GEMM, OpKind.WIDE_GEMM, OpKind.EXPERT_GEMM))
+
+
+def overlap_exponents(table: OpTable, hw: Hardware, opts: Options):
+    """([k] p of the p-norm that joins the compute and memory times of the
+    k rows `rows` names (0: their max), rows [k] static indices): the rows
+    that may take one, a multi-query attention kernel's (efficiency.
+    attention_overlap where queries > 0: prefill, a prompt chunk, training)
+    and, with Options.gemm_overlap > 0, the weight GEMMs' (that p); none
+    under "flat"."""
+    attn = attention_mask(table) > 0
+    gemm = (weight_gemm_mask(table) > 0) & (opts.gemm_overlap > 0)
+    rows = np.flatnonzero(attn | gemm) if opts.conv.efficiency != "flat" else np.zeros(0, np.int64)
+    q = jnp.where(table.queries[rows] > 0, hw.efficiency.attention_overlap, 0.0)
+    return jnp.where(jnp.asarray(gemm[rows]), opts.gemm_overlap, q), rows
+
+
+def _joined(table: OpTable, hw: Hardware, opts: Options, c, m, q, rows):
+    """[k] fixed costs + the q-norm of compute c and memory m beyond them, s, of the k `rows`."""
+    fixed = fixed_times(table, hw, opts)[rows]
+    return fixed + overlap_max(jnp.maximum(c[rows] - fixed, 0.0), jnp.maximum(m[rows] - fixed, 0.0), q)
+
+
+def _scattered(values, rows, n):
+    """[n] `values` [k] at their `rows` (static indices), 0 elsewhere: a gather with
+    constant indices, which the sweep's grid_map batches (gridmap), not a scatter."""
+    where = np.full(n, len(rows))
+    where[rows] = np.arange(len(rows))
+    return jnp.concatenate([values, jnp.zeros((1,), values.dtype)])[where]
+
+
+def overlap_cores(table: OpTable, hw: Hardware, opts: Options, c, m, core):
     """[rows] `core` (each row's roofline time from compute c and memory m,
-    seconds) with the rows of a multi-query attention kernel (queries > 0:
-    prefill, a prompt chunk, training) at the efficiency.attention_overlap-norm
-    of their compute and memory times, their fixed costs outside it: such a
-    kernel streams Q, K, V and O beside its matmuls and overlaps them
-    imperfectly (FlashAttention-3's forward on an H100 at S = 512 and 1,024,
-    where the two are within 2x of each other, runs 12-28% under their max:
-    experiments/attention_variants.py). Unchanged at 0 and under "flat"."""
-    if opts.conv.efficiency == "flat":
+    seconds) with the rows `overlap_exponents` gives a p > 0 at the p-norm
+    of their compute and memory times, their fixed costs outside it.
+
+    A kernel that streams its operands beside its matmuls overlaps the two
+    imperfectly, most where they take equally long (2^(1/p) x their max):
+    FlashAttention-3's forward on an H100 at S = 512 and 1,024, where the two
+    are within 2x of each other, runs 12-28% under their max
+    (experiments/attention_variants.py, attention_overlap); a weight GEMM
+    near its ridge point (a decode step of a few hundred sequences) likewise
+    (Options.gemm_overlap, 0 shipped: experiments/gemm_overlap_variants.py).
+    Unchanged at 0 and under "flat"."""
+    q, rows = overlap_exponents(table, hw, opts)
+    if not len(rows):
         return core
-    q = jnp.where(table.queries > 0, hw.efficiency.attention_overlap, 0.0)
-    fixed = fixed_times(table, hw, opts)
-    joined = fixed + overlap_max(jnp.maximum(c - fixed, 0.0), jnp.maximum(m - fixed, 0.0), q)
-    return jnp.where(q > 0, joined, core)
+    on = _scattered(q, rows, len(table.kinds)) > 0
+    return jnp.where(on, _scattered(_joined(table, hw, opts, c, m, q, rows), rows, len(table.kinds)), core)
+
+
+def overlap_decode_sums(table: OpTable, hw: Hardware, opts: Options, c0, c1, m0, m1, steps, summed):
+    """[rows] `summed` (each row's roofline time summed over `steps` decode
+    steps, roofline.sum_over_steps) with the weight GEMMs' rows, whose times
+    do not grow with the KV length (c1 = m1 = 0), at steps x their
+    `overlap_cores` time under Options.gemm_overlap > 0; `summed` itself at
+    its default 0 and under "flat" (a decode step's attention rows keep the
+    closed-form sum of their max)."""
+    if not opts.gemm_overlap or opts.conv.efficiency == "flat":
+        return summed
+    rows, n = np.flatnonzero(weight_gemm_mask(table) > 0), len(table.kinds)
+    q = jnp.full((len(rows),), opts.gemm_overlap, jnp.float32)
+    on = (jnp.asarray(weight_gemm_mask(table)) > 0) & (c1 == 0.0) & (m1 == 0.0)
+    return jnp.where(on, steps * _scattered(_joined(table, hw, opts, c0, m0, q, rows), rows, n), summed)
 
 
 def row_cores(table: OpTable, hw: Hardware, opts: Options, c, m, p=None):
     """[rows] seconds of each row from its compute c and memory m, before
     communication: the roofline's max (its p-norm in smooth mode), the
-    multi-query attention kernel's rows at `attention_overlap`'s norm."""
-    return attention_overlap(table, hw, opts, c, m, combine(c, m, 0.0, p))
+    rows of `overlap_exponents` at their own norm (`overlap_cores`)."""
+    return overlap_cores(table, hw, opts, c, m, combine(c, m, 0.0, p))
 
 
 def kernel_counts(table: OpTable, hw: Hardware, opts: Options):
@@ -415,8 +467,9 @@ def host_time(hw: Hardware, opts: Options, sequences):
     return hw.software.sequence_overhead * (REFERENCE_HOST_CLOCK_HZ / clock) * sequences
 
 
-__all__ = ["DENSE_MIN_TILE_M", "GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask", "attention_overlap",
+__all__ = ["DENSE_MIN_TILE_M", "GROUPED_MIN_TILE_M", "REFERENCE_HOST_CLOCK_HZ", "attention_mask",
            "collective_latency", "dense_tile_m", "dtype_index", "fixed_times", "gemm_peak", "gemm_problems",
            "grouped_tile_m", "halvings", "host_time", "iteration_overhead", "kernel_counts", "kernel_kind", "moe_mask",
-           "narrow_steps", "operator_counts", "quantization", "quantized_experts", "row_dtypes", "row_rates",
-           "wide_mask", "with_host"]
+           "narrow_steps", "operator_counts", "overlap_cores", "overlap_decode_sums", "overlap_exponents",
+           "quantization", "quantized_experts", "row_dtypes", "row_rates",
+           "weight_gemm_mask", "wide_mask", "with_host"]

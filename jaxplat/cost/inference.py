@@ -172,7 +172,9 @@ def row_step_times(table, hw, wl, opts, s, p=None):
 def row_decode_sums(table, hw, wl, opts, lo, hi, p=None):
     """[rows] seconds of each operator summed over decode steps s = lo..hi."""
     c0, c1, m0, m1, comm = row_components(table, hw, wl, opts)
-    return sum_over_steps(c0, c1, m0, m1, comm, lo, hi, p)
+    n = jnp.maximum(hi - lo + 1.0, 0.0)
+    return efficiency.overlap_decode_sums(table, hw, opts, c0, c1, m0, m1, n,
+                                          sum_over_steps(c0, c1, m0, m1, 0.0, lo, hi, p)) + n * comm
 
 
 def divisibility(model: Model, par: Parallel, opts: Options = Options()) -> dict:
@@ -343,7 +345,8 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
         dec_core = combine(c0 + c1 * wl.output, m0 + m1 * wl.output, 0.0, p)
         dec_comm, dec_weight = hidden * comm_dec, dec.count
     else:
-        dec_core = sum_over_steps(c0, c1, m0, m1, 0.0, 1.0, steps, p)
+        dec_core = efficiency.overlap_decode_sums(dec, hw, options, c0, c1, m0, m1, steps,
+                                                  sum_over_steps(c0, c1, m0, m1, 0.0, 1.0, steps, p))
         dec_comm = steps * hidden * comm_dec  # the same every step
         wa, wb = larger_weights(_total(dec.count, dec_core, dec_comm),
                                 nmb * _total(dec.stage, dec_core, dec_comm), p)

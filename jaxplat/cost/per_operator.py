@@ -87,9 +87,10 @@ def breakdown(model: Model, hardware: Hardware, parallel: Parallel, workload: Wo
     bytes_w / bytes_o (input, weight-or-KV, output bytes), compute_time,
     memory_time (their roofline times), fixed_time (kernel launches and a
     dataflow chip's fabric crossing, efficiency.fixed_times: one execution
-    costs max(compute, memory) + fixed), comm_time (the whole collective), exposed_comm_time (what
-    `Parallel.overlap` leaves), time (one execution: max(compute, memory) +
-    exposed communication, times the phase's power-limit stretch
+    costs max(compute, memory) + fixed, or their p-norm + fixed on the rows
+    `efficiency.overlap_exponents` names), comm_time (the whole collective), exposed_comm_time (what
+    `Parallel.overlap` leaves), time (one execution: that + exposed
+    communication, times the phase's power-limit stretch
     `Metrics.throttle` when the chips are held at TDP; decode: the mean over
     the steps) and total_time
     (weight x time), seconds, intensity (FLOP/byte), bound ('compute' /

@@ -147,21 +147,22 @@ def _stack(trees):
     return jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
 
-def predict_one(model, hw, par, wl, srv, kind, amount, offline=False, cap=None):
+def predict_one(model, hw, par, wl, srv, kind, amount, offline=False, cap=None, opts=OPTS):
     """[3] (throughput tok/s of the deployment, mean TTFT s, mean TPOT s) of
     one measured configuration. kind: "batch" (amount = batch per replica),
     "rate" (requests/s of the deployment), "loop" (clients of the
     deployment, or every slot busy where `offline`). `cap`: the engine's
-    slots if known (`capacity`; no efficiency parameter changes them)."""
+    slots if known (`capacity`; no efficiency parameter changes them).
+    `opts`: the cost model's static options (default: as `estimate` runs)."""
     if kind == "batch":
-        m = evaluate(model, hw, par, replace(wl, batch=amount), OPTS)
+        m = evaluate(model, hw, par, replace(wl, batch=amount), opts)
         return jnp.stack([m.throughput, m.ttft, m.tpot])
-    cap, _, _ = capacity(model, hw, par, wl, srv, OPTS) if cap is None else (cap, None, None)
+    cap, _, _ = capacity(model, hw, par, wl, srv, opts) if cap is None else (cap, None, None)
     if kind == "rate":
-        sm = queueing(model, hw, par, wl, replace(srv, rate=amount / par.dp), OPTS, cap, QUEUE_STEPS)
+        sm = queueing(model, hw, par, wl, replace(srv, rate=amount / par.dp), opts, cap, QUEUE_STEPS)
         return jnp.stack([amount * wl.output, sm.ttft_mean, sm.tpot_mean])
     clients = jnp.where(offline, jnp.maximum(cap, 1.0), amount / par.dp)
-    cl = closed_loop(model, hw, par, wl, srv, clients, OPTS, cap)
+    cl = closed_loop(model, hw, par, wl, srv, clients, opts, cap)
     return jnp.stack([cl.throughput, cl.ttft, cl.tpot])
 
 
@@ -188,16 +189,19 @@ class Predictor:
     in `engines`, as factors "name@engine" on the global value for the rows
     whose `engine` column is that engine or has it among its "+" parts (a
     row of "vllm-0.7+rocm" takes the product of both factors; `names` lists
-    the globals, then the factors); `software` as `row_hardware` takes it.
+    the globals, then the factors); `software` as `row_hardware` takes it;
+    `options`, the cost model's static options (a modelling variant; default
+    as `estimate` runs).
     """
 
-    def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None, engine_fit=(), engines=(), software=None):
+    def __init__(self, rows: list[Row], names=DEFAULT_FIT, calibration=None, engine_fit=(), engines=(), software=None,
+                 options=OPTS):
         unknown = [n for n in names if n not in BOUNDS] + [n for n in engine_fit if n not in names]
         if unknown:
             raise SpecError(f"--fit / --engine-fit: cannot fit {unknown[0]!r}; "
                             f"parameters: {', '.join(BOUNDS)} (per-engine ones among those fitted)")
         self.globals, self.engine_fit, self.engines = tuple(names), tuple(engine_fit), tuple(engines)
-        self.rows = rows
+        self.rows, self.options = rows, options
         self.names = self.globals + tuple(f"{p}@{e}" for e in self.engines for p in self.engine_fit)
         index, self.configs = {}, []
         for r in rows:
@@ -218,7 +222,7 @@ class Predictor:
             amount = jnp.array([self.configs[i].amount for i in idx], jnp.float32)
             offline = jnp.array([self.configs[i].load == "offline" for i in idx])
             slots = (jnp.zeros_like(amount) if kind == "batch" else
-                     jax.jit(jax.vmap(lambda h, p, w, s: capacity(model, h, p, w, s, OPTS)[0]))(hw, par, wl, srv))
+                     jax.jit(jax.vmap(lambda h, p, w, s: capacity(model, h, p, w, s, options)[0]))(hw, par, wl, srv))
             engine = jnp.array([[float(e in self.parts(self.configs[i])) for e in self.engines]
                                 for i in idx], jnp.float32).reshape(len(idx), len(self.engines))
             g = _Group(model_name, kind, idx, (hw, par, wl, srv, amount, offline, slots, engine))
@@ -253,7 +257,7 @@ class Predictor:
                 factors = values[G:].reshape(E, K)
                 v = v * jnp.exp((engine @ jnp.log(factors)) @ pick)
             hw = replace(hw, **dict(zip(fields, v)))
-            return predict_one(model, hw, par, wl, srv, kind, amount, offline, slots)
+            return predict_one(model, hw, par, wl, srv, kind, amount, offline, slots, self.options)
         batched = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, 0, 0, 0, 0))
 
         def with_aux(values, *a):

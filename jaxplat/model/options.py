@@ -144,16 +144,25 @@ class Options:
         (memory.byte_prices). Off: the plain roofline (every off-chip
         byte once at main-memory bandwidth). Profiles whose conventions have
         no memory hierarchy (genz) ignore it.
+      gemm_overlap: p of the p-norm that joins a weight GEMM's compute and
+        memory times (efficiency.overlap_cores): 0, their max (the roofline;
+        shipped), or p >= 1, 2^(1/p) x the max at the GEMM's ridge point. A
+        modelling variant, static so that the default pays nothing for it
+        (experiments/gemm_overlap_variants.py judges it); profiles with flat
+        efficiencies (genz) ignore it.
     """
 
     profile: str = "default"
     smooth: bool = False
     fused_attention: bool = True
     memory_hierarchy: bool = True
+    gemm_overlap: float = 0.0
 
     def __post_init__(self):
         if self.profile not in CONVENTIONS:
             raise SpecError(f"unknown profile {self.profile!r}; allowed: {', '.join(PROFILES)}")
+        if not (self.gemm_overlap == 0.0 or 1.0 <= self.gemm_overlap <= 64.0):
+            raise SpecError(f"gemm_overlap is 0 (the max) or an exponent in [1, 64], got {self.gemm_overlap!r}")
 
     @property
     def conv(self) -> Conventions:
