@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from jaxplat.design.calibration import OPTS, predict_one
 from jaxplat.design.measured import read_rows, row_hardware, row_inputs
 from jaxplat.model import load_calibration, load_model
+from jaxplat.specs import SpecError
 
 DEFAULT_FILE = ROOT / "specs/calibration/default.yaml"
 STACKS = ("own", "default")
@@ -248,8 +249,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.write and args.gemm_overlap:
         ap.error("--write stores the shipped model's figures: not with --gemm-overlap")
+    try:
+        options = dataclasses.replace(OPTS, gemm_overlap=args.gemm_overlap)
+    except SpecError as e:
+        ap.error(f"--gemm-overlap: {e}")
     roles = ("validation", "test") if args.test else ("validation",)
-    figs = figures(roles, args.calibration, dataclasses.replace(OPTS, gemm_overlap=args.gemm_overlap))
+    figs = figures(roles, args.calibration, options)
     for role in roles:
         print("\n".join(lines(role, figs[role])))
     if args.write:

@@ -50,6 +50,7 @@ from jaxplat import load_hardware, replace  # noqa: E402
 from jaxplat.design import calibration as cal  # noqa: E402
 from jaxplat.design.measured import chip_ratio_errors, read_rows  # noqa: E402
 from jaxplat.report import table  # noqa: E402
+from jaxplat.specs import SpecError  # noqa: E402
 
 EXPONENTS = (0.0, 4.0, 3.0, 2.0)
 NETWORKS = (0.355996, 0.819)
@@ -145,4 +146,9 @@ if __name__ == "__main__":
     ap.add_argument("--network", type=floats, default=NETWORKS, help="network efficiencies, comma-separated")
     ap.add_argument("--exponents", type=floats, default=EXPONENTS, help="gemm_overlap values (0: the max)")
     args = ap.parse_args()
+    for p in args.exponents:
+        try:
+            options(p)
+        except SpecError as e:
+            ap.error(f"--exponents: {e}")
     main(args.network, args.exponents)
