@@ -35,7 +35,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,14 +48,13 @@ from heldout_check import DATA, moe_models  # noqa: E402
 from jaxplat import load_hardware, replace  # noqa: E402
 from jaxplat.design import calibration as cal  # noqa: E402
 from jaxplat.design.measured import chip_ratio_errors, read_rows  # noqa: E402
+from jaxplat.model import EFFICIENCY_PARAMS  # noqa: E402
 from jaxplat.report import table  # noqa: E402
 from jaxplat.specs import SpecError  # noqa: E402
 
 EXPONENTS = (0.0, 4.0, 3.0, 2.0)
 NETWORKS = (0.355996, 0.819)
 NAMES = ("network", "memory", "compute", "tile_latency", "attention_compute")
-FLAT = {"network": "eff_network", "memory": "eff_memory", "compute": "eff_compute", "tile_latency": "tile_latency",
-        "attention_compute": "eff_attention_compute"}
 KERNEL_ROWS = kernel_check.kernel_rows()
 
 
@@ -65,16 +63,6 @@ def options(p):
     where engines are (calibration.OPTS)."""
     return (dataclasses.replace(kernel_check.KERNEL_OPTS, gemm_overlap=p),
             dataclasses.replace(cal.OPTS, gemm_overlap=p))
-
-
-def trtllm_predictions(pred, values):
-    """[rows] predictions at `values` ({name: value} over NAMES), one compiled program per group."""
-    out = np.zeros((len(pred.configs), 3))
-    v = jnp.asarray([values[n] for n in NAMES], jnp.float32)
-    for g in pred.groups:
-        _, o = g.jac(v, *g.args)
-        out[np.array(g.configs)] = np.asarray(o)
-    return out[pred.row_config, pred.row_metric]
 
 
 def repinned(p):
@@ -94,7 +82,7 @@ def repinned(p):
 
 def kernel_rows(p, values):
     """(M=128 dense, masked grouped) DeepGEMM validation rows' (median |error|, median signed) at `values`."""
-    hw = replace(load_hardware("h100-sxm"), **{FLAT[n]: v for n, v in values.items()})
+    hw = replace(load_hardware("h100-sxm"), **{EFFICIENCY_PARAMS[n][0]: v for n, v in values.items()})
     items = [(label, pr / me - 1.0) for role, label, pr, me in kernel_check.deepgemm(KERNEL_ROWS, hw, options(p)[0])
              if role == "validation" and label.startswith("tflops")]  # its GB/s rows are the same times
     dense = [e for label, e in items if "grp" not in label]
@@ -119,7 +107,7 @@ def main(networks=NETWORKS, exponents=EXPONENTS):
         pred = cal.Predictor(rows, NAMES, software="graph-captured", options=options(p)[1])
         for net in networks:
             values = {**pinned, "network": net}
-            q = trtllm_predictions(pred, values)
+            q = np.asarray(pred.predict(cal.z_of(pred, values)), float)
             e = q / measured - 1.0
             ratios = np.abs([x.error for x in chip_ratio_errors(q, rows, source="trtllm-perf-overview")])
             (kd, ks), (gd, gs) = kernel_rows(p, values)

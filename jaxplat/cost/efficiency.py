@@ -358,16 +358,19 @@ def overlap_cores(table: OpTable, hw: Hardware, opts: Options, c, m, core):
 
 def overlap_decode_sums(table: OpTable, hw: Hardware, opts: Options, c0, c1, m0, m1, steps, summed):
     """[rows] `summed` (each row's roofline time summed over `steps` decode
-    steps, roofline.sum_over_steps) with the weight GEMMs' rows, whose times
-    do not grow with the KV length (c1 = m1 = 0), at steps x their
-    `overlap_cores` time under Options.gemm_overlap > 0; `summed` itself at
-    its default 0 and under "flat" (a decode step's attention rows keep the
-    closed-form sum of their max)."""
-    if not opts.gemm_overlap or opts.conv.efficiency == "flat":
+    steps, roofline.sum_over_steps) with the rows of `overlap_exponents` whose
+    times do not grow with the KV length (c1 = m1 = 0: the weight GEMMs) at
+    steps x their `overlap_cores` time, as a step-by-step sum gives them.
+    `summed` itself where no weight GEMM takes a norm (Options.gemm_overlap 0,
+    its default): a decode step's attention rows grow with the KV length, so
+    nothing else would change, and the default pays nothing for it."""
+    if not opts.gemm_overlap:
         return summed
-    rows, n = np.flatnonzero(weight_gemm_mask(table) > 0), len(table.kinds)
-    q = jnp.full((len(rows),), opts.gemm_overlap, jnp.float32)
-    on = (jnp.asarray(weight_gemm_mask(table)) > 0) & (c1 == 0.0) & (m1 == 0.0)
+    q, rows = overlap_exponents(table, hw, opts)
+    if not len(rows):
+        return summed
+    n = len(table.kinds)
+    on = (_scattered(q, rows, n) > 0) & (c1 == 0.0) & (m1 == 0.0)
     return jnp.where(on, steps * _scattered(_joined(table, hw, opts, c0, m0, q, rows), rows, n), summed)
 
 

@@ -9,6 +9,7 @@ cost model field by field, never an `if profile == ...` inside it.
 
 import dataclasses
 
+from jaxplat.model.efficiency_spec import RATIO_MAX
 from jaxplat.specs import SpecError
 
 
@@ -161,8 +162,9 @@ class Options:
     def __post_init__(self):
         if self.profile not in CONVENTIONS:
             raise SpecError(f"unknown profile {self.profile!r}; allowed: {', '.join(PROFILES)}")
-        if not (self.gemm_overlap == 0.0 or 1.0 <= self.gemm_overlap <= 64.0):
-            raise SpecError(f"gemm_overlap is 0 (the max) or an exponent in [1, 64], got {self.gemm_overlap!r}")
+        top = RATIO_MAX["exponent"]  # the bound attention_overlap's exponent has (efficiency_spec)
+        if not (self.gemm_overlap == 0.0 or 1.0 <= self.gemm_overlap <= top):
+            raise SpecError(f"gemm_overlap is 0 (the max) or an exponent in [1, {top:g}], got {self.gemm_overlap!r}")
 
     @property
     def conv(self) -> Conventions:
