@@ -39,6 +39,7 @@ Run: .venv/bin/python experiments/static_batch_check.py [--test] [--roles fit,va
 """
 
 import argparse
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -151,10 +152,12 @@ def done_when(out):
 def step_gap(out, role_set):
     """Per (chip, engine, tp), and per (chip, tp) over every engine: median over the batch-1 rows of
     (measured - graph-captured predicted) e2e / output tokens, ms per decode step; beside it the engine's
-    whole time per step outside the kernels, that gap plus the stack's own `iteration_overhead` (a
-    request's output tokens take as many engine steps, its prefill's included, so this column does not
-    depend on the value the stack holds), and the predicted ms per step."""
-    step = 1e3 * float(load_software("graph-captured").values["iteration_overhead"])
+    whole time per step outside the kernels, that gap plus the stack's own time per step at that tp
+    (`iteration_overhead` + `rank_overhead` log2(tp): a request's output tokens take as many engine steps,
+    its prefill's included, so this column does not depend on the values the stack holds), and the
+    predicted ms per step."""
+    values = load_software("graph-captured").values
+    step, rank = 1e3 * float(values["iteration_overhead"]), 1e3 * float(values["rank_overhead"])
     cells = defaultdict(list)
     for (stack, chip), items in out.items():
         if stack != "graph-captured" or chip == "a100-80gb":
@@ -165,12 +168,14 @@ def step_gap(out, role_set):
                 cells[(c, engine, tp)].append(x)
                 cells[(c, "all engines", tp)].append(x)
     print("\n== Batch 1: measured - predicted time per output token on the graph-captured stack "
-          f"(ms per decode step, median over models and lengths; the stack charges {step:g} ms a step) ==")
+          f"(ms per decode step, median over models and lengths; the stack charges {step:g} ms a step and "
+          f"{rank:g} ms per doubling of tp) ==")
     print(f"   {'chip':<7} {'engine':<14} {'tp':>3} {'gap ms':>8} {'outside kernels ms':>19} "
           f"{'predicted ms':>13}  rows")
     for (c, e, tp), xs in sorted(cells.items()):
         gap, pred = statistics.median(x for x, _ in xs), statistics.median(y for _, y in xs)
-        print(f"   {c:<7} {e:<14} {tp:>3} {gap:8.2f} {gap + step:19.2f} {pred:13.2f}  {len(xs)}")
+        own = step + rank * math.log2(tp)
+        print(f"   {c:<7} {e:<14} {tp:>3} {gap:8.2f} {gap + own:19.2f} {pred:13.2f}  {len(xs)}")
 
 
 def main(argv=None):

@@ -325,7 +325,7 @@ def test_pipeline_prefill_and_decode_by_hand(llama70b, h100):
     """
     # no engine overhead nor host work per sequence: each is paid once per
     # pass or step, not per stage, so the stages would not compose by hand with it
-    h100 = replace(h100, sram_size=0.0, iteration_overhead=0.0, sequence_overhead=0.0)
+    h100 = replace(h100, sram_size=0.0, iteration_overhead=0.0, rank_overhead=0.0, sequence_overhead=0.0)
     wl, ub = workload(batch=32, prompt=512, output=33), 8.0
     one = jp.evaluate(llama70b, h100, jp.Parallel(tp=4), replace(wl, batch=ub))
     bare = replace(llama70b, layers=0.0, dense_layers=0.0)

@@ -162,7 +162,8 @@ def test_tdp_holds_average_power():
     # the draw changes nothing; TTFT never grows with TDP.
     model, wl = jp.load_model("llama-2-7b"), workload(batch=8, prompt=512, output=32)
     # no engine overhead either: its time draws no chip power (the hand figures hold without it)
-    hw = replace(jp.load_hardware("h100-sxm"), static_power=jnp.float32(0.0), iteration_overhead=0.0)
+    hw = replace(jp.load_hardware("h100-sxm"), static_power=jnp.float32(0.0), iteration_overhead=0.0,
+                 rank_overhead=0.0)
     free = jp.evaluate(model, replace(hw, tdp=jnp.float32(0.0)), jp.Parallel(tp=2), wl)  # tdp 0: no limit
     big = _at_tdp(model, hw, wl, jnp.float32(1e9))
     assert float(big.e2e) == pytest.approx(float(free.e2e), rel=1e-6) and float(big.throttle) == 1.0

@@ -428,9 +428,16 @@ def with_host(device, host, hw: Hardware, p=None):
     return hw.software.host_overlap * longer + (1.0 - hw.software.host_overlap) * (device + host)
 
 
-def iteration_overhead(hw: Hardware, opts: Options):
-    """Seconds per engine iteration outside the kernels (0 with "flat")."""
-    return 0.0 if opts.conv.efficiency == "flat" else hw.software.iteration_overhead
+def iteration_overhead(hw: Hardware, opts: Options, tp=1.0):
+    """Seconds per engine iteration outside the kernels (0 with "flat"):
+    the stack's time per step, plus `rank_overhead` per doubling of the
+    `tp` tensor-parallel ranks (the step handed to each worker, the ranks'
+    barrier: measured on the 2024 engines' batch-1 rows, 0.66 ms more at
+    tp 2 and 1.61 ms at tp 4 on H100s; an MI300X's grow as log2(tp) to tp 8,
+    experiments/static_batch_check.py --step-gap)."""
+    if opts.conv.efficiency == "flat":
+        return 0.0
+    return hw.software.iteration_overhead + hw.software.rank_overhead * jnp.log2(jnp.maximum(tp, 1.0))
 
 
 def collective_latency(hw: Hardware, opts: Options):

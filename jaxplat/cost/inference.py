@@ -379,7 +379,7 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
         e_pre, e_dec = e_pre * energy.energy_share(1.0 / pre_slow), e_dec * energy.energy_share(1.0 / dec_slow)
     # The engine's own time per iteration (the prefill pass, each decode
     # step) adds to the kernels', throttled or not (efficiency.iteration_overhead).
-    overhead = efficiency.iteration_overhead(hw, options)
+    overhead = efficiency.iteration_overhead(hw, options, par.tp)
     ttft_dev, tpot_dev = pre_slow * ttft + overhead, dec_slow * tpot + overhead
     # The host's per-sequence work each step (scheduling, sampling: the same
     # physics as an engine iteration under load, serving.iteration): beside

@@ -67,7 +67,7 @@ def _columns(ph, phase, hardware, parallel, workload, options):
         # The engine's own time per pass or step (scheduling, sampling:
         # efficiency.iteration_overhead), which evaluate adds to the kernels':
         # one more row of breakdown_rows.
-        cols[_OVERHEAD] = jnp.reshape(efficiency.iteration_overhead(hardware, options), (1,))
+        cols[_OVERHEAD] = jnp.reshape(efficiency.iteration_overhead(hardware, options, parallel.tp), (1,))
     return t, cols
 
 

@@ -189,6 +189,8 @@ class SoftwareCosts:
       attention_kernels: kernels one attention operator runs as (1 fused).
       collective_latency: s each collective call costs beyond its α-β time.
       iteration_overhead: s per engine iteration outside the kernels.
+      rank_overhead: s more per engine iteration per doubling of the
+        tensor-parallel ranks (jaxplat.cost.efficiency.iteration_overhead).
       sequence_overhead: s of host CPU time per running sequence per
         iteration on the reference host (REFERENCE_HOST_CLOCK_HZ).
       host_overlap: 1 when the host's per-sequence work overlaps the device
@@ -203,6 +205,7 @@ class SoftwareCosts:
     attention_kernels: jax.Array = _const(1.0)
     collective_latency: jax.Array = _const(0.0)
     iteration_overhead: jax.Array = _const(0.0)
+    rank_overhead: jax.Array = _const(0.0)
     sequence_overhead: jax.Array = _const(0.0)
     host_overlap: jax.Array = _const(1.0)
     moe_speed: jax.Array = _const(1.0)
@@ -285,8 +288,8 @@ FLAT_NAMES = {
     "eff_moe_fp4": ("efficiency", "moe_fp4"), "expert_latency": ("efficiency", "expert_latency"),
     "tile_latency": ("efficiency", "tile_latency"), "eff_scan": ("efficiency", "scan"),
     **{f: ("software", f) for f in ("kernel_latency", "elementwise_kernels", "attention_kernels",
-                                    "collective_latency", "iteration_overhead", "sequence_overhead", "host_overlap",
-                                    "moe_speed")},
+                                    "collective_latency", "iteration_overhead", "rank_overhead", "sequence_overhead",
+                                    "host_overlap", "moe_speed")},
     **{f: ("power", f) for f in ("tdp", "static_power", "energy_flop", "energy_sram", "energy_mem", "energy_net")},
     **{f: ("cost", f) for f in ("price", "lifetime", "energy_price", "pue")},
     "host_clock_hz": ("host", "clock_hz"), "host_flops": ("host", "flops"), "host_bw": ("host", "bandwidth"),

@@ -43,6 +43,9 @@ SOFTWARE_KEYS = {
                           "kernel's launch, the ranks' barrier)"),
     "iteration_overhead": ("software.iteration_overhead", "s", (0.0, 0.05),
                   "time per engine step outside the kernels (graph launch, sampling, the token's copy to the host)"),
+    "rank_overhead": ("software.rank_overhead", "s", (0.0, 0.01),
+                      "time per engine step added by each doubling of the tensor-parallel ranks (the step handed "
+                      "to each worker, the ranks' barrier)"),
     "sequence_overhead": ("software.sequence_overhead", "s", (0.0, 2e-4),
                       "host CPU time per running sequence per step on the reference 3.8 GHz host"),
     "host_overlap": ("software.host_overlap", "fraction", (0.0, 1.0),

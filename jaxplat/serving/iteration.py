@@ -216,7 +216,7 @@ def iteration_time(model: Model, hw: Hardware, par: Parallel, wl: Workload, opts
         paths = stage_paths(par)
         joules = paths * nmb * energy.dynamic_energy(table, hw, wl0, opts, 1.0, 0.0, prices)
         kernels = safe_div(kernels, energy.clock_share(joules, kernels, hw, paths * par.pp))
-    gpu = kernels + iteration_overhead(hw, opts)
+    gpu = kernels + iteration_overhead(hw, opts, par.tp)
     # The host's per-sequence work for the next iteration runs while the GPU
     # runs this one (TensorRT-LLM's overlap scheduler, SGLang's): the longer
     # of the two paces the engine. Each attention-data-parallel rank has its
