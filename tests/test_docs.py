@@ -48,6 +48,24 @@ def test_readme_two_commands():
     assert blocks[0][0] == blocks[1][0] == "bash"
 
 
+def test_readme_main_job_prints_what_the_readme_says(capsys):
+    """The README's main job (its first command's `jaxplat estimate ...`) gives the TPOT the README states
+    under it, to the 0.1 ms it prints, and misses the chatbot's SLO as it says: a change of the default
+    stack or calibration that moves the headline number fails here until the README says the new one."""
+    import json
+
+    from jaxplat.cli import main
+
+    text = (ROOT / "README.md").read_text()
+    stated = re.search(r"The main job prints TPOT ([0-9.]+) ms, MISSED", text)
+    assert stated, "the README states the main job's TPOT"
+    argv = shlex.split(SETUP_LINE.split(" && ")[-1])[1:]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert round(1e3 * out["tpot_s"], 1) == float(stated.group(1))
+    assert not out["meets_slo"]
+
+
 def test_readme_links_exist():
     text = (ROOT / "README.md").read_text()
     links = re.findall(r"\]\(((?:docs|experiments)/[^)#]+)", text)
