@@ -39,7 +39,6 @@ Run: .venv/bin/python experiments/static_batch_check.py [--test] [--roles fit,va
 """
 
 import argparse
-import math
 import statistics
 import sys
 from collections import defaultdict
@@ -48,7 +47,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from jaxplat import Parallel, evaluate, load_hardware, load_model
+from jaxplat import Options, Parallel, evaluate, load_hardware, load_model
+from jaxplat.cost import iteration_overhead
 from jaxplat.design.splits import load_inference_split
 from jaxplat.model import load_software, select_engine, workload_from_dict
 
@@ -158,6 +158,9 @@ def step_gap(out, role_set):
     predicted ms per step."""
     values = load_software("graph-captured").values
     step, rank = 1e3 * float(values["iteration_overhead"]), 1e3 * float(values["rank_overhead"])
+    # the stack's own ms per step at each tp, as the cost model charges it (the stack's values; any chip)
+    graph = load_hardware("h100-sxm", software=load_software("graph-captured"))
+    own = lambda tp: 1e3 * float(iteration_overhead(graph, Options(), float(tp)))  # noqa: E731
     cells = defaultdict(list)
     for (stack, chip), items in out.items():
         if stack != "graph-captured" or chip == "a100-80gb":
@@ -174,8 +177,7 @@ def step_gap(out, role_set):
           f"{'predicted ms':>13}  rows")
     for (c, e, tp), xs in sorted(cells.items()):
         gap, pred = statistics.median(x for x, _ in xs), statistics.median(y for _, y in xs)
-        own = step + rank * math.log2(tp)
-        print(f"   {c:<7} {e:<14} {tp:>3} {gap:8.2f} {gap + own:19.2f} {pred:13.2f}  {len(xs)}")
+        print(f"   {c:<7} {e:<14} {tp:>3} {gap:8.2f} {gap + own(tp):19.2f} {pred:13.2f}  {len(xs)}")
 
 
 def main(argv=None):

@@ -428,7 +428,7 @@ def with_host(device, host, hw: Hardware, p=None):
     return hw.software.host_overlap * longer + (1.0 - hw.software.host_overlap) * (device + host)
 
 
-def iteration_overhead(hw: Hardware, opts: Options, tp=1.0):
+def iteration_overhead(hw: Hardware, opts: Options, tp):
     """Seconds per engine iteration outside the kernels (0 with "flat"):
     the stack's time per step, plus `rank_overhead` per doubling of the
     `tp` tensor-parallel ranks (the step handed to each worker, the ranks'
