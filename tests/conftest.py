@@ -48,10 +48,6 @@ def pytest_configure(config):
         cache = tempfile.mkdtemp(prefix="jaxplat-xla-cache-")
     jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    # No Python traceback in the programs' source locations (debug metadata only; error messages keep
-    # theirs): XLA carries every location through its passes, and without them a compile took ~17% less
-    # CPU time (the max-load program, min of 5 compiles, three runs; 2026-12-07).
-    jax.config.update("jax_traceback_in_locations_limit", 0)
 
 
 # The modules that take longest, longest first (CPU seconds of each module run alone, 2026-12-06: 72 s for
