@@ -1,6 +1,8 @@
 """Where the test suite's CPU time goes: JAX's own monitoring events
 (trace, lowering, XLA backend compile, persistent-cache hits), summed per
-program name over one run of the suite.
+program name over one run of the suite, and the CPU seconds of every test
+(its process's own, and its subprocesses' once waited for), summed per
+module.
 
 A pytest plugin and its report. Run the suite with the plugin, then print:
 
@@ -10,9 +12,13 @@ A pytest plugin and its report. Run the suite with the plugin, then print:
 Each pytest process (the controller and every xdist worker) writes its
 events to $JAXPLAT_COMPILE_PROFILE (default /tmp/jaxplat-compile-profile)
 as `PROCESS.json` when its session ends (the controller clears the
-folder's earlier profiles when it starts). Subprocesses the tests start
-(test_search_multiprocess's sweeps) are not counted. Seconds are CPU
-seconds of the process that compiled (a worker compiles on one thread).
+folder's earlier profiles when it starts). The events leave out the
+subprocesses the tests start (test_search_multiprocess's sweeps, the
+command-line runs); the per-test CPU seconds count them. An event's seconds
+are wall seconds of the worker that compiled, so they grow while other
+processes share its core; the per-test figures are CPU seconds
+(`os.times`), which do not. On 2 cores the suite's wall time is about
+half the tests' CPU seconds: only less CPU time makes it shorter.
 """
 
 import collections
@@ -20,6 +26,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+import pytest
 
 DEFAULT_DIR = "/tmp/jaxplat-compile-profile"
 COMPILE = "/jax/core/compile/backend_compile_duration"
@@ -29,6 +37,14 @@ HITS = "/jax/compilation_cache/cache_hits"
 
 _events = []  # (event, seconds, program name or "")
 _counts = collections.Counter()
+_tests = {}  # test id -> [own CPU s, children's CPU s]
+_started = {}  # test id -> os.times() at its start
+
+
+def _cpu():
+    """(this process's CPU s, its waited-for children's CPU s)."""
+    t = os.times()
+    return t.user + t.system, t.children_user + t.children_system
 
 
 def _out_dir() -> Path:
@@ -47,17 +63,31 @@ def pytest_configure(config):
     jax.monitoring.register_event_listener(lambda event, **kw: _counts.update([event]))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _started[item.nodeid] = _cpu()  # in the process that runs the test (a worker, not xdist's controller)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    # after pytest's own teardown, so a module's fixtures count in its last test's teardown;
+    # they are built in the first test that asks for them
+    own0, kids0 = _started.pop(item.nodeid)
+    own, kids = _cpu()
+    _tests[item.nodeid] = [own - own0, kids - kids0]
+
+
 def pytest_sessionfinish(session):
     # before tests/conftest.py's pytest_unconfigure, which ends an xdist worker without teardown
     out = _out_dir()
     out.mkdir(parents=True, exist_ok=True)
     name = os.environ.get("PYTEST_XDIST_WORKER", "controller")
-    (out / f"{name}.json").write_text(json.dumps({"events": _events, "counts": _counts}))
+    (out / f"{name}.json").write_text(json.dumps({"events": _events, "counts": _counts, "tests": _tests}))
 
 
 def report(directory: Path) -> str:
     """The phases' totals, then the programs that took the most backend compile time."""
-    events, counts = [], collections.Counter()
+    events, counts, tests = [], collections.Counter(), {}
     files = sorted(directory.glob("*.json"))
     if not files:
         sys.exit(f"suite_compile_profile.py: no profile in {directory} (run the suite with "
@@ -66,6 +96,7 @@ def report(directory: Path) -> str:
         d = json.loads(f.read_text())
         events += d["events"]
         counts.update(d["counts"])
+        tests.update(d.get("tests", {}))
     lines = [f"{len(files)} pytest processes; persistent-cache hits: {counts[HITS]}"]
     for event, label in PHASES.items():
         s = [sec for e, sec, _ in events if e == event]
@@ -77,7 +108,25 @@ def report(directory: Path) -> str:
     lines.append("\nBackend compile time by program (the 15 largest):")
     for fun, s in sorted(by.items(), key=lambda kv: -sum(kv[1]))[:15]:
         lines.append(f"  {fun or '?':32s} {sum(s):8.1f} s, {len(s):4d} compiles")
+    lines += _cpu_lines(tests)
     return "\n".join(lines)
+
+
+def _cpu_lines(tests: dict) -> list:
+    """CPU seconds of the tests (own and subprocesses'), then the 15 modules and tests that took most."""
+    if not tests:
+        return []
+    own, kids = (sum(v[i] for v in tests.values()) for i in (0, 1))
+    lines = [f"\nCPU seconds of the {len(tests)} tests: {own + kids:.0f} s ({own:.0f} s in the pytest processes, "
+             f"{kids:.0f} s in their subprocesses)", "The 15 modules that took most:"]
+    by = collections.Counter()
+    for nodeid, (a, b) in tests.items():
+        by[nodeid.split("::")[0]] += a + b
+    lines += [f"  {m:48s} {s:7.1f} s" for m, s in by.most_common(15)]
+    lines.append("The 15 tests that took most (with the module fixtures they built first):")
+    top = sorted(tests.items(), key=lambda kv: -sum(kv[1]))[:15]
+    lines += [f"  {sum(v):7.1f} s  {n}" for n, v in top]
+    return lines
 
 
 if __name__ == "__main__":
