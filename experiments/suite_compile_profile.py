@@ -38,7 +38,7 @@ HITS = "/jax/compilation_cache/cache_hits"
 _events = []  # (event, seconds, program name or "")
 _counts = collections.Counter()
 _tests = {}  # test id -> [own CPU s, children's CPU s]
-_started = {}  # test id -> os.times() at its start
+_started = {}  # test id -> `_cpu()` at its setup
 
 
 def _cpu():
@@ -86,7 +86,7 @@ def pytest_sessionfinish(session):
 
 
 def report(directory: Path) -> str:
-    """The phases' totals, then the programs that took the most backend compile time."""
+    """The phases' totals, the programs that took the most backend compile time, then the tests' CPU seconds."""
     events, counts, tests = [], collections.Counter(), {}
     files = sorted(directory.glob("*.json"))
     if not files:
