@@ -156,10 +156,10 @@ def step_gap(out, role_set):
     (`iteration_overhead` + `rank_overhead` log2(tp): a request's output tokens take as many engine steps,
     its prefill's included, so this column does not depend on the values the stack holds), and the
     predicted ms per step."""
-    values = load_software("graph-captured").values
-    step, rank = 1e3 * float(values["iteration_overhead"]), 1e3 * float(values["rank_overhead"])
+    software = load_software("graph-captured")
+    step, rank = 1e3 * float(software.values["iteration_overhead"]), 1e3 * float(software.values["rank_overhead"])
     # the stack's own ms per step at each tp, as the cost model charges it (the stack's values; any chip)
-    graph = load_hardware("h100-sxm", software=load_software("graph-captured"))
+    graph = load_hardware("h100-sxm", software=software)
     own = lambda tp: 1e3 * float(iteration_overhead(graph, Options(), float(tp)))  # noqa: E731
     cells = defaultdict(list)
     for (stack, chip), items in out.items():
