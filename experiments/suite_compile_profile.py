@@ -9,6 +9,13 @@ A pytest plugin and its report. Run the suite with the plugin, then print:
     PYTHONPATH=experiments .venv/bin/python -m pytest -q tests -p suite_compile_profile
     .venv/bin/python experiments/suite_compile_profile.py      # reads /tmp/jaxplat-compile-profile
 
+With JAXPLAT_TEST_CACHE_DIR set to an empty folder (the suite's persistent
+compilation cache, shared by its workers) it also sums the CPU seconds of
+the cache's writes, reads and keys, and what its hits spared:
+
+    JAXPLAT_TEST_CACHE_DIR=$(mktemp -d) PYTHONPATH=experiments \
+        .venv/bin/python -m pytest -q tests -p suite_compile_profile
+
 Each pytest process (the controller and every xdist worker) writes its
 events to $JAXPLAT_COMPILE_PROFILE (default /tmp/jaxplat-compile-profile)
 as `PROCESS.json` when its session ends (the controller clears the
@@ -39,6 +46,7 @@ _events = []  # (event, seconds, program name or "")
 _counts = collections.Counter()
 _tests = {}  # test id -> [own CPU s, children's CPU s]
 _started = {}  # test id -> `_cpu()` at its setup
+_cache = collections.Counter()  # the persistent cache's CPU seconds and counts (`_time_cache`)
 
 
 def _cpu():
@@ -61,6 +69,37 @@ def pytest_configure(config):
     jax.monitoring.register_event_duration_secs_listener(
         lambda event, seconds, **kw: _events.append((event, seconds, str(kw.get("fun_name", "")))))
     jax.monitoring.register_event_listener(lambda event, **kw: _counts.update([event]))
+    _time_cache()
+
+
+def _time_cache():
+    """Wrap the persistent cache's three steps (JAX's private functions, jax._src.compiler and
+    jax._src.cache_key, as in JAX 0.10) to sum their CPU seconds: write (serialize, compress, store
+    an executable), read (load, decompress, deserialize one, or find none) and key (hash the program).
+    A hit's spared compile is the time JAX stored with it, in whole seconds (rounded down)."""
+    from jax._src import cache_key, compiler
+
+    write, read, key = compiler._cache_write, compiler._cache_read, cache_key.get
+
+    def timed(fn, name):
+        def call(*args, **kwargs):
+            t = _cpu()[0]
+            out = fn(*args, **kwargs)
+            _cache[name] += _cpu()[0] - t
+            return out
+        return call
+
+    def read_counted(*args, **kwargs):
+        out = timed(read, "read")(*args, **kwargs)
+        if out[0] is not None:
+            _cache.update({"hits": 1, "spared": out[1]})
+        return out
+
+    def write_counted(cache_key_, compile_time, *args, **kwargs):
+        _cache["writes"] += compile_time >= compiler.config.persistent_cache_min_compile_time_secs.value
+        return timed(write, "write")(cache_key_, compile_time, *args, **kwargs)
+
+    compiler._cache_write, compiler._cache_read, cache_key.get = write_counted, read_counted, timed(key, "key")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -82,12 +121,13 @@ def pytest_sessionfinish(session):
     out = _out_dir()
     out.mkdir(parents=True, exist_ok=True)
     name = os.environ.get("PYTEST_XDIST_WORKER", "controller")
-    (out / f"{name}.json").write_text(json.dumps({"events": _events, "counts": _counts, "tests": _tests}))
+    (out / f"{name}.json").write_text(json.dumps({"events": _events, "counts": _counts, "tests": _tests,
+                                                  "cache": _cache}))
 
 
 def report(directory: Path) -> str:
     """The phases' totals, the programs that took the most backend compile time, then the tests' CPU seconds."""
-    events, counts, tests = [], collections.Counter(), {}
+    events, counts, tests, cache = [], collections.Counter(), {}, collections.Counter()
     files = sorted(directory.glob("*.json"))
     if not files:
         sys.exit(f"suite_compile_profile.py: no profile in {directory} (run the suite with "
@@ -97,7 +137,12 @@ def report(directory: Path) -> str:
         events += d["events"]
         counts.update(d["counts"])
         tests.update(d.get("tests", {}))
+        cache.update(d.get("cache", {}))
     lines = [f"{len(files)} pytest processes; persistent-cache hits: {counts[HITS]}"]
+    if cache["writes"] or cache["hits"]:
+        lines.append(f"  persistent cache: {cache['writes']} writes {cache['write']:.1f} CPU s, reads "
+                     f"{cache['read']:.1f} CPU s, keys {cache['key']:.1f} CPU s; {cache['hits']} hits spared "
+                     f"{cache['spared']} s of compiling (whole seconds as JAX stores them, rounded down)")
     for event, label in PHASES.items():
         s = [sec for e, sec, _ in events if e == event]
         lines.append(f"  {label:24s} {sum(s):8.1f} s over {len(s):5d} events")

@@ -29,25 +29,19 @@ import pytest  # noqa: E402
 import jaxplat as jp  # noqa: E402
 
 
-@pytest.hookimpl(trylast=True)  # after pytest's tmpdir plugin has made config._tmp_path_factory
 def pytest_configure(config):
-    """JAX's persistent compilation cache, for every compiled program: in JAXPLAT_TEST_CACHE_DIR when
-    set (kept, so that a rerun, or a CI job that restores the directory, skips most compiles), else in
-    the session's temporary directory, shared by its xdist workers and removed with it by pytest's
-    retention. Tests build the same program under different closures (a fresh `jax.jit(lambda ...)`,
-    one worker and then the other), which JAX's in-memory caches do not see as one: the suite's CPU
-    time fell by 54 s of 930 with it (2026-12-06). Set here, before the first compile."""
+    """JAX's persistent compilation cache only where JAXPLAT_TEST_CACHE_DIR names a directory (kept, so
+    that a rerun, or a CI job that restores it, reads the programs back); off otherwise, set before the
+    first compile. A cache shared by one run's workers did not pay on this 2-core CPU: over a run of the
+    suite (2026-12-07) its writes took 55-60 CPU s (serializing and compressing 2,200 XLA:CPU
+    executables), its reads 16-18 s (deserializing a program took from a quarter to most of what compiling
+    it did) and its keys 9-10 s, against 163-187 hits that spared about 65 s of compiling."""
     cache = os.environ.get("JAXPLAT_TEST_CACHE_DIR")
-    factory = getattr(config, "_tmp_path_factory", None)  # pytest's own (private) attribute
-    if not cache and factory is not None:
-        base = factory.getbasetemp()  # a worker's is popen-gwN in the session's
-        cache = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xla-cache")
-    elif not cache:  # a pytest without it: a directory of this process's own, not shared by the workers
-        import tempfile
-
-        cache = tempfile.mkdtemp(prefix="jaxplat-xla-cache-")
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    if cache:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    else:  # also keeps `jaxplat calibrate`'s own cache (search.enable_compilation_cache) off in-process
+        jax.config.update("jax_enable_compilation_cache", False)
 
 
 # The modules that take longest, longest first (CPU seconds of each module run alone, 2026-12-06: 72 s for

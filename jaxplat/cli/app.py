@@ -16,7 +16,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     a call imports just that command's modules)."""
     from jaxplat import __version__
 
-    parser = argparse.ArgumentParser(prog="jaxplat", description="Cost model of LLM inference on any chip and cluster.")
+    parser = argparse.ArgumentParser(prog="jaxplat",
+                                     description="Cost model of LLM inference and training on any chip and cluster.")
     parser.add_argument("--version", action="version", version=f"jaxplat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in (only,) if only in COMMANDS else COMMANDS:
