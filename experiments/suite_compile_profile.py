@@ -41,6 +41,8 @@ COMPILE = "/jax/core/compile/backend_compile_duration"
 PHASES = {COMPILE: "XLA backend compile", "/jax/core/compile/jaxpr_trace_duration": "tracing",
           "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowering to StableHLO"}
 HITS = "/jax/compilation_cache/cache_hits"
+# A hit's stored compile time (whole seconds, rounded down) less its read's wall time, and that read time.
+SAVED, RETRIEVED = "/jax/compilation_cache/compile_time_saved_sec", "/jax/compilation_cache/cache_retrieval_time_sec"
 
 _events = []  # (event, seconds, program name or "")
 _counts = collections.Counter()
@@ -75,11 +77,10 @@ def pytest_configure(config):
 def _time_cache():
     """Wrap the persistent cache's three steps (JAX's private functions, jax._src.compiler and
     jax._src.cache_key, as in JAX 0.10) to sum their CPU seconds: write (serialize, compress, store
-    an executable), read (load, decompress, deserialize one, or find none) and key (hash the program).
-    A hit's spared compile is the time JAX stored with it, in whole seconds (rounded down)."""
+    an executable), read (load, decompress, deserialize one, or find none) and key (hash the program);
+    "writes" counts the programs compiled in at least JAX's minimum time to be written. Hits and what
+    they spared are JAX's own events (HITS, SAVED, RETRIEVED)."""
     from jax._src import cache_key, compiler
-
-    write, read, key = compiler._cache_write, compiler._cache_read, cache_key.get
 
     def timed(fn, name):
         def call(*args, **kwargs):
@@ -89,17 +90,14 @@ def _time_cache():
             return out
         return call
 
-    def read_counted(*args, **kwargs):
-        out = timed(read, "read")(*args, **kwargs)
-        if out[0] is not None:
-            _cache.update({"hits": 1, "spared": out[1]})
-        return out
+    write = timed(compiler._cache_write, "write")
 
     def write_counted(cache_key_, compile_time, *args, **kwargs):
         _cache["writes"] += compile_time >= compiler.config.persistent_cache_min_compile_time_secs.value
-        return timed(write, "write")(cache_key_, compile_time, *args, **kwargs)
+        return write(cache_key_, compile_time, *args, **kwargs)
 
-    compiler._cache_write, compiler._cache_read, cache_key.get = write_counted, read_counted, timed(key, "key")
+    compiler._cache_write, compiler._cache_read = write_counted, timed(compiler._cache_read, "read")
+    cache_key.get = timed(cache_key.get, "key")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -139,10 +137,11 @@ def report(directory: Path) -> str:
         tests.update(d.get("tests", {}))
         cache.update(d.get("cache", {}))
     lines = [f"{len(files)} pytest processes; persistent-cache hits: {counts[HITS]}"]
-    if cache["writes"] or cache["hits"]:
+    if cache["writes"] or counts[HITS]:
+        spared = sum(sec for e, sec, _ in events if e in (SAVED, RETRIEVED))
         lines.append(f"  persistent cache: {cache['writes']} writes {cache['write']:.1f} CPU s, reads "
-                     f"{cache['read']:.1f} CPU s, keys {cache['key']:.1f} CPU s; {cache['hits']} hits spared "
-                     f"{cache['spared']} s of compiling (whole seconds as JAX stores them, rounded down)")
+                     f"{cache['read']:.1f} CPU s, keys {cache['key']:.1f} CPU s; the hits spared {spared:.0f} s "
+                     "of compiling (whole seconds as JAX stores them, rounded down)")
     for event, label in PHASES.items():
         s = [sec for e, sec, _ in events if e == event]
         lines.append(f"  {label:24s} {sum(s):8.1f} s over {len(s):5d} events")
