@@ -22,6 +22,7 @@ from jaxplat.cost.collectives import first_holding, reach_levels
 from jaxplat.cost.compute import executed_flops
 from jaxplat.cost.efficiency import row_dtypes
 from jaxplat.cost.operators import OpTable
+from jaxplat.cost.optable import joined_tables
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import Hardware, Options, Workload
 
@@ -94,10 +95,17 @@ def _spread_bytes(allreduce, alltoall, reach, below, n, nbytes) -> jax.Array:
 def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
     """[MAX_NET_LEVELS] bytes one chip sends per pass of the table:
     `collective_bytes` of every collective row at once."""
+    b = _collective_row_bytes(table, hw)
+    return jnp.sum(b, axis=0) if b.shape[0] else jnp.zeros_like(hw.network.bandwidth)
+
+
+def _collective_row_bytes(table: OpTable, hw: Hardware) -> jax.Array:
+    """[c, MAX_NET_LEVELS] bytes one chip sends per pass for each of the
+    table's c collective rows, in order (their `count` included)."""
     kinds = np.array(table.comm_kinds)
     idx = np.flatnonzero(kinds != "")
     if idx.size == 0:
-        return jnp.zeros_like(hw.network.bandwidth)
+        return jnp.zeros((0, hw.network.bandwidth.shape[0]), table.comm_b.dtype)
     # All collective rows at once, each kind selected per row by static masks
     # (one set of ops instead of one per kind).
     kinds = kinds[idx]
@@ -109,7 +117,17 @@ def comm_bytes(table: OpTable, hw: Hardware, opts: Options) -> jax.Array:
     if (kinds == "sendrecv").any():
         send = collective_bytes("sendrecv", hw, n, nbytes, stride)
         b = jnp.where((kinds == "sendrecv")[:, None], send, b)
-    return jnp.sum(table.count[idx][:, None] * b, axis=0)
+    return table.count[idx][:, None] * b
+
+
+def _row_joules(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum, prices):
+    """([rows] FLOP joules, [rows] memory joules) of each row over the
+    passes (`dynamic_energy`; passes and steps_sum scalars or [rows])."""
+    tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
+    dtype, _ = row_dtypes(table, wl, opts)
+    executed = executed_flops(table, hw, opts)  # a causal mask's diagonal tiles run whole
+    flops = tot(executed, table.f1) * hw.power.energy_flop[dtype.astype(jnp.int32)]
+    return flops, prices.energy(tot(table.a0, table.a1), tot(table.w0, table.w1), tot(table.o0, table.o1))
 
 
 def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, passes, steps_sum, prices=None):
@@ -122,18 +140,14 @@ def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, pa
     time: footprint at s = output; `prices` if already computed); collective
     bytes at each network level's J/byte.
     """
-    tot = lambda x0, x1: table.count * (passes * x0 + steps_sum * x1)  # noqa: E731
-    dtype, _ = row_dtypes(table, wl, opts)
-    executed = executed_flops(table, hw, opts)  # a causal mask's diagonal tiles run whole
-    flops = jnp.sum(tot(executed, table.f1) * hw.power.energy_flop[dtype.astype(jnp.int32)])
     prices = memory.byte_prices(table, hw, wl, wl.output, opts.hierarchy) if prices is None else prices
-    mem = jnp.sum(prices.energy(tot(table.a0, table.a1), tot(table.w0, table.w1), tot(table.o0, table.o1)))
+    flops, mem = _row_joules(table, hw, wl, opts, passes, steps_sum, prices)
     net = passes * comm_bytes(table, hw, opts)
-    return flops + mem + jnp.sum(net * hw.power.energy_net)
+    return jnp.sum(flops) + jnp.sum(mem) + jnp.sum(net * hw.power.energy_net)
 
 
 def phase_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: Options, steps, steps_sum, copies,
-                 prices=(None, None)):
+                 prices=None):
     """Dynamic joules (no static) one replica spends on the prefill and on
     the decode of one request batch.
 
@@ -146,12 +160,24 @@ def phase_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: O
       copies: how many times the tables' work is done (tp·ep·sp parallel
         paths through the pipeline, times the micro-batches, as a table
         holds one micro-batch).
-      prices: the tables' `memory.byte_prices`, if already computed.
+      prices: both tables' `memory.joined_byte_prices`, if already computed.
     Returns:
-      (prefill joules, decode joules), scalars.
+      (prefill joules, decode joules), scalars: each `dynamic_energy` of its
+      table, both tables' rows computed in one pass (optable.joined_tables).
     """
-    return (copies * dynamic_energy(pre, hw, wl, opts, 1.0, 0.0, prices[0]),
-            copies * dynamic_energy(dec, hw, wl, opts, steps, steps_sum, prices[1]))
+    if prices is None:
+        prices = memory.joined_byte_prices((pre, dec), hw, wl, wl.output, opts.hierarchy)
+    per_row = lambda a, b: jnp.concatenate([jnp.zeros_like(pre.f0) + a, jnp.zeros_like(dec.f0) + b])  # noqa: E731
+    both = joined_tables((pre, dec))
+    flops, mem = _row_joules(both, hw, wl, opts, per_row(1.0, steps), per_row(0.0, steps_sum), prices)
+    sent = _collective_row_bytes(both, hw)
+    c, n = sum(1 for k in pre.comm_kinds if k), len(pre.kinds)  # the prefill's rows come first
+
+    def joules(rows, sent, passes):
+        net = passes * (jnp.sum(sent, axis=0) if sent.shape[0] else jnp.zeros_like(hw.network.bandwidth))
+        return copies * (jnp.sum(flops[rows]) + jnp.sum(mem[rows]) + jnp.sum(net * hw.power.energy_net))
+
+    return joules(slice(0, n), sent[:c], 1.0), joules(slice(n, None), sent[c:], steps)
 
 
 # Power available for dynamic work is at least this share of the limit, so that

@@ -18,6 +18,7 @@ from jaxplat.cost import compute, efficiency, energy, memory, money
 from jaxplat.cost.collectives import SMOOTH_MIN_P, chips_available, table_comm_times
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.operators import OpTable, build_table
+from jaxplat.cost.optable import comm_group_labels, joined_tables
 from jaxplat.cost.roofline import combine, safe_div, sum_over_steps
 from jaxplat.cost.stages import microbatching, stage_counts, stage_paths
 from jaxplat.model import Hardware, Model, Options, Parallel, Workload, chips, pytree_dataclass, replace
@@ -143,7 +144,7 @@ def tables_comm_times(tables, hw: Hardware, opts: Options, p=None) -> tuple:
     p_min = (SMOOTH_MIN_P if p is None else p) if opts.smooth else None
     cat = lambda key: jnp.concatenate([getattr(t, key) for t in tables])  # noqa: E731
     kinds = sum((tuple(t.comm_kinds) for t in tables), ())
-    groups = sum((_comm_groups(t, i) for i, t in enumerate(tables)), ())
+    groups = sum((comm_group_labels(t, i) for i, t in enumerate(tables)), ())
     comm = table_comm_times(kinds, cat("comm_n"), cat("comm_b"), hw, opts.conv.collectives == "genz", p_min,
                             cat("comm_s"), groups)
     # Each collective call's fixed cost beyond its α-β time (its kernel's
@@ -152,14 +153,6 @@ def tables_comm_times(tables, hw: Hardware, opts: Options, p=None) -> tuple:
     comm = comm + calls * efficiency.collective_latency(hw, opts)
     ends = np.cumsum([len(t.comm_kinds) for t in tables])[:-1]
     return tuple(jnp.split(comm, ends))
-
-
-def _comm_groups(table, i) -> tuple:
-    """Table i's collective group labels, row-unique ones ("row<j>", or a
-    table built without labels) made unique across the tables too."""
-    own = table.comm_groups if len(table.comm_groups) == len(table.comm_kinds) else \
-        tuple(f"row{j}" for j in range(len(table.comm_kinds)))
-    return tuple(f"t{i}.{g}" if g.startswith("row") else g for g in own)
 
 
 def row_step_times(table, hw, wl, opts, s, p=None):
@@ -332,14 +325,18 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     nmb, _ = microbatching(par, wl, options)
     hidden = 1.0 - jnp.clip(par.overlap, 0.0, 1.0)  # share of communication left exposed
     comm_pre, comm_dec = tables_comm_times((pre, dec), hw, options, p)
-    # one set of byte prices per table, for the memory time and the energy
-    prices = tuple(memory.byte_prices(t, hw, wl, wl.output, options.hierarchy) for t in (pre, dec))
-    c0, _, m0, _, comm_pre = row_components(pre, hw, wl, options, p, comm_pre, prices[0])
-    pre_core = efficiency.row_cores(pre, hw, options, c0, m0, p)
+    # the byte prices of both tables' rows, for the memory time and the energy
+    prices = memory.joined_byte_prices((pre, dec), hw, wl, wl.output, options.hierarchy)
+    # Both tables' rows in one pass: a row's compute and memory time read only its own row, so one
+    # traced copy of the per-row model serves prefill and decode (a smaller program to compile).
+    cat = lambda *x: jnp.concatenate(x)  # noqa: E731
+    c0, c1, m0, m1, _ = row_components(joined_tables((pre, dec)), hw, wl, options, p, cat(comm_pre, comm_dec), prices)
+    pre_rows = slice(0, len(pre.kinds))
+    pre_core = efficiency.row_cores(pre, hw, options, c0[pre_rows], m0[pre_rows], p)
     pre_comm = hidden * comm_pre
     fill = 1.0 if conv.ttft == "last_microbatch" else 0.0
     pre_weight = pre.count + fill * (nmb - 1.0) * pre.stage
-    c0, c1, m0, m1, comm_dec = row_components(dec, hw, wl, options, p, comm_dec, prices[1])
+    c0, c1, m0, m1 = (x[len(pre.kinds):] for x in (c0, c1, m0, m1))
     steps = jnp.maximum(wl.output - 1.0, 0.0)
     if conv.decode == "final_step":
         dec_core = combine(c0 + c1 * wl.output, m0 + m1 * wl.output, 0.0, p)

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxplat.cost.operators import OpKind, OpTable, kind_mask
+from jaxplat.cost.optable import joined_tables
 from jaxplat.cost.roofline import chosen_max, safe_div
 from jaxplat.model import (
     Hardware,
@@ -257,22 +258,50 @@ def byte_prices(table: OpTable, hw: Hardware, wl: Workload, s_final, hierarchy: 
     paid where the time of that byte is (Horowitz, ISSCC 2014: energy per
     access grows with the level's distance), for every re-read.
     """
-    sram_bw = hw.memory.sram_bandwidth * hw.efficiency.memory
-    on_s = lambda on: safe_div(on, sram_bw)  # noqa: E731
-    on_j = lambda on: on * hw.power.energy_sram  # noqa: E731
     if not hierarchy:
-        main_bw = hw.memory.bandwidth[0] * hw.efficiency.memory
-        e_main = hw.power.energy_mem[0]
-        sec = [(1.0 - on) / main_bw + on_s(on) for on in (table.on_a, table.on_w, table.on_o)]
-        jou = [(1.0 - on) * e_main + on_j(on) for on in (table.on_a, table.on_w, table.on_o)]
-        return BytePrices(*sec, *jou)
+        return _row_prices(table, hw, wl, None)
+    return _row_prices(table, hw, wl, _class_prices(table, hw, s_final))
+
+
+def joined_byte_prices(tables, hw: Hardware, wl: Workload, s_final, hierarchy: bool) -> BytePrices:
+    """`byte_prices` of each of several tables of one configuration, as one
+    BytePrices over their joined rows (optable.joined_tables): each table's
+    placement and tiling reserve its own (they read its whole footprint),
+    the per-row prices computed once for all the rows."""
+    both = joined_tables(tables)
+    if not hierarchy:
+        return _row_prices(both, hw, wl, None)
+    per_table = [_class_prices(t, hw, s_final) for t in tables]
+    # each table's numbers on each of its rows
+    rows = lambda *v: jnp.concatenate([jnp.zeros_like(t.f0) + x for t, x in zip(tables, v)])  # noqa: E731
+    return _row_prices(both, hw, wl, jax.tree.map(rows, *per_table))
+
+
+def _class_prices(table: OpTable, hw: Hardware, s_final):
+    """(SRAM bytes kept for tiling, (tau_w, tau_kv, tau_act) s/byte, (eps_w,
+    eps_kv, eps_act) J/byte): a table's placement of its classes over the
+    levels (`byte_prices` with the hierarchy)."""
     reserve = tiling_reserve(table, hw)
     sizes, bws = levels(hw, reserve)
     e_levels = jnp.concatenate([hw.power.energy_sram[None], hw.power.energy_mem])  # as `levels` orders them
     # at least one byte per class, so an empty class is priced where its next byte would go
     placed = place(jnp.maximum(table_footprint(table, s_final), 1.0), sizes)
-    tau_w, tau_kv, tau_act = seconds_per_byte(placed, bws)
-    eps_w, eps_kv, eps_act = joules_per_byte(placed, e_levels)
+    return reserve, tuple(seconds_per_byte(placed, bws)), tuple(joules_per_byte(placed, e_levels))
+
+
+def _row_prices(table: OpTable, hw: Hardware, wl: Workload, classes) -> BytePrices:
+    """`byte_prices` from the classes' prices (`_class_prices`, scalars or
+    [rows] each; None: the plain roofline)."""
+    sram_bw = hw.memory.sram_bandwidth * hw.efficiency.memory
+    on_s = lambda on: safe_div(on, sram_bw)  # noqa: E731
+    on_j = lambda on: on * hw.power.energy_sram  # noqa: E731
+    if classes is None:
+        main_bw = hw.memory.bandwidth[0] * hw.efficiency.memory
+        e_main = hw.power.energy_mem[0]
+        sec = [(1.0 - on) / main_bw + on_s(on) for on in (table.on_a, table.on_w, table.on_o)]
+        jou = [(1.0 - on) * e_main + on_j(on) for on in (table.on_a, table.on_w, table.on_o)]
+        return BytePrices(*sec, *jou)
+    reserve, (tau_w, tau_kv, tau_act), (eps_w, eps_kv, eps_act) = classes
     # Each of a multi-core chip's cores tiles its share of a GEMM in its own
     # share of the SRAM: the re-read bound ~2mnk/sqrt(S) summed over cores is
     # that of one buffer of S / cores (cores = 1 without a compute block).

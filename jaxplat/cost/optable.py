@@ -51,6 +51,26 @@ class OpTable:
     comm_groups: tuple = static(())
 
 
+def comm_group_labels(table: OpTable, i: int) -> tuple:
+    """Table i's collective group labels (`OpTable.comm_groups`) among
+    several tables of one configuration: row-unique ones ("row<j>", or every
+    row of a table built without labels) made unique across the tables too."""
+    own = table.comm_groups if len(table.comm_groups) == len(table.comm_kinds) else \
+        tuple(f"row{j}" for j in range(len(table.comm_kinds)))
+    return tuple(f"t{i}.{g}" if g.startswith("row") else g for g in own)
+
+
+def joined_tables(tables) -> OpTable:
+    """The rows of several tables of one configuration as one table, in
+    order, for a computation row by row (each row's cost reads its own row
+    and the deployment, never another row): one traced copy of it for all
+    the tables, a smaller program than one copy per table."""
+    return OpTable(**{k: jnp.concatenate([getattr(t, k) for t in tables]) for k in NUMERIC},
+                   **{k: sum((tuple(getattr(t, k)) for t in tables), ()) for k in ("names", "groups", "kinds",
+                                                                                  "comm_kinds")},
+                   comm_groups=sum((comm_group_labels(t, i) for i, t in enumerate(tables)), ()))
+
+
 @dataclasses.dataclass
 class _Rows:
     """Host-side accumulator of rows while a table is built (inside jit).
