@@ -108,7 +108,7 @@ from jaxplat.cost.memory import capacity_bytes
 from jaxplat.cost.operators import OpTable, build_table
 from jaxplat.cost.opkind import OpKind, kind_mask, names_mask
 from jaxplat.cost.roofline import safe_div
-from jaxplat.cost.training_comm import dp_comm, micro_batch_comm
+from jaxplat.cost.training_comm import call_costs, dp_comm, micro_batch_comm, step_calls
 from jaxplat.cost.training_moe import (
     MOE_EXPERT_HOST_S,
     MOE_LAYER_HOST_S,
@@ -528,11 +528,13 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
 
     gemms = (fwd, bwd / jnp.clip(twl.backward_efficiency, 0.1, 1.0))  # [rows] s per execution
     attn_bwd = BACKWARD_ATTENTION * attn_fwd / attn_speed  # beside which the CP ring's backward sends run
-    comm = micro_batch_comm(t, hw, par, w, r_full, options, p, (attn_fwd, attn_bwd),
-                            (t_fwd, t_bwd, t_rec), gemms, twl.ep_overlap, model.top_k)
     dense, expert = _params(t, par, twl)
+    # every collective call of the step that runs an algorithm, costed together (one copy per kind)
+    costs = call_costs(step_calls(t, hw, par, twl, options, dense, expert, model.top_k), hw, opts, p)
+    comm = micro_batch_comm(t, hw, par, w, r_full, options, p, (attn_fwd, attn_bwd),
+                            (t_fwd, t_bwd, t_rec), gemms, twl.ep_overlap, costs)
     dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
-                                                                     opts, p, jnp.ceil(model.layers / par.pp))
+                                                                     opts, jnp.ceil(model.layers / par.pp), costs)
     mb_comm_lv = jnp.stack([comm[k][1] for k in ("tp", "cp", "ep", "pp")] + [mb_dp_lv])  # [5, levels]
     t_host = moe_host_time(t, model, par, twl, w)
     t_mb = t_fwd + t_bwd + t_rec + t_scale + t_host + jnp.sum(mb_comm_lv)

@@ -64,11 +64,8 @@ def collectives(kind, hw, n, payloads, stride, opts, p, launch=True):
         pairs = times_and_levels(kind, hw, nf, [flat(b) for b in payloads], p, flat(stride))
     out = []
     for t, lv in pairs:
-        t = t + jnp.where(nf > 1.0, fixed, 0.0)
-        tot = jnp.sum(lv, axis=-1, keepdims=True)
-        first = (jnp.arange(lv.shape[-1]) == 0).astype(lv.dtype)
-        share = jnp.where(tot > 0, lv / jnp.where(tot > 0, tot, 1.0), first)
-        out.append((t.reshape(shape), (t[:, None] * share).reshape(shape + (lv.shape[-1],))))
+        t, lv = _with_launch(t, lv, nf, fixed)
+        out.append((t.reshape(shape), lv.reshape(shape + (lv.shape[-1],))))
     return out
 
 
@@ -89,6 +86,92 @@ def ring_collective(hw, n, payloads, stride, opts, u):
     return out
 
 
+def step_calls(t: OpTable, hw: Hardware, par, twl, topts, dense, expert, top_k) -> dict:
+    """name -> (kind, n, payload, stride, launch): the calls of a training
+    step that run a collective algorithm (all but the pipeline's sends and
+    the data-parallel rings), made as the functions below use them (`costs`
+    there): "tp0"/"tp1" the layer collectives of `tp_comm`, "embedding",
+    "ce", "head" its other rows; "ep" the all-to-all (or "ep_inter" and
+    "ep_intra", `fused_ep_comm`'s two), "cp" ring attention's gathers;
+    "dp_ar" and "dp_rep" `dp_comm`'s all-reduces. A row call is absent when
+    the table has no such row."""
+    sp = topts.sequence_parallel
+    calls = {}
+
+    def rows(key, names, kind, nbytes=None):
+        idx = _row_index(t, names)
+        if idx.size:
+            b = t.comm_b[idx] if nbytes is None else nbytes
+            calls[key] = (kind, t.comm_n[idx], b, t.comm_s[idx], True)
+
+    idx = np.array([t.names.index(n) for n in TP_OVERLAP_GEMMS if n in t.names])  # in `tp_comm`'s order
+    for side, kind in enumerate(("allgather", "reducescatter") if sp else (None, "allreduce")):
+        if kind is not None:
+            calls[f"tp{side}"] = (kind, t.comm_n[idx], t.comm_b[idx], t.comm_s[idx], True)
+    rows("embedding", ("embedding_allreduce",), "reducescatter" if sp else "allreduce")
+    head = np.array([t.names.index("lm_head")])
+    rows("ce", ("lm_head_allgather",), "allreduce", nbytes=t.m[head] * CE_STATS_BYTES)
+    if sp:  # the head's input, gathered from the sequence-parallel shards (the FFN's hidden states)
+        rows("head", ("lm_head_allgather",), "allgather", nbytes=t.comm_b[np.array([t.names.index("ffn_allreduce")])])
+    if topts.moe_dispatcher == "fused" and "dispatch" in t.names:
+        calls.update(_fused_ep_calls(t, hw, top_k))
+    else:
+        rows("ep", ("dispatch", "combine"), "alltoall")
+    rows("cp", ("cp_kv_allgather",), "allgather")
+    n, stride, _, grads, _, sh = _dp_groups(par, twl, dense, expert)
+    calls["dp_ar"] = ("allreduce", n, grads, stride, True)
+    calls["dp_rep"] = ("allreduce", safe_div(n, sh), safe_div(grads, sh), stride * sh, True)
+    return calls
+
+
+def call_costs(calls: dict, hw: Hardware, opts, p) -> dict:
+    """name -> (seconds, [levels] seconds) of each call of `step_calls`
+    (`collective`'s numbers, shaped as its broadcast n, payload and stride),
+    the calls of one kind costed together: one `times_and_levels` for all
+    of them, so a step's program holds one copy of the algorithms per kind
+    rather than one per call (a smaller program; the same per-element
+    formulas)."""
+    out = {}
+    for kind in dict.fromkeys(c[0] for c in calls.values()):
+        names = [k for k, c in calls.items() if c[0] == kind]
+        shapes = [jnp.broadcast_shapes(*(jnp.shape(x) for x in calls[k][1:4])) for k in names]
+        flat = lambda i: jnp.concatenate([jnp.broadcast_to(jnp.asarray(calls[k][i], jnp.float32), sh).reshape(-1)  # noqa: E731
+                                          for k, sh in zip(names, shapes)])
+        launch = np.concatenate([np.full(int(np.prod(sh)), bool(calls[k][4])) for k, sh in zip(names, shapes)])
+        n = flat(1)
+        (t, lv), = times_and_levels(kind, hw, n, [flat(2)], p, flat(3))
+        t, lv = _with_launch(t, lv, n, jnp.where(launch, efficiency.collective_latency(hw, opts), 0.0))
+        ends = np.cumsum([int(np.prod(sh)) for sh in shapes])
+        for k, sh, tk, lk in zip(names, shapes, jnp.split(t, ends[:-1]), jnp.split(lv, ends[:-1])):
+            out[k] = (tk.reshape(sh), lk.reshape(sh + (lv.shape[-1],)))
+    return out
+
+
+def _with_launch(t, lv, n, fixed):
+    """(seconds, [.., levels] seconds) of calls of α-β time t and per-level
+    times lv with each call's fixed software cost (on groups of n > 1), split
+    over the levels in proportion to lv (the first level where lv is 0)."""
+    t = t + jnp.where(n > 1.0, fixed, 0.0)
+    tot = jnp.sum(lv, axis=-1, keepdims=True)
+    first = (jnp.arange(lv.shape[-1]) == 0).astype(lv.dtype)
+    share = jnp.where(tot > 0, lv / jnp.where(tot > 0, tot, 1.0), first)
+    return t, t[:, None] * share
+
+
+def _row_index(t: OpTable, names) -> np.ndarray:
+    """Static indices of the table's rows named in `names`, in table order."""
+    return np.array([i for i, nm in enumerate(t.names) if nm in names], np.int64)
+
+
+def _weighted(costs: dict, key, t: OpTable, names, w, hw: Hardware):
+    """(s, [levels] s) of the call `key` of `call_costs` on the rows `names`,
+    weighted by w (0 when the table has none of them)."""
+    if key not in costs:
+        return jnp.float32(0.0), jnp.zeros_like(hw.network.bandwidth)
+    idx, (s, levels) = _row_index(t, names), costs[key]
+    return jnp.sum(w[idx] * s), jnp.sum(w[idx][:, None] * levels, axis=0)
+
+
 def row_comm(t: OpTable, names, kinds, hw, w, opts, p, scale=1.0, nbytes=None):
     """(s, [levels] s) of `kinds` collectives on the table's rows `names`
     (their group size, stride and payload x scale), weighted by w."""
@@ -104,7 +187,7 @@ def row_comm(t: OpTable, names, kinds, hw, w, opts, p, scale=1.0, nbytes=None):
     return tot, lv
 
 
-def fused_ep_comm(t: OpTable, hw: Hardware, w, opts, p, top_k):
+def fused_ep_comm(t: OpTable, hw: Hardware, w, costs: dict):
     """(s, [levels] s) of the EP dispatch and combine rows on a fused
     dispatcher, sent as DeepEP's normal kernels and HybridEP send them: a
     token crosses the scale-out network once per remote node that holds one
@@ -118,7 +201,15 @@ def fused_ep_comm(t: OpTable, hw: Hardware, w, opts, p, top_k):
     (choices with replacement: a slight over-count when k nears the experts
     of a node). Two all-to-alls: over the N nodes (stride s·g) with those
     bytes per token, then over the g ranks of a node with every copy. On one
-    node it is the plain all-to-all."""
+    node it is the plain all-to-all. `costs`: `call_costs` of the step's
+    calls ("ep_inter" and "ep_intra": `_fused_ep_calls`)."""
+    idx = np.array([t.names.index(n) for n in ("dispatch", "combine")])
+    (s1, l1), (s2, l2) = costs["ep_inter"], costs["ep_intra"]
+    return jnp.sum(w[idx] * (s1 + s2)), jnp.sum(w[idx][:, None] * (l1 + l2), axis=0)
+
+
+def _fused_ep_calls(t: OpTable, hw: Hardware, top_k) -> dict:
+    """The two all-to-alls of `fused_ep_comm` (`step_calls` entries)."""
     idx = np.array([t.names.index(n) for n in ("dispatch", "combine")])
     n, s, b = t.comm_n[idx], t.comm_s[idx], t.comm_b[idx]
     g = jnp.clip(hw.network.domain[0] / s, 1.0, n)
@@ -127,35 +218,42 @@ def fused_ep_comm(t: OpTable, hw: Hardware, w, opts, p, top_k):
     # An all-to-all's payload is what one rank sends to all n ranks, its own share included: (N-1)/N of it
     # crosses, so tokens x remote nodes x hidden state crossing is a payload of that x N/(N-1).
     inter = safe_div(safe_div(b, top_k) * remote * nodes, nodes - 1.0)
-    s1, l1 = collective("alltoall", hw, nodes, inter, s * g, opts, p, launch=False)  # one kernel does both
-    s2, l2 = collective("alltoall", hw, g, b, s, opts, p)
-    return jnp.sum(w[idx] * (s1 + s2)), jnp.sum(w[idx][:, None] * (l1 + l2), axis=0)
+    return {"ep_inter": ("alltoall", nodes, inter, s * g, False),  # one kernel does both
+            "ep_intra": ("alltoall", g, b, s, True)}
 
 
-def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, p, units):
-    """(total s per step, exposed s per step, exposed [levels] per step,
-    exposed s per micro-batch (ZeRO 3)) of the data-parallel collectives,
-    over the groups of `training_memory.shard_groups`. `units`: the FSDP
-    units a ZeRO-3 rank gathers and reduces one by one (its layers)."""
-    # Calls: ZeRO 3 gathers and reduces one FSDP unit at a time (one per transformer block: the auto-wrap policy
-    # of PyTorch FSDP, Zhao et al., VLDB 2023); ZeRO 1/2 in buckets of max(4e7, 1e6·dp) parameters (Megatron-Core
-    # DistributedDataParallel's default bucket size). Each call pays the ring's latency (ring_collective).
+def _dp_groups(par, twl, dense, expert):
+    """([2] group sizes, strides, parameters, gradient bytes and weight bytes
+    of the dense and the expert parameters' data-parallel groups, [2] state
+    groups): `dp_comm`'s groups (`training_memory.shard_groups`)."""
     # dense over dp·cp at stride tp (ranks: tp, cp, dp); experts over dp·cp/ep at stride tp·ep (Megatron-Core
     # orders the expert ranks etp-ep-edp over the same tp·cp·dp ranks: its expert rank generator has no cp)
     n = jnp.stack(tm.shard_groups(par))
-    stride = jnp.stack([par.tp, par.tp * par.ep])
     params = jnp.stack([dense, expert])
-    grads, weights = params * twl.bytes_grad_comm, params * twl.bytes_param
+    return (n, jnp.stack([par.tp, par.tp * par.ep]), params, params * twl.bytes_grad_comm, params * twl.bytes_param,
+            jnp.stack(tm.state_groups(par, twl.dp_shard)))
+
+
+def dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd, opts, units, costs):
+    """(total s per step, exposed s per step, exposed [levels] per step,
+    exposed s per micro-batch (ZeRO 3)) of the data-parallel collectives,
+    over the groups of `training_memory.shard_groups`. `units`: the FSDP
+    units a ZeRO-3 rank gathers and reduces one by one (its layers).
+    `costs`: `call_costs` of the step's calls ("dp_ar", "dp_rep")."""
+    # Calls: ZeRO 3 gathers and reduces one FSDP unit at a time (one per transformer block: the auto-wrap policy
+    # of PyTorch FSDP, Zhao et al., VLDB 2023); ZeRO 1/2 in buckets of max(4e7, 1e6·dp) parameters (Megatron-Core
+    # DistributedDataParallel's default bucket size). Each call pays the ring's latency (ring_collective).
+    n, stride, params, grads, weights, sh = _dp_groups(par, twl, dense, expert)
     # ZeRO 0: NCCL's all-reduce (its tree's latency grows with log n: the hierarchical form holds it)
-    ar = collective("allreduce", hw, n, grads, stride, opts, p)
+    ar = costs["dp_ar"]
     z = twl.zero
     # ZeRO 1-3 shard over the state groups (the whole group, or HSDP's shard groups: the replicas, n / shard
-    # of them at stride x shard, all-reduce their gradient shards once per step, as ZeRO 0 does the whole)
-    sh = jnp.stack(tm.state_groups(par, twl.dp_shard))
+    # of them at stride x shard, all-reduce their gradient shards once per step, as ZeRO 0 does the whole:
+    # "dp_rep")
     buckets = jnp.ceil(safe_div(params, jnp.maximum(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * n)))
     calls = jnp.where(params > 0, jnp.where(z >= 2.5, jnp.maximum(units, 1.0), buckets), 0.0)  # none without experts
     rs, ag = ring_collective(hw, sh, [grads, weights], stride, opts, calls)
-    rep = collective("allreduce", hw, safe_div(n, sh), safe_div(grads, sh), stride * sh, opts, p)
+    rep = costs["dp_rep"]
     has = (params > 0).astype(jnp.float32)  # a group without parameters (a dense model's experts) calls nothing
     tot = lambda c: (jnp.sum(has * c[0]), jnp.sum(has[:, None] * c[1], axis=0))  # noqa: E731
     (t_ar, l_ar), (t_rs, l_rs), (t_ag, l_ag), (t_rep, l_rep) = tot(ar), tot(rs), tot(ag), tot(rep)
@@ -189,7 +287,7 @@ def _tp_windows(t: OpTable, w, per_row, names, side):
     return safe_div(pairs @ (w * per_row), w[idx])
 
 
-def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
+def tp_comm(t, hw, par, w, rec_full, topts, gemm_fwd, gemm_bwd, costs):
     """(total s, exposed s, [levels] s before overlap) of one micro-batch's TP
     collectives on the rank. Each layer collective runs beside the GEMMs it
     is fused with (TP_OVERLAP_GEMMS), a share `Parallel.overlap` of it
@@ -203,8 +301,9 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
     LinearWithGradAccumulationAndAsyncCommunication.backward: the gather
     beside the data-gradient GEMM, the reduce-scatter beside the weight
     gradient's). The embedding's collective and the cross-entropy
-    statistics have no GEMM beside them: exposed."""
-    opts, sp = topts.options, topts.sequence_parallel
+    statistics have no GEMM beside them: exposed. `costs`: `call_costs`
+    of the step's calls ("tp0", "tp1", "embedding", "ce", "head")."""
+    sp = topts.sequence_parallel
     ov = jnp.clip(par.overlap, 0.0, 1.0)
     chunk = safe_div(par.tp - 1.0, par.tp)
     beside = lambda c, g: exposed(c, ov, chunk * g)  # noqa: E731  (c s of a collective beside g s of GEMMs)
@@ -217,7 +316,7 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
     for side, kind in enumerate(kinds):
         if kind is None:
             continue
-        c, levels = collective(kind, hw, t.comm_n[idx], t.comm_b[idx], t.comm_s[idx], opts, p)
+        c, levels = costs[f"tp{side}"]
         g_f, g_b = (_tp_windows(t, w, x, names, side) for x in (gemm_fwd, gemm_bwd))
         wi = w[idx]
         bwd = 1.0 + (regather if side == 0 else 0.0)  # collectives of this row in the backward
@@ -225,19 +324,18 @@ def tp_comm(t, hw, par, w, rec_full, topts, p, gemm_fwd, gemm_bwd):
         exp = exp + jnp.sum(wi * ((1.0 + rec_full) * beside(c, g_f) + beside(bwd * c, g_b)))
         lv = lv + (1.0 + bwd + rec_full) * jnp.sum(wi[:, None] * levels, axis=0)
     head = np.array([t.names.index("lm_head")])
-    emb = row_comm(t, ("embedding_allreduce",), ("reducescatter",) if sp else ("allreduce",), hw, w, opts, p)
-    ce = row_comm(t, ("lm_head_allgather",), ("allreduce",), hw, w, opts, p, nbytes=t.m[head] * CE_STATS_BYTES)
+    emb = _weighted(costs, "embedding", t, ("embedding_allreduce",), w, hw)
+    ce = _weighted(costs, "ce", t, ("lm_head_allgather",), w, hw)
     tot, exp, lv = tot + 2.0 * emb[0] + ce[0], exp + 2.0 * emb[0] + ce[0], lv + 2.0 * emb[1] + ce[1]
     if sp:  # the head's input, gathered from the sequence-parallel shards (the FFN's hidden states)
-        ffn = np.array([t.names.index("ffn_allreduce")])
-        g, g_lv = row_comm(t, ("lm_head_allgather",), ("allgather",), hw, w, opts, p, nbytes=t.comm_b[ffn])
+        g, g_lv = _weighted(costs, "head", t, ("lm_head_allgather",), w, hw)
         wins = [jnp.sum(w[head] * x[head]) for x in (gemm_fwd, gemm_bwd)]  # the head's GEMM on the rank
         n = 2.0 + regather
         tot, exp, lv = tot + n * g, exp + beside(g, wins[0]) + beside((n - 1.0) * g, wins[1]), lv + n * g_lv
     return tot, exp, lv
 
 
-def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep_overlap, top_k):
+def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep_overlap, costs):
     """{"tp", "cp", "ep", "pp"}: (total s, exposed [levels] s) per
     micro-batch on the busiest rank (module doc). TP: `tp_comm` beside the
     GEMMs of `gemms` ([rows] forward and backward s per execution).
@@ -246,13 +344,13 @@ def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep
     the micro-batch's forward, backward and recompute that PP sends (a
     share `Parallel.overlap`: overlapped P2P) and EP all-to-alls (a share
     `ep_overlap`, TrainWorkload.ep_overlap) run beside, each against the
-    pass's compute."""
+    pass's compute. `costs`: `call_costs` of the step's calls (`step_calls`)."""
     opts = topts.options
-    tp_tot, tp_exp, lv_tp = tp_comm(t, hw, par, w, rec_full, topts, p, *gemms)
+    tp_tot, tp_exp, lv_tp = tp_comm(t, hw, par, w, rec_full, topts, *gemms, costs)
     if topts.moe_dispatcher == "fused" and "dispatch" in t.names:
-        ep, lv_ep = fused_ep_comm(t, hw, w, opts, p, top_k)
+        ep, lv_ep = fused_ep_comm(t, hw, w, costs)
     else:
-        ep, lv_ep = row_comm(t, ("dispatch", "combine"), ("alltoall",), hw, w, opts, p)
+        ep, lv_ep = _weighted(costs, "ep", t, ("dispatch", "combine"), w, hw)
     # Each tp rank sends 1/tp of the activations: its sequence-parallel shard, or without SP Megatron's
     # scatter/gather optimization (Narayanan et al. SC'21 Sec. 4.1; the NVLink all-gather after it is left out).
     send_scale = 1.0 / par.tp
@@ -266,12 +364,13 @@ def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep
     out = {"tp": (tp_tot, safe_div(tp_exp, tp_tot) * lv_tp),
            "ep": ((2.0 + rec_full) * ep, share_ep * (2.0 + rec_full) * lv_ep),
            "pp": (2.0 * pp, share_pp * 2.0 * lv_pp)}
-    cp, lv_cp = row_comm(t, ("cp_kv_allgather",), ("allgather",), hw, w, opts, p)
+    cp, lv_cp = _weighted(costs, "cp", t, ("cp_kv_allgather",), w, hw)
     cp_total = (3.0 + rec_full) * cp  # K/V forward, K/V and their gradients backward
     cp_exposed = jnp.maximum(cp - attn[0], 0.0) * (1.0 + rec_full) + jnp.maximum(2.0 * cp - attn[1], 0.0)
     out["cp"] = (cp_total, safe_div(cp_exposed, cp) * lv_cp)
     return out
 
 
-__all__ = ["BUCKET_PARAMS", "BUCKET_PARAMS_PER_RANK", "CE_STATS_BYTES", "TP_OVERLAP_GEMMS", "collective", "dp_comm",
-           "exposed", "fused_ep_comm", "micro_batch_comm", "ring_collective", "row_comm", "tp_comm"]
+__all__ = ["BUCKET_PARAMS", "BUCKET_PARAMS_PER_RANK", "CE_STATS_BYTES", "TP_OVERLAP_GEMMS", "call_costs", "collective",
+           "dp_comm", "exposed", "fused_ep_comm", "micro_batch_comm", "ring_collective", "row_comm", "step_calls",
+           "tp_comm"]
