@@ -264,6 +264,9 @@ class Phases:
       Conventions.power_limit is off): TTFT = pre_slow x sum(...), and
       likewise the decode.
     ttft, decode_time, tpot, comm_time: the reductions, seconds.
+    rows: (c0, c1, m0, m1, comm) of `row_components`, [prefill rows + decode
+      rows] each (the tables joined, optable.joined_tables), for the
+      per-operator breakdown.
     """
 
     pre: OpTable
@@ -284,6 +287,7 @@ class Phases:
     decode_time: jax.Array
     tpot: jax.Array
     comm_time: jax.Array
+    rows: tuple
 
 
 def operator_tables(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Options) -> tuple:
@@ -330,7 +334,8 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     # Both tables' rows in one pass: a row's compute and memory time read only its own row, so one
     # traced copy of the per-row model serves prefill and decode (a smaller program to compile).
     cat = lambda *x: jnp.concatenate(x)  # noqa: E731
-    c0, c1, m0, m1, _ = row_components(joined_tables((pre, dec)), hw, wl, options, p, cat(comm_pre, comm_dec), prices)
+    rows = row_components(joined_tables((pre, dec)), hw, wl, options, p, cat(comm_pre, comm_dec), prices)
+    c0, c1, m0, m1, _ = rows
     pre_rows = slice(0, len(pre.kinds))
     pre_core = efficiency.row_cores(pre, hw, options, c0[pre_rows], m0[pre_rows], p)
     pre_comm = hidden * comm_pre
@@ -390,7 +395,7 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
                   e_pre=e_pre, e_dec=e_dec, pre_slow=pre_slow, dec_slow=dec_slow,
                   ttft=efficiency.with_host(ttft_dev, efficiency.host_time(hw, options, wl.batch / par.ep), hw, p),
                   decode_time=dec_slow * decode_time + steps * overhead + steps * (tpot_all - tpot_dev),
-                  tpot=tpot_all, comm_time=comm_time)
+                  tpot=tpot_all, comm_time=comm_time, rows=rows)
 
 
 def _stretch(seconds, floor, p):

@@ -15,7 +15,7 @@ import numpy as np
 
 from jaxplat.cost import collectives, efficiency
 from jaxplat.cost.dtypes import computed_workload
-from jaxplat.cost.inference import phases, row_components
+from jaxplat.cost.inference import phases
 from jaxplat.cost.operators import build_table
 from jaxplat.cost.roofline import safe_div
 from jaxplat.model import MAX_NET_LEVELS, Hardware, Model, Options, Parallel, Workload
@@ -40,7 +40,8 @@ def _arrays(model, hardware, parallel, workload, phase, options):
 
 def _columns(ph, phase, hardware, parallel, workload, options):
     t = ph.pre if phase == "prefill" else ph.dec
-    c0, c1, m0, m1, comm = row_components(t, hardware, workload, options)
+    n = len(ph.pre.kinds)  # the prefill's rows first
+    c0, c1, m0, m1, comm = (x[:n] if phase == "prefill" else x[n:] for x in ph.rows)
     hidden = 1.0 - jnp.clip(parallel.overlap, 0.0, 1.0)
     if phase == "prefill":
         s = 0.0

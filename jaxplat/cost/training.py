@@ -529,8 +529,7 @@ def _train_step(model, hw, par, twl, options, sharpness) -> TrainMetrics:
     gemms = (fwd, bwd / jnp.clip(twl.backward_efficiency, 0.1, 1.0))  # [rows] s per execution
     attn_bwd = BACKWARD_ATTENTION * attn_fwd / attn_speed  # beside which the CP ring's backward sends run
     dense, expert = _params(t, par, twl)
-    # every collective call of the step that runs an algorithm, costed together (one copy per kind)
-    costs = call_costs(step_calls(t, hw, par, twl, options, dense, expert, model.top_k), hw, opts, p)
+    costs = call_costs(step_calls(t, hw, par, twl, options, dense, expert, model.top_k), hw, opts, p)  # all at once
     comm = micro_batch_comm(t, hw, par, w, r_full, options, p, (attn_fwd, attn_bwd),
                             (t_fwd, t_bwd, t_rec), gemms, twl.ep_overlap, costs)
     dp_tot, dp_exp, dp_lv, mb_dp_tot, mb_dp_exp, mb_dp_lv = dp_comm(hw, par, twl, dense, expert, t_fwd, t_bwd,
