@@ -147,7 +147,7 @@ def dynamic_energy(table: OpTable, hw: Hardware, wl: Workload, opts: Options, pa
 
 
 def phase_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: Options, steps, steps_sum, copies,
-                 prices=None):
+                 prices=None, joined=None):
     """Dynamic joules (no static) one replica spends on the prefill and on
     the decode of one request batch.
 
@@ -161,14 +161,15 @@ def phase_energy(pre: OpTable, dec: OpTable, hw: Hardware, wl: Workload, opts: O
         paths through the pipeline, times the micro-batches, as a table
         holds one micro-batch).
       prices: both tables' `memory.joined_byte_prices`, if already computed.
+      joined: optable.joined_tables((pre, dec)), if already built.
     Returns:
       (prefill joules, decode joules), scalars: each `dynamic_energy` of its
       table, both tables' rows computed in one pass (optable.joined_tables).
     """
+    both = joined_tables((pre, dec)) if joined is None else joined
     if prices is None:
-        prices = memory.joined_byte_prices((pre, dec), hw, wl, wl.output, opts.hierarchy)
+        prices = memory.joined_byte_prices((pre, dec), hw, wl, wl.output, opts.hierarchy, both)
     per_row = lambda a, b: jnp.concatenate([jnp.zeros_like(pre.f0) + a, jnp.zeros_like(dec.f0) + b])  # noqa: E731
-    both = joined_tables((pre, dec))
     flops, mem = _row_joules(both, hw, wl, opts, per_row(1.0, steps), per_row(0.0, steps_sum), prices)
     sent = _collective_row_bytes(both, hw)
     c, n = sum(1 for k in pre.comm_kinds if k), len(pre.kinds)  # the prefill's rows come first

@@ -329,12 +329,12 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     nmb, _ = microbatching(par, wl, options)
     hidden = 1.0 - jnp.clip(par.overlap, 0.0, 1.0)  # share of communication left exposed
     comm_pre, comm_dec = tables_comm_times((pre, dec), hw, options, p)
-    # the byte prices of both tables' rows, for the memory time and the energy
-    prices = memory.joined_byte_prices((pre, dec), hw, wl, wl.output, options.hierarchy)
     # Both tables' rows in one pass: a row's compute and memory time read only its own row, so one
     # traced copy of the per-row model serves prefill and decode (a smaller program to compile).
-    cat = lambda *x: jnp.concatenate(x)  # noqa: E731
-    rows = row_components(joined_tables((pre, dec)), hw, wl, options, p, cat(comm_pre, comm_dec), prices)
+    both = joined_tables((pre, dec))
+    # the byte prices of both tables' rows, for the memory time and the energy
+    prices = memory.joined_byte_prices((pre, dec), hw, wl, wl.output, options.hierarchy, both)
+    rows = row_components(both, hw, wl, options, p, jnp.concatenate([comm_pre, comm_dec]), prices)
     c0, c1, m0, m1, _ = rows
     pre_rows = slice(0, len(pre.kinds))
     pre_core = efficiency.row_cores(pre, hw, options, c0[pre_rows], m0[pre_rows], p)
@@ -369,7 +369,7 @@ def phases(model: Model, hw: Hardware, par: Parallel, wl: Workload, options: Opt
     # Sum of KV lengths past the prompt over the decode steps: 1 + ... + steps,
     # or every step at prompt + output (GenZ's final step).
     steps_sum = steps * wl.output if conv.decode == "final_step" else steps * (steps + 1.0) / 2.0
-    e_pre, e_dec = energy.phase_energy(pre, dec, hw, wl, options, steps, steps_sum, paths * nmb, prices)
+    e_pre, e_dec = energy.phase_energy(pre, dec, hw, wl, options, steps, steps_sum, paths * nmb, prices, both)
     pre_slow = dec_slow = jnp.float32(1.0)
     if conv.power_limit:
         # A phase that would draw more than the chips' TDP runs at a lower

@@ -263,12 +263,13 @@ def byte_prices(table: OpTable, hw: Hardware, wl: Workload, s_final, hierarchy: 
     return _row_prices(table, hw, wl, _class_prices(table, hw, s_final))
 
 
-def joined_byte_prices(tables, hw: Hardware, wl: Workload, s_final, hierarchy: bool) -> BytePrices:
+def joined_byte_prices(tables, hw: Hardware, wl: Workload, s_final, hierarchy: bool, joined=None) -> BytePrices:
     """`byte_prices` of each of several tables of one configuration, as one
-    BytePrices over their joined rows (optable.joined_tables): each table's
-    placement and tiling reserve its own (they read its whole footprint),
-    the per-row prices computed once for all the rows."""
-    both = joined_tables(tables)
+    BytePrices over their joined rows (`joined`: optable.joined_tables of
+    them, if already built): each table's placement and tiling reserve its
+    own (they read its whole footprint), the per-row prices computed once
+    for all the rows."""
+    both = joined_tables(tables) if joined is None else joined
     if not hierarchy:
         return _row_prices(both, hw, wl, None)
     per_table = [_class_prices(t, hw, s_final) for t in tables]

@@ -40,35 +40,6 @@ def exposed(c, ov, window):
     return c - ov * jnp.minimum(c, window)
 
 
-def collective(kind, hw, n, nbytes, stride, opts, p, launch=True):
-    """(seconds, [levels] seconds) of one collective (collective_time, plus
-    each call's fixed software cost unless `launch` is False: a phase of a
-    kernel launched already), split over the network levels in proportion
-    to the hierarchical form's per-level times (level_times)."""
-    return collectives(kind, hw, n, [nbytes], stride, opts, p, launch)[0]
-
-
-def collectives(kind, hw, n, payloads, stride, opts, p, launch=True):
-    """`collective` for each payload in `payloads` on the same groups (n,
-    stride broadcast with each), from one evaluation of the algorithms
-    (`collectives.times_and_levels`)."""
-    fixed = efficiency.collective_latency(hw, opts) if launch else 0.0
-    shape = jnp.broadcast_shapes(*(jnp.shape(x) for x in (n, stride, *payloads)))
-    flat = lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float32), shape).reshape(-1)  # noqa: E731
-    nf = flat(n)
-    if kind == "sendrecv":  # one message at one level: no algorithms to share
-        pairs = [(collective_time(kind, hw, nf, flat(b), p, flat(stride)), level_times(kind, hw, nf, flat(b),
-                                                                                      flat(stride)))
-                 for b in payloads]
-    else:
-        pairs = times_and_levels(kind, hw, nf, [flat(b) for b in payloads], p, flat(stride))
-    out = []
-    for t, lv in pairs:
-        t, lv = _with_launch(t, lv, nf, fixed)
-        out.append((t.reshape(shape), lv.reshape(shape + (lv.shape[-1],))))
-    return out
-
-
 def ring_collective(hw, n, payloads, stride, opts, u):
     """[(seconds, [levels] seconds)] of `u` calls of one all-gather or
     reduce-scatter per payload (the payload split evenly over the calls) as
@@ -88,8 +59,8 @@ def ring_collective(hw, n, payloads, stride, opts, u):
 
 def step_calls(t: OpTable, hw: Hardware, par, twl, topts, dense, expert, top_k) -> dict:
     """name -> (kind, n, payload, stride, launch): the calls of a training
-    step that run a collective algorithm (all but the pipeline's sends and
-    the data-parallel rings), made as the functions below use them (`costs`
+    step that run a collective algorithm (all but the pipeline's sends,
+    `send_comm`, and the data-parallel rings), made as the functions below use them (`costs`
     there): "tp0"/"tp1" the layer collectives of `tp_comm`, "embedding",
     "ce", "head" its other rows; "ep" the all-to-all (or "ep_inter" and
     "ep_intra", `fused_ep_comm`'s two), "cp" ring attention's gathers;
@@ -126,7 +97,9 @@ def step_calls(t: OpTable, hw: Hardware, par, twl, topts, dense, expert, top_k) 
 
 def call_costs(calls: dict, hw: Hardware, opts, p) -> dict:
     """name -> (seconds, [levels] seconds) of each call of `step_calls`
-    (`collective`'s numbers, shaped as its broadcast n, payload and stride),
+    (`collectives.times_and_levels` plus each call's fixed software cost
+    unless its `launch` is False, a phase of a kernel launched already;
+    shaped as its broadcast n, payload and stride),
     the calls of one kind costed together: one `times_and_levels` for all
     of them, so a step's program holds one copy of the algorithms per kind
     rather than one per call (a smaller program; the same per-element
@@ -172,19 +145,18 @@ def _weighted(costs: dict, key, t: OpTable, names, w, hw: Hardware):
     return jnp.sum(w[idx] * s), jnp.sum(w[idx][:, None] * levels, axis=0)
 
 
-def row_comm(t: OpTable, names, kinds, hw, w, opts, p, scale=1.0, nbytes=None):
-    """(s, [levels] s) of `kinds` collectives on the table's rows `names`
-    (their group size, stride and payload x scale), weighted by w."""
-    idx = [i for i, nm in enumerate(t.names) if nm in names]
-    if not idx:
+def send_comm(t: OpTable, hw: Hardware, w, opts, p, scale):
+    """(s, [levels] s) of the pipeline's stage sends (the rows "stage_send",
+    their payload x scale), weighted by w: one message at one level, no
+    algorithm to choose (collectives.collective_time, level_times), each
+    call paying the stack's fixed cost."""
+    idx = _row_index(t, ("stage_send",))
+    if not idx.size:
         return jnp.float32(0.0), jnp.zeros_like(hw.network.bandwidth)
-    idx = np.array(idx)
-    b = (t.comm_b[idx] if nbytes is None else nbytes) * scale
-    tot, lv = 0.0, 0.0
-    for kind in kinds:
-        s, levels = collective(kind, hw, t.comm_n[idx], b, t.comm_s[idx], opts, p)
-        tot, lv = tot + jnp.sum(w[idx] * s), lv + jnp.sum(w[idx][:, None] * levels, axis=0)
-    return tot, lv
+    n, b, s = (jnp.asarray(x, jnp.float32) for x in (t.comm_n[idx], t.comm_b[idx] * scale, t.comm_s[idx]))
+    c, levels = _with_launch(collective_time("sendrecv", hw, n, b, p, s), level_times("sendrecv", hw, n, b, s), n,
+                             efficiency.collective_latency(hw, opts))
+    return jnp.sum(w[idx] * c), jnp.sum(w[idx][:, None] * levels, axis=0)
 
 
 def fused_ep_comm(t: OpTable, hw: Hardware, w, costs: dict):
@@ -354,7 +326,7 @@ def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep
     # Each tp rank sends 1/tp of the activations: its sequence-parallel shard, or without SP Megatron's
     # scatter/gather optimization (Narayanan et al. SC'21 Sec. 4.1; the NVLink all-gather after it is left out).
     send_scale = 1.0 / par.tp
-    pp, lv_pp = row_comm(t, ("stage_send",), ("sendrecv",), hw, w, opts, p, scale=send_scale)
+    pp, lv_pp = send_comm(t, hw, w, opts, p, send_scale)
     # Per pass: forward, backward (the gradients' sends), full recompute.
     ov, ov_ep = jnp.clip(par.overlap, 0.0, 1.0), jnp.clip(ep_overlap, 0.0, 1.0)
     pps = (pp, pp, jnp.zeros_like(pp))  # full recompute sends nothing
@@ -371,6 +343,5 @@ def micro_batch_comm(t, hw, par, w, rec_full, topts, p, attn, windows, gemms, ep
     return out
 
 
-__all__ = ["BUCKET_PARAMS", "BUCKET_PARAMS_PER_RANK", "CE_STATS_BYTES", "TP_OVERLAP_GEMMS", "call_costs", "collective",
-           "dp_comm", "exposed", "fused_ep_comm", "micro_batch_comm", "ring_collective", "row_comm", "step_calls",
-           "tp_comm"]
+__all__ = ["BUCKET_PARAMS", "BUCKET_PARAMS_PER_RANK", "CE_STATS_BYTES", "TP_OVERLAP_GEMMS", "call_costs", "dp_comm",
+           "exposed", "fused_ep_comm", "micro_batch_comm", "ring_collective", "send_comm", "step_calls", "tp_comm"]
