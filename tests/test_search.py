@@ -161,6 +161,24 @@ def test_a_step_compiles_once(engine, result):
     assert int(first["counts"][:, 0].sum()) == int(second["counts"][:, 0].sum()) == per_step
 
 
+def test_values_one_by_one_equal_the_batched_program(study, engine, result, monkeypatch):
+    """On the CPU the reported values come from a program compiled for one
+    point, called once per point; past VALUES_ONE_BY_ONE_UP_TO points a call
+    compiles the `jax.vmap` form (the one other backends use). Both give the
+    same values, to float32 rounding, and the same flags, on every
+    configuration of the study."""
+    flat = np.arange(study.size)
+    one = engine.evaluate_flat(flat)
+    assert engine._values_one
+    fresh = search.Engine(study)  # its values program only: no step is compiled
+    monkeypatch.setattr(search.engine, "VALUES_ONE_BY_ONE_UP_TO", study.size - 1)
+    batched = fresh.evaluate_flat(flat)
+    assert not fresh._values_one and fresh._compiled is None
+    np.testing.assert_allclose(batched[0], one[0], rtol=2e-6)
+    assert (batched[1] == one[1]).all() and (batched[2] == one[2]).all()
+    np.testing.assert_allclose(one[0][result.top["index"]], result.top["vals"], rtol=0)
+
+
 def test_state_from_another_study_is_refused(engine, tmp_path, study):
     path = tmp_path / "state.npz"
     search.run(engine, path, progress=False, max_steps=1)
