@@ -17,7 +17,7 @@ import jaxplat as jp
 from jaxplat import search
 from jaxplat.cost import money
 from jaxplat.model import replace
-from jaxplat.search import study_from_dict
+from jaxplat.search import study_from_dict, values_program
 from jaxplat.specs import SpecError
 
 STUDY = dict(
@@ -169,11 +169,11 @@ def test_values_one_by_one_equal_the_batched_program(study, engine, result, monk
     configuration of the study."""
     flat = np.arange(study.size)
     one = engine.evaluate_flat(flat)
-    assert engine._values_one
+    assert engine._values.one
     fresh = search.Engine(study)  # its values program only: no step is compiled
-    monkeypatch.setattr(search.engine, "VALUES_ONE_BY_ONE_UP_TO", study.size - 1)
+    monkeypatch.setattr(values_program, "VALUES_ONE_BY_ONE_UP_TO", study.size - 1)
     batched = fresh.evaluate_flat(flat)
-    assert not fresh._values_one and fresh._compiled is None
+    assert not fresh._values.one and fresh._compiled is None
     np.testing.assert_allclose(batched[0], one[0], rtol=2e-6)
     assert (batched[1] == one[1]).all() and (batched[2] == one[2]).all()
     np.testing.assert_allclose(one[0][result.top["index"]], result.top["vals"], rtol=0)

@@ -56,6 +56,7 @@ from jaxplat.search.reduce import identity, pick, variadic_reduce
 from jaxplat.search.runtime import compile_lowered, shard_map
 from jaxplat.search.served import served_metrics, served_point, served_tables  # noqa: F401 (served_metrics)
 from jaxplat.search.study import METRICS, Study
+from jaxplat.search.values_program import ValuesProgram, chunk_size
 from jaxplat.specs import SpecError
 
 # Build the operator tables apart (Engine.compile) while those of every outer
@@ -69,20 +70,6 @@ HOIST_POINTS = 4096
 # compile dominates (`jaxplat sweep` prints both, e.g. on
 # specs/studies/parallelism-llama405b-h200.yaml with and without --fast-compile).
 FAST_COMPILE_UP_TO = 1_000_000
-# Points per call of the batched program that reports every metric (Engine.evaluate_flat:
-# the top-k and front, then their neighbours in search.alike): one compile, padded
-# to the power of two that holds the top-k and front, within these bounds (a
-# call's every point is evaluated; neighbours take several calls).
-VALUES_CHUNK = (64, 1024)
-# On the CPU the program that reports every metric is compiled for one point
-# and called once per point while a call asks for at most this many; a call
-# that asks for more compiles the batched one (`VALUES_CHUNK` points a call).
-# The catalog study of tests/test_catalog.py (three model kinds), 2026-12-07:
-# the one-point program traced and lowered in 2.8-3.2 CPU s and compiled in
-# 7.2-8.7 s, the batched one in 6.5-7.7 s and 8.6-9.8 s; a point took 0.64 ms
-# one by one, 0.13 ms batched: even at ~30,000 points, one by one costs no
-# more than the batched program's extra compile.
-VALUES_ONE_BY_ONE_UP_TO = 16384
 
 
 # --------------------------------------------------------------- metrics
@@ -195,8 +182,7 @@ class Engine(Merging):
         local = shard_map(self._local_step, self.mesh, in_specs=(P(), P()), out_specs=P("d"))
         self._step = jax.jit(local)
         self._compiled = None
-        self._values = None   # the compiled program of `values`: one point per call (`_values_one`) or a chunk
-        self._values_one = None  # whether `_values` takes one point (on the CPU, `_values_program`)
+        self._values = None   # the program of `values` (a ValuesProgram)
         self._hoisted = None  # the tables' pytree structure when they are built apart (`compile`)
         self._tables = ()     # their leaves, [n_outer, ...] each, replicated on every device
 
@@ -283,53 +269,26 @@ class Engine(Merging):
         """(vals [n, metrics] float32, ok [n], feasible [n]) of the
         configurations at these flat indices (host ints): the reported
         values of the top-k and front (`values`) and of their neighbours
-        (search.alike), by one compiled program (`_values_program`, compiled
-        beside the step): on the CPU called once per point, else (or for
-        more than VALUES_ONE_BY_ONE_UP_TO points) on `values_chunk` points
-        at a time (padded)."""
+        (search.alike), by `_flat_point`'s program (search.values_program:
+        compiled beside the step; on the CPU for one point at a time, and
+        batched for a call of more than VALUES_ONE_BY_ONE_UP_TO points)."""
         values = self.axis_values(flat)
-        if self._values is None:
-            self._values, self._values_one = self._values_program()
         if not len(values):
             return np.zeros((0, len(self.metrics)), np.float32), np.zeros(0, bool), np.zeros(0, bool)
-        if self._values_one and len(values) > VALUES_ONE_BY_ONE_UP_TO:
-            self._values, self._values_one = self._values_program(batched=True)
-        if self._values_one:  # every call dispatched before the results are read: they queue
-            rows = jax.device_get([self._values(v) for v in values])
-            return tuple(np.stack(x) for x in zip(*rows))
-        out = []
-        k = self.values_chunk
-        for s in range(0, len(values), k):
-            part = values[s:s + k]
-            pad = np.concatenate([part, np.repeat(part[:1], k - len(part), axis=0)])
-            out.append(tuple(np.asarray(x)[:len(part)] for x in jax.device_get(self._values(pad))))
-        return tuple(np.concatenate(x) for x in zip(*out))
+        if self._values is None:
+            self._values = self._values_program()
+        if not self._values.takes(len(values)):
+            self._values = self._values_program(batched=True)
+        return self._values(values)
 
     def values(self, flat) -> np.ndarray:
         """[n, metrics] float32: every reported metric of the configurations
         at these flat indices (host ints; `evaluate_flat`)."""
         return self.evaluate_flat(flat)[0]
 
-    @property
-    def values_chunk(self) -> int:
-        lo, hi = VALUES_CHUNK
-        return min(hi, max(lo, 1 << max(0, self.top_k + self.n_pareto - 1).bit_length()))
-
-    def _values_program(self, batched=None):
-        """(compiled `_flat_point`, whether it takes one point): on the CPU
-        (unless `batched`) for one point [axes], which traces in under half
-        the time of `jax.vmap`'s form and compiles no slower
-        (VALUES_ONE_BY_ONE_UP_TO); elsewhere for `values_chunk` points
-        [chunk, axes], as one call per point would launch each of its
-        kernels once per point."""
-        platform = self.mesh.devices.flat[0].platform
-        one = platform == "cpu" if batched is None else not batched
-        if one:
-            lowered = jax.jit(self._flat_point).lower(jax.ShapeDtypeStruct((len(self.st.axes),), jnp.float32))
-        else:
-            spec = jax.ShapeDtypeStruct((self.values_chunk, len(self.st.axes)), jnp.float32)
-            lowered = jax.jit(jax.vmap(self._flat_point)).lower(spec)
-        return compile_lowered(lowered, platform, fast_compile=True), one
+    def _values_program(self, batched=None) -> ValuesProgram:
+        return ValuesProgram(self._flat_point, len(self.st.axes), chunk_size(self.top_k, self.n_pareto),
+                             self.mesh.devices.flat[0].platform, batched)
 
     # ---- one block
 
@@ -586,8 +545,7 @@ class Engine(Merging):
             if self._hoisted is not None:
                 self._tables = self._outer_tables(compile_lowered(outer, platform, cheap=True), rep)
             self._compiled = step.result()
-            if values is not None:
-                self._values, self._values_one = values.result()
+            self._values = values.result() if values is not None else self._values
         return time.perf_counter() - t
 
 
