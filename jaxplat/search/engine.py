@@ -287,6 +287,7 @@ class Engine(Merging):
         return self.evaluate_flat(flat)[0]
 
     def _values_program(self, batched=None) -> ValuesProgram:
+        """`_flat_point` compiled for this engine's devices (`ValuesProgram`; batched if `batched`)."""
         return ValuesProgram(self._flat_point, len(self.st.axes), chunk_size(self.top_k, self.n_pareto),
                              self.mesh.devices.flat[0].platform, batched)
 

@@ -34,8 +34,9 @@ class ValuesProgram:
     """`point` ([axes] float32 axis values -> (metrics [M], ok, feasible))
     compiled for one point (`one`: on the CPU unless `batched`, as it traces
     in under half the time of `jax.vmap`'s form and compiles no slower) or
-    for `chunk` points at a time (elsewhere: one call per point would launch
-    each of its kernels once per point)."""
+    for `chunk` points at a time (elsewhere, as before: a GPU would launch
+    each of the program's kernels once per point; not measured, no GPU was
+    lent)."""
 
     def __init__(self, point, n_axes: int, chunk: int, platform: str, batched=None):
         self.one = platform == "cpu" if batched is None else not batched
