@@ -175,14 +175,20 @@ def fused_ep_comm(t: OpTable, hw: Hardware, w, costs: dict):
     bytes per token, then over the g ranks of a node with every copy. On one
     node it is the plain all-to-all. `costs`: `call_costs` of the step's
     calls ("ep_inter" and "ep_intra": `_fused_ep_calls`)."""
-    idx = np.array([t.names.index(n) for n in ("dispatch", "combine")])
+    idx = _ep_rows(t)
     (s1, l1), (s2, l2) = costs["ep_inter"], costs["ep_intra"]
     return jnp.sum(w[idx] * (s1 + s2)), jnp.sum(w[idx][:, None] * (l1 + l2), axis=0)
 
 
+def _ep_rows(t: OpTable) -> np.ndarray:
+    """Static indices of the dispatch and combine rows, in that order: the calls of `_fused_ep_calls`
+    and the weights `fused_ep_comm` applies to them must name the same rows in the same order."""
+    return np.array([t.names.index(n) for n in ("dispatch", "combine")])
+
+
 def _fused_ep_calls(t: OpTable, hw: Hardware, top_k) -> dict:
     """The two all-to-alls of `fused_ep_comm` (`step_calls` entries)."""
-    idx = np.array([t.names.index(n) for n in ("dispatch", "combine")])
+    idx = _ep_rows(t)
     n, s, b = t.comm_n[idx], t.comm_s[idx], t.comm_b[idx]
     g = jnp.clip(hw.network.domain[0] / s, 1.0, n)
     nodes = n / g
