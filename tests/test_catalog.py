@@ -56,7 +56,7 @@ def result(study, request):
 @pytest.fixture(scope="module")
 def reference(study):
     """Every configuration through jitted evaluate, one call each."""
-    one = jax.jit(lambda m, h, p, w: jp.evaluate(m, h, p, w, study.options))
+    one = lambda m, h, p, w: jp.evaluate(m, h, p, w, study.options)  # noqa: E731 (jitted: _evaluate)
     models = {n: jp.load_model(n) for n in MODELS}
     chips = {n: jp.load_hardware(n) for n in CHIPS}
     wl0 = jp.load_workload("chatbot")
