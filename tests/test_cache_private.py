@@ -67,3 +67,14 @@ def test_estimate_says_it_in_one_line(tmp_path, monkeypatch, capsys):
     rc = main(["estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("jaxplat: error: compile cache")
+
+
+def test_codesign_refuses_a_writable_cache_in_one_line(tmp_path, capsys):
+    """codesign keeps its compiled programs in the same cache as sweep (--cache-dir), with the same check."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    rc = main(["codesign", "codesign-llama70b-chatbot", "--cache-dir", str(shared), "--out", str(tmp_path / "o"),
+               "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "world-writable" in err[0]

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from jaxplat.cli.cache_args import add_cache_arguments, use_cache
 from jaxplat.cli.calibration_args import add_calibration_arguments
 from jaxplat.cli.slo_args import add_slo_arguments, slo_flags
 from jaxplat.specs import SpecError, read_yaml, resolve
@@ -36,9 +37,7 @@ def register(sub):
     add_calibration_arguments(p)
     p.add_argument("--devices", type=int, help="on CPU, split the sweep over this many host devices "
                                               "(default: one per core; on one process only)")
-    p.add_argument("--cache-dir", help="persistent XLA compilation cache, so a rerun or resume skips the compile "
-                                       "(default $JAXPLAT_CACHE_DIR, else ~/.cache/jaxplat/xla)")
-    p.add_argument("--no-cache", action="store_true", help="no persistent compilation cache")
+    add_cache_arguments(p, "a rerun or resume skips the compile")
     p.add_argument("--coordinator", default=os.environ.get("JAXPLAT_COORDINATOR"),
                    help="host:port of process 0, for a multi-host sweep (env JAXPLAT_COORDINATOR)")
     p.add_argument("--num-processes", type=int, default=_env_int("JAXPLAT_NUM_PROCESSES"),
@@ -90,8 +89,7 @@ def run(args) -> int:
     from jaxplat.search import study_from_dict
 
     slos = slo_flags(args)
-    if not args.no_cache:
-        search.enable_compilation_cache(args.cache_dir)
+    use_cache(args)
     from jaxplat.model import select_engine
     path = resolve("studies", args.study)
     d = read_yaml(path)

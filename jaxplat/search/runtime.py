@@ -67,13 +67,14 @@ def split_cpu_devices(n=None) -> int | None:
     return int(n)
 
 
-def enable_compilation_cache(path=None) -> str | None:
+def enable_compilation_cache(path=None, min_compile_s: float = 1.0) -> str | None:
     """Keep compiled sweep steps on disk, so that rerunning or resuming a
     study skips the XLA compile (JAX's persistent compilation cache).
 
     `path`: the cache directory (default: $JAXPLAT_CACHE_DIR, else
-    ~/.cache/jaxplat/xla). Returns the directory used, or None when it
-    cannot be created (the sweep then compiles every time).
+    ~/.cache/jaxplat/xla). `min_compile_s`: programs that compiled faster
+    are not kept. Returns the directory used, or None when it cannot be
+    created (the sweep then compiles every time).
     """
     path = path or os.environ.get("JAXPLAT_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "jaxplat", "xla")
@@ -83,7 +84,7 @@ def enable_compilation_cache(path=None) -> str | None:
         return None
     check_private_dir(path)
     jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_s))
     return path
 
 
