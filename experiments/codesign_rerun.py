@@ -1,8 +1,8 @@
 """How long a co-design study takes the first time and when it is run
 again: `jaxplat codesign` keeps its compiled programs in the persistent
-compilation cache (`--cache-dir`, as `sweep` does), so a rerun of the same
-study (other --out, --starts, --steps, or after an edit to the study's
-numbers that keeps its shapes) reads them back instead of compiling them.
+compilation cache (`--cache-dir`, as `sweep` does), so running the same
+study again (into another --out, say) reads them back instead of compiling
+them.
 
 Runs the command in fresh processes against a fresh cache folder, cold then
 warm, and prints each run's wall and CPU seconds (the process and its

@@ -68,8 +68,9 @@ def split_cpu_devices(n=None) -> int | None:
 
 
 def enable_compilation_cache(path=None, min_compile_s: float = 1.0) -> str | None:
-    """Keep compiled sweep steps on disk, so that rerunning or resuming a
-    study skips the XLA compile (JAX's persistent compilation cache).
+    """Keep compiled programs on disk (a sweep's steps, a co-design's
+    programs), so that rerunning or resuming a study skips the XLA compile
+    (JAX's persistent compilation cache).
 
     `path`: the cache directory (default: $JAXPLAT_CACHE_DIR, else
     ~/.cache/jaxplat/xla). `min_compile_s`: programs that compiled faster
