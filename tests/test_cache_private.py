@@ -78,3 +78,12 @@ def test_codesign_refuses_a_writable_cache_in_one_line(tmp_path, capsys):
                "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "world-writable" in err[0]
+
+
+def test_requirements_refuses_a_writable_cache_in_one_line(tmp_path, capsys):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    rc = main(["requirements", "--model", "llama-3.1-8b", "--cache-dir", str(shared)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "world-writable" in err[0]

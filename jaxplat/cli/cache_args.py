@@ -1,5 +1,5 @@
 """`--cache-dir DIR --no-cache`: the persistent XLA compilation cache that
-`sweep` and `codesign` share (search.enable_compilation_cache), so that a
+`sweep`, `codesign` and `requirements` share (search.enable_compilation_cache), so that a
 rerun reads its compiled programs back instead of compiling them again."""
 
 

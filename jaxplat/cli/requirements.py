@@ -4,6 +4,7 @@ by GenZ's closed forms and by inverting the full cost model."""
 
 import sys
 
+from jaxplat.cli.cache_args import add_cache_arguments, use_cache
 from jaxplat.cli.estimate import _overrides, add_dtype_argument, add_sp_alias, checkpoint_warnings, context_degree
 from jaxplat.cli.slo_args import add_slo_arguments, slo_flags
 from jaxplat.design.requirements import requirements
@@ -36,6 +37,7 @@ def register(sub):
     p.add_argument("--profile", choices=PROFILES, default="default",
                    help="'genz' follows GenZ's accounting conventions (default: default)")
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units in the key names)")
+    add_cache_arguments(p, "a later call of the same shapes skips most of its compiles")
     p.set_defaults(func=run, microbatches=1, overlap=0.0, imbalance=1.0)
 
 
@@ -50,6 +52,7 @@ def _fmt(kind: str, v: float) -> str:
 
 
 def run(args) -> int:
+    use_cache(args, min_compile_s=0.0)  # every program, as codesign (cli/codesign.py)
     model, hw = load_model(args.model), load_hardware(args.hardware)
     wl = _overrides(load_workload(args.workload), args)
     slos = slo_flags(args)
