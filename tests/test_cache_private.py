@@ -69,21 +69,14 @@ def test_estimate_says_it_in_one_line(tmp_path, monkeypatch, capsys):
     assert rc == 2 and len(err) == 1 and err[0].startswith("jaxplat: error: compile cache")
 
 
-def test_codesign_refuses_a_writable_cache_in_one_line(tmp_path, capsys):
-    """codesign keeps its compiled programs in the same cache as sweep (--cache-dir), with the same check."""
+@pytest.mark.parametrize("command", [["codesign", "codesign-llama70b-chatbot", "--no-progress"],
+                                     ["requirements", "--model", "llama-3.1-8b"]], ids=["codesign", "requirements"])
+def test_commands_refuse_a_writable_cache_in_one_line(tmp_path, capsys, command):
+    """codesign and requirements keep their compiled programs in the same cache as sweep (--cache-dir), with the
+    same check."""
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    rc = main(["codesign", "codesign-llama70b-chatbot", "--cache-dir", str(shared), "--out", str(tmp_path / "o"),
-               "--no-progress"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "world-writable" in err[0]
-
-
-def test_requirements_refuses_a_writable_cache_in_one_line(tmp_path, capsys):
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    rc = main(["requirements", "--model", "llama-3.1-8b", "--cache-dir", str(shared)])
+    rc = main([*command, "--cache-dir", str(shared)])  # refused before anything runs or is written
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "world-writable" in err[0]

@@ -182,7 +182,7 @@ def run(args) -> int:
             raise SpecError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     # Every program from the first on, the sub-second ones too (94 of them): on 2 cores a rerun of
     # codesign-llama70b-chatbot took 71 s (107 CPU s) against 164 s (264 CPU s) the first time; with the
-    # cache turned on only after the study was read, 80 s (experiments/codesign_rerun.py, 2026-12-07).
+    # cache turned on only after the study was read, 80 s (experiments/rerun_from_cache.py, 2026-12-07).
     use_cache(args, min_compile_s=0.0)
     study = resolve("studies", args.study)
     calibration, software = select_engine(args.calibration, args.engine)

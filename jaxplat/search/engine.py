@@ -546,7 +546,8 @@ class Engine(Merging):
             if self._hoisted is not None:
                 self._tables = self._outer_tables(compile_lowered(outer, platform, cheap=True), rep)
             self._compiled = step.result()
-            self._values = values.result() if values is not None else self._values
+            if values is not None:
+                self._values = values.result()
         return time.perf_counter() - t
 
 
