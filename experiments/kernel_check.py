@@ -40,12 +40,15 @@ Run: .venv/bin/python experiments/kernel_check.py [--test]
 """
 
 import csv
+import functools
 import re
 import statistics
 import sys
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxplat import Options, Parallel, load_hardware, replace
 from jaxplat.cost.attention_kernels import FA2_ON_HOPPER
@@ -53,7 +56,7 @@ from jaxplat.cost.collectives import collective_time
 from jaxplat.cost.dtypes import computed_workload
 from jaxplat.cost.efficiency import row_cores
 from jaxplat.cost.inference import row_components
-from jaxplat.cost.operators import SOFTMAX_FLOPS, _Rows, build_table
+from jaxplat.cost.operators import NUMERIC, SOFTMAX_FLOPS, OpTable, _Rows, build_table
 from jaxplat.cost.opkind import OpKind
 from jaxplat.cost.roofline import combine
 from jaxplat.design.splits import load_inference_split
@@ -81,10 +84,30 @@ def _rows_time(hw, dtype, rows, opts=KERNEL_OPTS):
     for i, (kind, flops, a, w, o, mkn, *queries) in enumerate(rows):
         r.add(f"op{i}", "op", "once", kind, f=(flops, 0.0), a=(a, 0.0), w=(w, 0.0), o=(o, 0.0), stored=w, mkn=mkn,
               queries=queries[0] if queries else 0.0)
-    wl = computed_workload(hw, workload_from_dict({"batch": 1, "prompt": 1, "output": 1, "dtype": dtype}), opts)
-    table = r.table(jnp.float32)
+    # The rows' numbers as one [rows, columns] array and their static fields apart (as _Rows.table
+    # lays them out): the bisections below call this for every efficiency they try, and
+    # building the table's 22 arrays one by one took most of a call's time.
+    cells = np.array([[row[k] for k in NUMERIC] for row in r.rows], np.float32)
+    layout = (*(tuple(row[k] for row in r.rows) for k in ("names", "groups", "kinds", "comm_kinds")),
+              tuple(r._group(j, row) for j, row in enumerate(r.rows)))
+    return float(_table_time(cells, layout, hw, _workload(dtype), opts))
+
+
+@functools.cache
+def _workload(dtype):
+    return workload_from_dict({"batch": 1, "prompt": 1, "output": 1, "dtype": dtype})
+
+
+@functools.partial(jax.jit, static_argnames=("layout", "opts"))
+def _table_time(cells, layout, hw, wl, opts):
+    """Seconds of a table's rows (`cells` [rows, NUMERIC], `layout` its static
+    fields), one after another: compiled once per layout (run op by op, a call
+    took about 0.1 s)."""
+    table = OpTable(**{k: cells[:, i] for i, k in enumerate(NUMERIC)},
+                    **dict(zip(("names", "groups", "kinds", "comm_kinds", "comm_groups"), layout)))
+    wl = computed_workload(hw, wl, opts)
     c0, _, m0, _, comm = row_components(table, hw, wl, opts)
-    return float(jnp.sum(row_cores(table, hw, opts, c0, m0) + comm))
+    return jnp.sum(row_cores(table, hw, opts, c0, m0) + comm)
 
 
 def _one_row(hw, dtype, kind, flops, a, w, o, mkn, opts=KERNEL_OPTS):

@@ -79,10 +79,14 @@ def pytest_collection_modifyitems(items):
 def _program_cache(tmp_path_factory):
     """`jaxplat estimate` keeps its compiled programs in $JAXPLAT_CACHE_DIR
     (cli.compiled): JAXPLAT_TEST_CACHE_DIR when set (kept for the next run),
-    else the session's own directory; never the user's."""
+    else this run's own directory, one for all its xdist workers (the parent
+    of theirs): a program one worker compiled, another reads back (a run of
+    2026-12-07 compiled two serving programs on both workers, 27 CPU s of the
+    second compiles); never the user's."""
+    root = tmp_path_factory.getbasetemp()
+    shared = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("JAXPLAT_CACHE_DIR", os.environ.get("JAXPLAT_TEST_CACHE_DIR")
-                  or str(tmp_path_factory.mktemp("jaxplat-cache")))
+        mp.setenv("JAXPLAT_CACHE_DIR", os.environ.get("JAXPLAT_TEST_CACHE_DIR") or str(shared / "jaxplat-cache"))
         yield
 
 
