@@ -21,6 +21,7 @@ not from the errors, are in `options_for`.
 """
 
 import csv
+import functools
 from pathlib import Path
 
 import yaml
@@ -61,7 +62,9 @@ def family(source: str) -> str:
     return next((f for f in FAMILIES if source.startswith(f)), source)
 
 
+@functools.cache
 def test_prefixes() -> tuple:
+    """The sources of the declared test split (read once: every row asks)."""
     return tuple(yaml.safe_load(SPLIT.read_text())["test_source_prefixes"])
 
 

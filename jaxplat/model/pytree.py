@@ -8,6 +8,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def static(default=dataclasses.MISSING):
@@ -25,7 +26,7 @@ def pytree_dataclass(cls):
 
 
 def as_f32(cls, **values):
-    """Build `cls` with every non-static value cast to a float32 array.
+    """Build `cls` with every non-static value cast to float32 (`f32`).
 
     Python floats and ints would each give a fresh trace of a jitted function
     (weak types), so every numeric leaf is canonicalized here, once.
@@ -35,8 +36,18 @@ def as_f32(cls, **values):
         if f.name not in values:
             continue
         v = values[f.name]
-        out[f.name] = v if f.metadata.get("static") else jnp.asarray(v, jnp.float32)
+        out[f.name] = v if f.metadata.get("static") else f32(v)
     return cls(**out)
+
+
+def f32(v):
+    """`v` as a float32 leaf: a Python or NumPy number as a NumPy float32
+    scalar (the same abstract value to `jit`, without a device array built
+    op by op: spec loading and the calibration's rows build tens of
+    thousands), anything else (a list, an array, a tracer) as a JAX array."""
+    if isinstance(v, (int, float, np.number)) and not isinstance(v, bool):
+        return np.float32(v)
+    return jnp.asarray(v, jnp.float32)
 
 
 def replace(obj, **changes):
@@ -60,7 +71,7 @@ def replace(obj, **changes):
             routed.setdefault(group, {})[field] = v
             continue
         static = fields[k].metadata.get("static")
-        cast[k] = v if static or dataclasses.is_dataclass(v) else jnp.asarray(v, jnp.float32)
+        cast[k] = v if static or dataclasses.is_dataclass(v) else f32(v)
     for group, sub in routed.items():
         cast[group] = replace(cast.get(group, getattr(obj, group)), **sub)
     return dataclasses.replace(obj, **cast)
