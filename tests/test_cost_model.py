@@ -183,7 +183,11 @@ def test_infeasible_is_flagged_and_finite(llama7b, h100):
 
 def test_one_compile_for_different_models_and_chips(h100):
     """`evaluate` compiles once for every dense and MoE model and every chip
-    (all numbers are traced leaves; only the attention kind is static)."""
+    (all numbers are traced leaves; only the attention kind is static), and
+    numbers given as JAX arrays (`jp.replace`, `jp.Parallel`) reuse it too:
+    every leaf is a JAX float32 array however it was given (`jit` keys its
+    programs on the argument's type as well: a NumPy scalar where a JAX
+    array was would trace and compile again)."""
     wl = workload(batch=4, prompt=512, output=128)
     jp.evaluate(jp.load_model("llama-2-7b"), h100, jp.Parallel(tp=2), wl)  # compiles, unless an earlier test did
     with compile_events() as events:
@@ -191,6 +195,10 @@ def test_one_compile_for_different_models_and_chips(h100):
             for chip in ("h100-sxm", "mi300x", "tpu-v5e"):
                 m = jp.evaluate(jp.load_model(model), jp.load_hardware(chip), jp.Parallel(tp=2), wl)
                 assert np.isfinite(float(m.tpot))
+        assert isinstance(h100.chip.tile_m, jax.Array) and isinstance(jp.Parallel(tp=2).tp, jax.Array)
+        arrays = jp.evaluate(jp.load_model("llama-2-7b"), jp.replace(h100, tile_m=jnp.asarray(h100.chip.tile_m)),
+                             jp.Parallel(tp=jnp.float32(2.0)), wl)
+        assert np.isfinite(float(arrays.tpot))
     assert events == []
 
 

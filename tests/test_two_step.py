@@ -106,12 +106,9 @@ def test_pricing_given_tables_builds_none_of_them(setup):
     (the sweep's step program holds only the pricing)."""
     model, hw, wl = setup
     par, opts = jp.Parallel(tp=2), jp.Options()
-    # Every spec is an argument, as in the sweep's step: a spec's NumPy scalar closed over is a
-    # constant that a trace folds on the host (a dtype's index cast to int32: no equation), so
-    # `evaluate`'s own jit, which takes them as arguments, would count one more.
-    args = (model, hw, par, wl)
-    whole = _equations(jax.make_jaxpr(lambda *a: jp.evaluate(*a, opts).tpot)(*args).jaxpr)
+    whole = _equations(jax.make_jaxpr(lambda h: jp.evaluate(model, h, par, wl, opts).tpot)(hw).jaxpr)
     tables = operator_tables(model, hw, par, wl, opts)
-    priced = _equations(jax.make_jaxpr(lambda t, *a: jp.evaluate(*a, opts, tables=t).tpot)(tables, *args).jaxpr)
-    built = _equations(jax.make_jaxpr(lambda *a: operator_tables(*a, opts))(*args).jaxpr)
+    priced = _equations(jax.make_jaxpr(lambda h, t: jp.evaluate(model, h, par, wl, opts, tables=t).tpot)(
+        hw, tables).jaxpr)
+    built = _equations(jax.make_jaxpr(lambda h: operator_tables(model, h, par, wl, opts))(hw).jaxpr)
     assert built > 100 and priced == whole - built

@@ -11,14 +11,14 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from jaxplat.model.pytree import f32, pytree_dataclass, static
+from jaxplat.model.pytree import pytree_dataclass, static
 
 ATTENTION_KINDS = ("gqa", "mla")  # gqa covers MHA (kv = heads) and MQA (kv = 1)
 SSM_KINDS = ("none", "mamba1", "mamba2")  # Gu & Dao 2023 (arXiv 2312.00752); Dao & Gu 2024 (arXiv 2405.21060)
 
 
 def _zero():
-    return dataclasses.field(default_factory=lambda: f32(0.0))
+    return dataclasses.field(default_factory=lambda: jnp.float32(0.0))
 
 
 @pytree_dataclass

@@ -24,7 +24,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from jaxplat.model.pytree import as_f32, f32, pytree_dataclass, static
+from jaxplat.model.pytree import as_f32, pytree_dataclass, static
 from jaxplat.specs.units import DTYPES
 
 # Memory and network levels are padded to these counts so that every chip has
@@ -35,7 +35,7 @@ TOPOLOGIES = ("switch", "ring", "torus2d", "torus3d", "mesh2d", "fully_connected
 
 
 def _const(v):
-    return dataclasses.field(default_factory=lambda: f32(v))
+    return dataclasses.field(default_factory=lambda: jnp.float32(v))
 
 
 def _zeros(n):

@@ -4,16 +4,17 @@ import dataclasses
 import numbers
 
 import jax
+import jax.numpy as jnp
 
-from jaxplat.model.pytree import f32, pytree_dataclass
+from jaxplat.model.pytree import pytree_dataclass
 
 
 def _one():
-    return f32(1.0)
+    return jnp.float32(1.0)
 
 
 def _zero():
-    return f32(0.0)
+    return jnp.float32(0.0)
 
 
 @pytree_dataclass
@@ -91,7 +92,7 @@ class Parallel:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, numbers.Number):
-                object.__setattr__(self, f.name, f32(v))
+                object.__setattr__(self, f.name, jnp.float32(v))
 
 
 def chips(p: Parallel) -> jax.Array:

@@ -26,28 +26,34 @@ def pytree_dataclass(cls):
 
 
 def as_f32(cls, **values):
-    """Build `cls` with every non-static value cast to float32 (`f32`).
+    """Build `cls` with every non-static value cast to a float32 array.
 
     Python floats and ints would each give a fresh trace of a jitted function
     (weak types), so every numeric leaf is canonicalized here, once.
     """
-    out = {}
+    out, host = {}, {}
     for f in dataclasses.fields(cls):
         if f.name not in values:
             continue
         v = values[f.name]
-        out[f.name] = v if f.metadata.get("static") else f32(v)
+        if f.metadata.get("static"):
+            out[f.name] = v
+        elif _host_number(v):
+            host[f.name] = np.asarray(v, np.float32)
+        else:  # a JAX array or a tracer (or anything else jnp.asarray takes)
+            out[f.name] = jnp.asarray(v, jnp.float32)
+    # The host's numbers as device arrays in one transfer: the same leaves as jnp.asarray makes
+    # one by one, in half the time (spec loading and the calibration's rows build tens of thousands).
+    out.update(jax.device_put(host))
     return cls(**out)
 
 
-def f32(v):
-    """`v` as a float32 leaf: a Python or NumPy number as a NumPy float32
-    scalar (the same abstract value to `jit`, without a device array built
-    op by op: spec loading and the calibration's rows build tens of
-    thousands), anything else (a list, an array, a tracer) as a JAX array."""
-    if isinstance(v, (int, float, np.number)) and not isinstance(v, bool):
-        return np.float32(v)
-    return jnp.asarray(v, jnp.float32)
+def _host_number(v) -> bool:
+    """A Python or NumPy number, a NumPy array, or a list or tuple of numbers."""
+    number = (int, float, np.number)
+    if isinstance(v, (list, tuple)):
+        return all(isinstance(x, number) and not isinstance(x, bool) for x in v)
+    return isinstance(v, (*number, np.ndarray)) and not isinstance(v, bool)
 
 
 def replace(obj, **changes):
@@ -71,7 +77,7 @@ def replace(obj, **changes):
             routed.setdefault(group, {})[field] = v
             continue
         static = fields[k].metadata.get("static")
-        cast[k] = v if static or dataclasses.is_dataclass(v) else f32(v)
+        cast[k] = v if static or dataclasses.is_dataclass(v) else jnp.asarray(v, jnp.float32)
     for group, sub in routed.items():
         cast[group] = replace(cast.get(group, getattr(obj, group)), **sub)
     return dataclasses.replace(obj, **cast)
