@@ -84,12 +84,11 @@ def _rows_time(hw, dtype, rows, opts=KERNEL_OPTS):
     for i, (kind, flops, a, w, o, mkn, *queries) in enumerate(rows):
         r.add(f"op{i}", "op", "once", kind, f=(flops, 0.0), a=(a, 0.0), w=(w, 0.0), o=(o, 0.0), stored=w, mkn=mkn,
               queries=queries[0] if queries else 0.0)
-    # The rows' numbers as one [rows, columns] array and their static fields apart (as _Rows.table
-    # lays them out): the bisections below call this for every efficiency they try, and
-    # building the table's 22 arrays one by one took most of a call's time.
+    # The rows' numbers as one [rows, columns] array and their static fields apart: the bisections
+    # below call this for every efficiency they try, and building the table's 22 arrays one by one
+    # (_Rows.table) took most of a call's time.
     cells = np.array([[row[k] for k in NUMERIC] for row in r.rows], np.float32)
-    layout = (*(tuple(row[k] for row in r.rows) for k in ("names", "groups", "kinds", "comm_kinds")),
-              tuple(r._group(j, row) for j, row in enumerate(r.rows)))
+    layout = tuple(r.static_fields().items())
     return float(_table_time(cells, layout, hw, _workload(dtype), opts))
 
 
@@ -100,11 +99,10 @@ def _workload(dtype):
 
 @functools.partial(jax.jit, static_argnames=("layout", "opts"))
 def _table_time(cells, layout, hw, wl, opts):
-    """Seconds of a table's rows (`cells` [rows, NUMERIC], `layout` its static
-    fields), one after another: compiled once per layout (run op by op, a call
-    took about 0.1 s)."""
-    table = OpTable(**{k: cells[:, i] for i, k in enumerate(NUMERIC)},
-                    **dict(zip(("names", "groups", "kinds", "comm_kinds", "comm_groups"), layout)))
+    """Seconds of a table's rows (`cells` [rows, NUMERIC]; `layout` its static
+    fields as (name, tuple) pairs, _Rows.static_fields), one after another:
+    compiled once per layout (run op by op, a call took about 0.1 s)."""
+    table = OpTable(**{k: cells[:, i] for i, k in enumerate(NUMERIC)}, **dict(layout))
     wl = computed_workload(hw, wl, opts)
     c0, _, m0, _, comm = row_components(table, hw, wl, opts)
     return jnp.sum(row_cores(table, hw, opts, c0, m0) + comm)

@@ -125,10 +125,13 @@ class _Rows:
                 cols[key] = jnp.asarray(np.array(cells, np.float32), dtype)
             else:
                 cols[key] = jnp.stack([jnp.asarray(v, dtype) for v in cells])
-        for key in ("names", "groups", "kinds", "comm_kinds"):
-            cols[key] = tuple(r[key] for r in self.rows)
-        cols["comm_groups"] = tuple(self._group(j, r) for j, r in enumerate(self.rows))
-        return OpTable(**cols)
+        return OpTable(**cols, **self.static_fields())
+
+    def static_fields(self) -> dict:
+        """The table's static fields (names, groups, kinds, comm_kinds, comm_groups), each a tuple over rows."""
+        out = {key: tuple(r[key] for r in self.rows) for key in ("names", "groups", "kinds", "comm_kinds")}
+        out["comm_groups"] = tuple(self._group(j, r) for j, r in enumerate(self.rows))
+        return out
 
     def _group(self, j, r) -> str:
         """Row j's collective group label: size|stride by name (`_Ctx.labels`) or value, else row-unique."""
