@@ -9,8 +9,7 @@ smooth) and the sweep engine's program that reports every metric
 models of three kinds on four chips), compiled for one point (the CPU's
 form) and batched over a chunk (jax.vmap, the other backends').
 Compiles with the test suite's XLA settings (tests/conftest.py) unless
---xla-default. Run it on two commits to compare them (docs/index.md, "The
-tests").
+--xla-default. Run it on two commits to compare them (docs/testing.md).
 
     .venv/bin/python experiments/bench_program_size.py [--repeats 4] [--xla-default] [--only FAMILY[:NAME]]
 

@@ -33,7 +33,7 @@ def pytest_configure(config):
     """JAX's persistent compilation cache only where JAXPLAT_TEST_CACHE_DIR names a directory (kept, so
     that a rerun, or a CI job that restores it, reads the programs back); off otherwise, set before the
     first compile. A cache shared by one run's workers did not pay for itself on this 2-core CPU (end to
-    end, inside the run-to-run noise: docs/index.md): over a run of the suite (2026-12-07) its writes
+    end, inside the run-to-run noise: docs/testing.md): over a run of the suite (2026-12-07) its writes
     took 55-60 CPU s (serializing and compressing 2,200 XLA:CPU executables), its reads 16-18 s
     (deserializing a program took from a quarter to most of what compiling it did) and its keys 9-10 s,
     against 163-187 hits that spared about 65 s of compiling."""

@@ -35,7 +35,7 @@ def compile_lowered(lowered, platform: str, fast_compile=False, cheap=False):
 def shard_map(f, mesh, in_specs, out_specs):
     """`jax.shard_map` (JAX 0.6+: with its check of which values vary over
     the devices, which the engine marks with gridmap.vary_over; turning it
-    off traced no faster, docs/index.md), or before it jax.experimental's
+    off traced no faster, docs/testing.md), or before it jax.experimental's
     without its replication check (the engine's outputs are per device:
     P('d'))."""
     if hasattr(jax, "shard_map"):
