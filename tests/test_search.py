@@ -9,6 +9,7 @@ per-axis summaries, and resume after an interruption.
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import compile_events
@@ -18,6 +19,7 @@ from jaxplat import search
 from jaxplat.cost import money
 from jaxplat.model import replace
 from jaxplat.search import study_from_dict, values_program
+from jaxplat.search.runtime import compile_once
 from jaxplat.specs import SpecError
 
 STUDY = dict(
@@ -177,6 +179,23 @@ def test_values_one_by_one_equal_the_batched_program(study, engine, result, monk
     np.testing.assert_allclose(batched[0], one[0], rtol=2e-6)
     assert (batched[1] == one[1]).all() and (batched[2] == one[2]).all()
     np.testing.assert_allclose(one[0][result.top["index"]], result.top["vals"], rtol=0)
+
+
+def test_engines_of_one_study_share_their_values_program(study, engine, result):
+    """A second engine of the same study gets the first one's compiled
+    values program (`compile_once`: the same program text), and
+    its values are those of the first; a program that differs in one
+    constant is compiled on its own and computes with its own constant."""
+    again = search.Engine(study)
+    flat = np.arange(0, study.size, 7)
+    got = again.evaluate_flat(flat)
+    assert again._values._run is engine._values._run
+    np.testing.assert_array_equal(got[0], engine.evaluate_flat(flat)[0])
+    x = jax.ShapeDtypeStruct((3,), jnp.float32)
+    lower = lambda c: jax.jit(lambda v: v * np.float32(c)).lower(x)  # noqa: E731
+    two, three = (compile_once(lower(c), "cpu") for c in (2.0, 3.0))
+    assert compile_once(lower(2.0), "cpu") is two and three is not two
+    np.testing.assert_array_equal(np.asarray(three(jnp.ones(3, jnp.float32))), [3.0, 3.0, 3.0])
 
 
 def test_state_from_another_study_is_refused(engine, tmp_path, study):

@@ -3,7 +3,10 @@ devices, the persistent compilation cache. Applied by the command line
 (or a caller), never on import.
 """
 
+import collections
+import hashlib
 import os
+import threading
 
 import jax
 
@@ -30,6 +33,37 @@ def compile_lowered(lowered, platform: str, fast_compile=False, cheap=False):
         return lowered.compile(compiler_options=opts)
     except jax.errors.JaxRuntimeError:
         return lowered.compile()
+
+
+# Executables of single-device programs by their StableHLO text (`compile_once`), most recent last.
+_ONCE = collections.OrderedDict()
+_ONCE_SIZE = 16
+_ONCE_LOCK = threading.Lock()
+
+
+def compile_once(lowered, platform: str, **options):
+    """`compile_lowered` for a program lowered by a plain `jax.jit` (no
+    sharding: it runs on the default device), compiled once per process for
+    the same program: two engines of one study build the same `values` and
+    operator-table programs (a run of the test suite on 2026-12-07 compiled
+    them 10 times in a worker that held them already: 42 CPU s;
+    docs/testing.md). The key is the program's text (its constants printed
+    in full: equal text, the same computation), the platform, the options
+    and the default device; the last `_ONCE_SIZE` programs are kept."""
+    text = lowered.as_text()
+    key = (hashlib.sha1(text.encode()).hexdigest(), len(text), platform, tuple(sorted(options.items())),
+           repr(jax.config.jax_default_device))
+    with _ONCE_LOCK:
+        hit = _ONCE.get(key)
+        if hit is not None:
+            _ONCE.move_to_end(key)
+            return hit
+    compiled = compile_lowered(lowered, platform, **options)
+    with _ONCE_LOCK:
+        _ONCE[key] = compiled
+        while len(_ONCE) > _ONCE_SIZE:
+            _ONCE.popitem(last=False)
+    return compiled
 
 
 def shard_map(f, mesh, in_specs, out_specs):

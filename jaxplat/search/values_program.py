@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxplat.search.runtime import compile_lowered
+from jaxplat.search.runtime import compile_once
 
 # Points per call of the batched program: one compile, padded to the power of
 # two that holds the top-k and front, within these bounds (a call's every point
@@ -45,7 +45,7 @@ class ValuesProgram:
             lowered = jax.jit(point).lower(jax.ShapeDtypeStruct((n_axes,), jnp.float32))
         else:
             lowered = jax.jit(jax.vmap(point)).lower(jax.ShapeDtypeStruct((chunk, n_axes), jnp.float32))
-        self._run = compile_lowered(lowered, platform, fast_compile=True)
+        self._run = compile_once(lowered, platform, fast_compile=True)
 
     def takes(self, n: int) -> bool:
         """Whether a call of n points runs here (the one-point program: at most VALUES_ONE_BY_ONE_UP_TO)."""
