@@ -22,8 +22,10 @@ PUE = 1.2
 
 
 def _estimate(capsys, *flags):
+    # The programs of test_serving_modes.py's `--rate 0` and `--concurrency` commands: read back from the
+    # run's shared program cache (tests/conftest.py) when that module ran first.
     argv = ["estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--workload", "chatbot",
-            "--beams", "1", "--json", "--no-cache", *flags]
+            "--beams", "1", "--json", *flags]
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)
 
