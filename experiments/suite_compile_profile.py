@@ -16,6 +16,13 @@ the cache's writes, reads and keys, and what its hits spared:
     JAXPLAT_TEST_CACHE_DIR=$(mktemp -d) PYTHONPATH=experiments \
         .venv/bin/python -m pytest -q tests -p suite_compile_profile
 
+It also hashes every program XLA compiles (its StableHLO, without source
+locations) and reports the compiles of a program the same process had
+compiled before (a cache that missed: a new `jax.jit` of the same function,
+an AOT `.compile()` called again) and of programs more than one worker
+compiled, with the CPU seconds of those compiles and the modules they came
+from.
+
 Each pytest process (the controller and every xdist worker) writes its
 events to $JAXPLAT_COMPILE_PROFILE (default /tmp/jaxplat-compile-profile)
 as `PROCESS.json` when its session ends (the controller clears the
@@ -49,6 +56,8 @@ _counts = collections.Counter()
 _tests = {}  # test id -> [own CPU s, children's CPU s]
 _started = {}  # test id -> `_cpu()` at its setup
 _cache = collections.Counter()  # the persistent cache's CPU seconds and counts (`_time_cache`)
+_compiles = []  # (program hash, program name, test id, CPU s of its compile) (`_hash_compiles`)
+_current = ["(outside a test)"]
 
 
 def _cpu():
@@ -72,6 +81,30 @@ def pytest_configure(config):
         lambda event, seconds, **kw: _events.append((event, seconds, str(kw.get("fun_name", "")))))
     jax.monitoring.register_event_listener(lambda event, **kw: _counts.update([event]))
     _time_cache()
+    _hash_compiles()
+
+
+def _hash_compiles():
+    """Wrap JAX's compile entry point (jax._src.compiler.compile_or_get_cached, private, as in JAX 0.10) to
+    record, per compile, a hash of the program's StableHLO bytecode without debug information, its name,
+    the test that asked and its CPU seconds: the same hash twice in one process is the same program
+    compiled again."""
+    import hashlib
+
+    from jax._src import compiler
+
+    compile_ = compiler.compile_or_get_cached
+
+    def hashed(backend, computation, *args, **kwargs):
+        t = _cpu()[0]
+        out = compile_(backend, computation, *args, **kwargs)
+        cpu = _cpu()[0] - t
+        op = computation.operation
+        digest = hashlib.sha1(op.get_asm(binary=True, enable_debug_info=False)).hexdigest()
+        _compiles.append((digest, str(op.attributes["sym_name"]).strip('"'), _current[0], cpu))
+        return out
+
+    compiler.compile_or_get_cached = hashed
 
 
 def _time_cache():
@@ -102,6 +135,7 @@ def _time_cache():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
+    _current[0] = item.nodeid
     _started[item.nodeid] = _cpu()  # in the process that runs the test (a worker, not xdist's controller)
 
 
@@ -120,12 +154,12 @@ def pytest_sessionfinish(session):
     out.mkdir(parents=True, exist_ok=True)
     name = os.environ.get("PYTEST_XDIST_WORKER", "controller")
     (out / f"{name}.json").write_text(json.dumps({"events": _events, "counts": _counts, "tests": _tests,
-                                                  "cache": _cache}))
+                                                  "cache": _cache, "compiles": _compiles}))
 
 
 def report(directory: Path) -> str:
     """The phases' totals, the programs that took the most backend compile time, then the tests' CPU seconds."""
-    events, counts, tests, cache = [], collections.Counter(), {}, collections.Counter()
+    events, counts, tests, cache, compiles = [], collections.Counter(), {}, collections.Counter(), {}
     files = sorted(directory.glob("*.json"))
     if not files:
         sys.exit(f"suite_compile_profile.py: no profile in {directory} (run the suite with "
@@ -136,6 +170,7 @@ def report(directory: Path) -> str:
         counts.update(d["counts"])
         tests.update(d.get("tests", {}))
         cache.update(d.get("cache", {}))
+        compiles[f.stem] = d.get("compiles", [])
     lines = [f"{len(files)} pytest processes; persistent-cache hits: {counts[HITS]}"]
     if cache["writes"] or counts[HITS]:
         spared = sum(sec for e, sec, _ in events if e in (SAVED, RETRIEVED))
@@ -152,8 +187,39 @@ def report(directory: Path) -> str:
     lines.append("\nBackend compile time by program (the 15 largest):")
     for fun, s in sorted(by.items(), key=lambda kv: -sum(kv[1]))[:15]:
         lines.append(f"  {fun or '?':32s} {sum(s):8.1f} s, {len(s):4d} compiles")
+    lines += _duplicate_lines(compiles)
     lines += _cpu_lines(tests)
     return "\n".join(lines)
+
+
+def _duplicate_lines(compiles: dict) -> list:
+    """Programs compiled again in a process that had compiled them, and programs compiled by several
+    workers (the cheapest of their compiles each), with their CPU seconds."""
+    if not any(compiles.values()):
+        return []
+    total = sum(c[3] for log in compiles.values() for c in log)
+    again = collections.defaultdict(lambda: [0, 0.0])  # (program, module) -> [compiles, CPU s]
+    workers = collections.defaultdict(dict)  # hash -> {process: (program, module, CPU s)}
+    for process, log in compiles.items():
+        seen = set()
+        for digest, name, test, cpu in log:
+            module = test.split("::")[0]
+            if digest in seen:
+                again[name, module][0] += 1
+                again[name, module][1] += cpu
+            seen.add(digest)
+            workers[digest].setdefault(process, (name, module, cpu))
+    n_again, s_again = sum(v[0] for v in again.values()), sum(v[1] for v in again.values())
+    lines = [f"\nCompiles: {sum(map(len, compiles.values()))}, {total:.0f} CPU s; of a program the same process "
+             f"had compiled before: {n_again}, {s_again:.1f} CPU s (the largest, by program and module):"]
+    lines += [f"  {s:6.1f} s {n:4d}x  {name}  {module}" for (name, module), (n, s) in
+              sorted(again.items(), key=lambda kv: -kv[1][1])[:8]]
+    shared = [(min(c for _, _, c in v.values()), sorted({f"{p}:{m}" for p, (_, m, _) in v.items()}), next(iter(
+        v.values()))[0]) for v in workers.values() if len(v) > 1]
+    lines.append(f"Programs more than one process compiled: {len(shared)}, "
+                 f"{sum(s[0] for s in shared):.1f} CPU s spent again (the largest):")
+    lines += [f"  {s:6.1f} s  {name}  {', '.join(where)}" for s, where, name in sorted(shared, reverse=True)[:8]]
+    return lines
 
 
 def _cpu_lines(tests: dict) -> list:

@@ -2,6 +2,7 @@
 recovering parameters that generated synthetic measurements."""
 
 import csv
+import functools
 
 import jax
 import numpy as np
@@ -63,6 +64,13 @@ def test_huber_on_log_ratio():
     np.testing.assert_allclose(d_small, [0.05 / np.exp(0.05) / 2, -0.05 / np.exp(-0.05) / 2], rtol=1e-6)
 
 
+@jax.jit
+def _predict(model, hw, wl, b):
+    """(throughput, TTFT, TPOT) of a static batch of b on one chip: one program for every synthetic row of
+    a model kind (the model, chip and workload are arguments, not constants of the program)."""
+    return predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b)
+
+
 def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
     # Synthetic measurements from known efficiencies (compute 0.55, memory
     # 0.9) on compute-bound prefills and memory-bound decodes of two chips;
@@ -72,7 +80,7 @@ def test_fit_recovers_the_parameters_that_made_the_data(tmp_path):
     truth = {"eff_compute": 0.55, "eff_memory": 0.9}
     model = jp.load_model("llama-3.1-8b")
     rows = []
-    predict = jax.jit(lambda hw, wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
+    predict = functools.partial(_predict, model)
     for chip in ("h100-sxm", "a100-80gb"):
         hw = replace(jp.load_hardware(chip, software=FITTED), **truth)
         for prompt, batch in ((2048, 1), (256, 32), (128, 1)):
@@ -114,7 +122,7 @@ def test_starts_flag_what_only_a_product_reaches(tmp_path, capsys):
     truth = {"eff_compute": 0.5, "eff_narrow": 0.6, "eff_memory": 0.85}
     model = jp.load_model("llama-3.1-8b")
     hw = replace(jp.load_hardware("h100-sxm", software=FITTED), **truth)
-    predict = jax.jit(lambda wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
+    predict = functools.partial(_predict, model, hw)
     rows = []
     for prompt, batch in ((4096, 1), (2048, 4), (1024, 8)):
         wl = workload_from_dict({"batch": 1, "prompt": prompt, "output": 16, "dtype": "fp8"})
@@ -154,8 +162,7 @@ def _engine_rows(engines: dict, shapes) -> list:
     """Synthetic measured rows: TTFT and TPOT of Llama-3.1-8B on an H100 at
     each (prompt, static batch) in `shapes`, for each engine {name: the
     Hardware fields it runs with}."""
-    model = jp.load_model("llama-3.1-8b")
-    predict = jax.jit(lambda hw, wl, b: predict_one(model, hw, jp.Parallel(), wl, serving(), "batch", b))
+    predict = functools.partial(_predict, jp.load_model("llama-3.1-8b"))
     rows = []
     for engine, fields in engines.items():
         hw = replace(jp.load_hardware("h100-sxm", software=FITTED), **fields)

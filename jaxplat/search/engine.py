@@ -53,7 +53,7 @@ from jaxplat.search.grid import Grid
 from jaxplat.search.gridmap import block_grid, digits, grid_map, vary_over, varying_axes, vmap_last
 from jaxplat.search.merge import AMONG_ALL, COUNTERS, Merging
 from jaxplat.search.reduce import identity, pick, variadic_reduce
-from jaxplat.search.runtime import compile_lowered, compile_once, shard_map
+from jaxplat.search.runtime import compile_once, shard_map
 from jaxplat.search.served import served_metrics, served_point, served_tables  # noqa: F401 (served_metrics)
 from jaxplat.search.study import METRICS, Study
 from jaxplat.search.values_program import ValuesProgram, chunk_size
@@ -541,7 +541,8 @@ class Engine(Merging):
         with ThreadPoolExecutor(2) as pool:
             # XLA releases the GIL: the step compiles while the program of
             # `values` compiles and the outer part compiles and runs.
-            step = pool.submit(compile_lowered, self._step.lower(np.int32(0), specs), platform, self.fast_compile)
+            step = pool.submit(compile_once, self._step.lower(np.int32(0), specs), platform,
+                               tuple(d.id for d in self.mesh.devices.flat), fast_compile=self.fast_compile)
             values = pool.submit(self._values_program) if self._values is None else None
             if self._hoisted is not None:
                 self._tables = self._outer_tables(compile_once(outer, platform, cheap=True), rep)

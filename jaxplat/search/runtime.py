@@ -41,18 +41,21 @@ _ONCE_SIZE = 16
 _ONCE_LOCK = threading.Lock()
 
 
-def compile_once(lowered, platform: str, **options):
-    """`compile_lowered` for a program lowered by a plain `jax.jit` (no
-    sharding: it runs on the default device), compiled once per process for
-    the same program: two engines of one study build the same `values` and
-    operator-table programs (a run of the test suite on 2026-12-07 compiled
-    them 10 times in a worker that held them already: 42 CPU s;
-    docs/testing.md). The key is the program's text (its constants printed
-    in full: equal text, the same computation), the platform, the options
-    and the default device; the last `_ONCE_SIZE` programs are kept."""
+def compile_once(lowered, platform: str, devices=None, **options):
+    """`compile_lowered`, once per process for the same program: two
+    engines of one study build the same step, `values` and operator-table
+    programs (a run of the test suite on 2026-12-07 compiled them 11 times
+    in a worker that held them already: 47 CPU s; docs/testing.md).
+
+    The key is the program's text (its constants printed in full: equal
+    text, the same computation), the platform, the options and the devices
+    it runs on: `devices`, the ids of a sharded program's mesh (its text
+    names the mesh's axes, not its devices), or None for a program lowered
+    by a plain `jax.jit` (the default device). The last `_ONCE_SIZE`
+    programs are kept."""
     text = lowered.as_text()
-    key = (hashlib.sha1(text.encode()).hexdigest(), len(text), platform, tuple(sorted(options.items())),
-           repr(jax.config.jax_default_device))
+    where = repr(jax.config.jax_default_device) if devices is None else tuple(devices)
+    key = (hashlib.sha1(text.encode()).hexdigest(), len(text), platform, tuple(sorted(options.items())), where)
     with _ONCE_LOCK:
         hit = _ONCE.get(key)
         if hit is not None:
