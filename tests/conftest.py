@@ -49,13 +49,14 @@ def pytest_configure(config):
 # test_serving_modes down to 15 s; the rest take less): they run first, so that the workers, handed one
 # module at a time, finish together (longest first; xdist's own order, most tests first, left the slowest
 # for last and one worker idle for ~45 s). Only the order changes: a name that no longer exists is ignored.
-# test_serving_cost_basis is left for last (with the modules not named): its two `estimate` programs are
-# test_serving_modes's, which it then reads back from the run's program cache (`_program_cache`), where,
-# run beside it, both workers had compiled them (16 CPU s, 2026-12-07).
+# test_serving_cost_basis and test_sweep_memory are left for last (with the modules not named): their
+# `estimate` programs are test_serving_modes's, which they then read back from the run's program cache
+# (`_program_cache`), where, run beside it, both workers had compiled them (16 and 9 CPU s, 2026-12-07;
+# experiments/suite_compile_profile.py).
 LONGEST_FIRST = ("test_serving_modes", "test_search_multiprocess", "test_catalog", "test_sensitivities",
                  "test_estimate_call", "test_calibration", "test_engine", "test_codesign_training", "test_serving",
                  "test_training", "test_search", "test_ssm", "test_compute", "test_batching", "test_cost_model",
-                 "test_friction", "test_codesign", "test_physics", "test_sweep_memory",
+                 "test_friction", "test_codesign", "test_physics",
                  "test_calibration_guard", "test_training_guard", "test_distribution", "test_training_moe",
                  "test_docs", "test_closed_loop_wave", "test_pricing", "test_cli_ux", "test_fixes", "test_moe_ep",
                  "test_efficiency")

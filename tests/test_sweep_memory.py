@@ -30,7 +30,7 @@ def _estimate(*flags):
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         main(["estimate", "--model", MODEL, "--hardware", CHIP, "--tp", str(TP), "--workload", "chatbot",
-              "--beams", "1", "--json", "--no-cache", "--allow-infeasible", *flags])
+              "--beams", "1", "--json", "--allow-infeasible", *flags])
     return json.loads(buf.getvalue())
 
 
