@@ -20,8 +20,9 @@ It also hashes every program XLA compiles (its StableHLO, without source
 locations) and reports the compiles of a program the same process had
 compiled before (a cache that missed: a new `jax.jit` of the same function,
 an AOT `.compile()` called again) and of programs more than one worker
-compiled, with the CPU seconds of those compiles and the modules they came
-from.
+compiled, with the CPU seconds of those compiles (the process's, so two
+threads compiling side by side, as the sweep engine's do, count each
+other's) and the modules they came from.
 
 Each pytest process (the controller and every xdist worker) writes its
 events to $JAXPLAT_COMPILE_PROFILE (default /tmp/jaxplat-compile-profile)

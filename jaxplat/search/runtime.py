@@ -35,7 +35,7 @@ def compile_lowered(lowered, platform: str, fast_compile=False, cheap=False):
         return lowered.compile()
 
 
-# Executables of single-device programs by their StableHLO text (`compile_once`), most recent last.
+# Executables by their program's text and devices (`compile_once`), most recently used last.
 _ONCE = collections.OrderedDict()
 _ONCE_SIZE = 16
 _ONCE_LOCK = threading.Lock()
