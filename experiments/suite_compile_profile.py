@@ -215,8 +215,12 @@ def _duplicate_lines(compiles: dict) -> list:
              f"had compiled before: {n_again}, {s_again:.1f} CPU s (the largest, by program and module):"]
     lines += [f"  {s:6.1f} s {n:4d}x  {name}  {module}" for (name, module), (n, s) in
               sorted(again.items(), key=lambda kv: -kv[1][1])[:8]]
-    shared = [(min(c for _, _, c in v.values()), sorted({f"{p}:{m}" for p, (_, m, _) in v.items()}), next(iter(
-        v.values()))[0]) for v in workers.values() if len(v) > 1]
+    shared = []  # (the cheapest compile's CPU s, ["process:module", ...], program name)
+    for by_process in workers.values():
+        if len(by_process) > 1:
+            cpu = min(c for _, _, c in by_process.values())
+            where = sorted(f"{p}:{m}" for p, (_, m, _) in by_process.items())
+            shared.append((cpu, where, next(iter(by_process.values()))[0]))
     lines.append(f"Programs more than one process compiled: {len(shared)}, "
                  f"{sum(s[0] for s in shared):.1f} CPU s spent again (the largest):")
     lines += [f"  {s:6.1f} s  {name}  {', '.join(where)}" for s, where, name in sorted(shared, reverse=True)[:8]]

@@ -55,7 +55,7 @@ def compile_once(lowered, platform: str, devices=None, **options):
     programs are kept."""
     text = lowered.as_text()
     where = repr(jax.config.jax_default_device) if devices is None else tuple(devices)
-    key = (hashlib.sha1(text.encode()).hexdigest(), len(text), platform, tuple(sorted(options.items())), where)
+    key = (hashlib.sha1(text.encode()).hexdigest(), platform, tuple(sorted(options.items())), where)
     with _ONCE_LOCK:
         hit = _ONCE.get(key)
         if hit is not None:
