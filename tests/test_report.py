@@ -5,8 +5,6 @@ one-line error and exit code 2."""
 
 import json
 import math
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,8 +14,6 @@ import pytest
 
 from jaxplat.cli import main
 from jaxplat.report import html_common as html_report
-
-ROOT = Path(__file__).resolve().parents[1]
 
 TINY_STUDY = """\
 name: tiny-report
@@ -112,17 +108,15 @@ def _row_map(page: _Page, table_id: str) -> dict:
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
-    """The output folder of a 48-configuration sweep, run as a user would
-    (its compiled step in a fresh cache folder: nothing from an earlier run)."""
+    """The output folder of a 48-configuration sweep, run through the
+    command line in this process (no compilation cache: nothing from an
+    earlier run)."""
     d = tmp_path_factory.mktemp("report")
     study = d / "tiny.yaml"
     study.write_text(TINY_STUDY)
     out = d / "out"
-    cache = d / "xla-cache"
-    r = subprocess.run([sys.executable, "-m", "jaxplat.cli", "sweep", str(study), "--out", str(out), "--no-progress",
-                        "--fast-compile", "--devices", "1", "--cache-dir", str(cache)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    assert main(["sweep", str(study), "--out", str(out), "--no-progress", "--fast-compile", "--devices", "1",
+                 "--no-cache"]) == 0
     return out
 
 
