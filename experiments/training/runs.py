@@ -113,6 +113,7 @@ def model_for(row):
                   _num(row["vocab"], 51200.0), tied=gpt, gated=not gpt)
 
 
+@functools.lru_cache(maxsize=None)  # a handful of chips among hundreds of rows; a Hardware is immutable
 def hardware_for(chip: str):
     """The Hardware of a row's chip (built-in specs; A100 40 GB and the
     96 GB Grand Teton H100 as variants of them; its 500 W limit is the
