@@ -189,7 +189,7 @@ def report(directory: Path) -> str:
     for fun, s in sorted(by.items(), key=lambda kv: -sum(kv[1]))[:15]:
         lines.append(f"  {fun or '?':32s} {sum(s):8.1f} s, {len(s):4d} compiles")
     lines += _duplicate_lines(compiles)
-    lines += _cpu_lines(tests)
+    lines += _cpu_lines(tests, compiles)
     return "\n".join(lines)
 
 
@@ -227,8 +227,9 @@ def _duplicate_lines(compiles: dict) -> list:
     return lines
 
 
-def _cpu_lines(tests: dict) -> list:
-    """CPU seconds of the tests (own and subprocesses'), then the 15 modules and tests that took most."""
+def _cpu_lines(tests: dict, compiles: dict) -> list:
+    """CPU seconds of the tests (own and subprocesses'), then the 15 modules and tests that took most, and
+    the 10 tests with most CPU time outside XLA's compiles (tracing, host-side work, subprocesses)."""
     if not tests:
         return []
     own, kids = (sum(v[i] for v in tests.values()) for i in (0, 1))
@@ -241,6 +242,13 @@ def _cpu_lines(tests: dict) -> list:
     lines.append("The 15 tests that took most (with the module fixtures they built first):")
     top = sorted(tests.items(), key=lambda kv: -sum(kv[1]))[:15]
     lines += [f"  {sum(v):7.1f} s  {n}" for n, v in top]
+    compiled = collections.Counter()
+    for log in compiles.values():
+        for _, _, test, cpu in log:
+            compiled[test] += cpu
+    rest = sorted(((sum(v) - compiled[n], sum(v), n) for n, v in tests.items()), reverse=True)[:10]
+    lines.append("The 10 tests with most CPU time outside XLA's compiles (tracing, host work, subprocesses):")
+    lines += [f"  {r:7.1f} s of {t:6.1f} s  {n}" for r, t, n in rest]
     return lines
 
 
