@@ -71,8 +71,8 @@ def runs(tmp_path_factory):
                        "--process-id", str(i), *cache(f"two{i}")) for i in range(2)],
         # On 4 devices, slowed to one step per 0.5 s so that it can be killed midway, then resumed (on 4
         # devices): one run checks both that 4 devices select what one does and that a resumed sweep
-        # selects what an uninterrupted one does (each sweep here costs about 13 CPU s: importing JAX,
-        # tracing and compiling its step).
+        # selects what an uninterrupted one does (each sweep here costs 7-13 CPU s, as fast as the host
+        # runs: importing JAX, tracing and compiling its step).
         "killed": [_sweep(study, tmp / "four", *cache("four"), env={**four, "JAXPLAT_SWEEP_STEP_PAUSE": "0.5"})],
     }
     state = tmp / "four" / "state.npz"

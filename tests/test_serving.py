@@ -114,10 +114,12 @@ def _md_inf_seen(lam, life=1.0, horizon=3000.0):
 
 @pytest.fixture(scope="module")
 def disagg(setup):
-    """The disaggregated pools (one chip each) at 30 req/s: one compiled program for the tests below."""
+    """(serving settings, result) of the disaggregated pools (one chip each) at 30 req/s: one compiled
+    program for the tests below."""
     model, hw, *_ = setup
-    return jax.device_get(jax.jit(lambda m, h: S.disaggregated(
-        m, h, jp.Parallel(), jp.Parallel(), WL, S.serving(rate=30.0), jnp.float32(1), jnp.float32(1), OPTS))(model, hw))
+    srv = S.serving(rate=30.0)
+    return srv, jax.device_get(jax.jit(lambda m, h: S.disaggregated(
+        m, h, jp.Parallel(), jp.Parallel(), WL, srv, jnp.float32(1), jnp.float32(1), OPTS))(model, hw))
 
 
 def test_disaggregated_tpot_spread_is_the_md_inf_spread(setup, disagg):
@@ -129,7 +131,7 @@ def test_disaggregated_tpot_spread_is_the_md_inf_spread(setup, disagg):
     the model's b (the old test ran the Monte Carlo against 2 b / 3 typed
     in, no project code; a Poisson spread sqrt(b) is 22% wider and fails)."""
     model, hw, *_ = setup
-    srv, d = S.serving(rate=30.0), disagg
+    srv, d = disagg
     b = float(d.batch)
     ctx = 512 + 64 * (1 + float(srv.output_cv) ** 2) / 2
     step = jax.jit(lambda n: S.decode_time(model, hw, jp.Parallel(), WL, OPTS, n, jnp.float32(ctx)))
@@ -147,7 +149,7 @@ def test_disaggregated_tpot_percentiles_spread(disagg):
     30 req/s about 11 decodes share each iteration, and a request's own mean
     batch spreads as sqrt(2 b / 3) (test above), so p99 > p90 > p50 = the
     fixed-point mean, within the step time of a few more sequences."""
-    d = disagg
+    _, d = disagg
     assert float(d.tpot_p50) == pytest.approx(float(d.tpot_mean), rel=1e-6)
     assert float(d.tpot_mean) < float(d.tpot_p90) < float(d.tpot_p99) < 1.1 * float(d.tpot_mean)
     assert float(d.ttft_p50) < float(d.ttft_p99) and float(d.e2e_p50) < float(d.e2e_p99)
