@@ -17,6 +17,7 @@ predicted throughput - 1 (e2e = B*OSL / throughput). Categories: static batch
 e2e per chip, closed-loop TTFT and TPOT. Median |error| and median signed error.
 
     .venv/bin/python experiments/calibration_check.py [--calibration FILE] [--test] [--write [--replace]]
+    .venv/bin/python experiments/calibration_check.py --loop-rows   # each closed-loop row, measured and predicted
 
 Test rows are predicted only with --test (once, after the model is frozen).
 --write stores the figures in FILE's report (header lines and `fit.validation` /
@@ -46,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 from jaxplat.design.calibration import OPTS, predict_one
 from jaxplat.design.measured import read_rows, row_hardware, row_inputs
 from jaxplat.model import load_calibration, load_model
+from jaxplat.report import table
 from jaxplat.specs import SpecError
 
 DEFAULT_FILE = ROOT / "specs/calibration/default.yaml"
@@ -244,12 +246,24 @@ def write(cal_path, figs_by_role: dict, replace=False):
     Path(cal_path).write_text("\n".join(head[:cut] + extra + head[cut:] + body + ["  " + ln for ln in block]) + "\n")
 
 
+def loop_rows(roles, cal_path=DEFAULT_FILE, options=OPTS) -> list[list[str]]:
+    """[role, chip, model, ISL/OSL, metric, measured, own, default] of each closed-loop row of `roles`
+    (milliseconds): where a category's median comes from, row by row."""
+    rows = [(role, r) for role in roles for r in check_rows(role) if r.load != "batch"]
+    pred = predictions([r for _, r in rows], load_calibration(cal_path), options)
+    return [[role, Path(r.hardware).stem, Path(r.model).stem, f"{r.prompt:.0f}/{r.output:.0f}", r.metric[:-2].upper(),
+             f"{1e3 * r.value:.1f}", *(f"{1e3 * pred[s][i]:.1f}" for s in STACKS)]
+            for i, (role, r) in enumerate(rows)]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibration", default=str(DEFAULT_FILE))
     ap.add_argument("--test", action="store_true", help="also predict the test rows (once, after the model is frozen)")
     ap.add_argument("--write", action="store_true", help="store the figures in the calibration file's report")
     ap.add_argument("--replace", action="store_true", help="with --write: replace the figures the file holds")
+    ap.add_argument("--loop-rows", action="store_true",
+                    help="print each closed-loop row (ms): measured, and predicted on both stacks")
     ap.add_argument("--gemm-overlap", type=float, default=0.0,
                     help="a modelling variant: the weight GEMMs' p-norm (Options.gemm_overlap; 0, the max, shipped)")
     args = ap.parse_args(argv)
@@ -260,6 +274,10 @@ def main(argv=None):
     except SpecError as e:
         ap.error(f"--gemm-overlap: {e}")
     roles = ("validation", "test") if args.test else ("validation",)
+    if args.loop_rows:
+        print(table(["role", "chip", "model", "ISL/OSL", "metric", "measured ms", "own ms", "default ms"],
+                    loop_rows(roles, args.calibration, options), "lllllrrr"))
+        print()
     figs = figures(roles, args.calibration, options)
     for role in roles:
         print("\n".join(lines(role, figs[role])))
