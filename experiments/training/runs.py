@@ -16,6 +16,8 @@ that number over the FLOPs per token of the paper's own formula:
   Megatron-Core r0.8 (TFLOP/s, no recompute): 72·l·h²·(1 + s/6h + V/12lh)
     (megatron/training/training.py num_floating_point_operations for
     multi-head attention and a 4h GELU MLP).
+NeMo's long-sequence tables give TFLOP/s per GPU by a count whose attention
+term is not known (`nemo_long_sequence_tokens`): `runs()` leaves them out.
 Assumptions per source family, chosen from the published configurations,
 not from the errors, are in `options_for`.
 """
@@ -348,6 +350,20 @@ def _megatron_flops(row, factor, logit_div):
     L, h, s = _num(row["layers"]), _num(row["hidden"]), _num(row["seq_len"])
     V = _num(row["vocab"], 51200.0)
     return factor * L * h * h * (1.0 + s / (6.0 * h) + V / (logit_div * L * h))
+
+
+def nemo_long_sequence_tokens(row, causal: bool):
+    """Tokens/s per chip of a NeMo long-sequence table row (its TFLOP/s per GPU) by NeMo's llama2/llama3 FLOP
+    formula (`nemo/utils/flops_formulas.py`): l·h²·(12 + 12·g/a + 18·f/h + 12·s/h·c + 6·V/(l·h)) per token,
+    c = 1/2 in its 2025 version (causal) and 1 in its 2024 one. Which one each table used is not in the data
+    (experiments/training/README.md), so `runs()` leaves these rows out and `validate.py --long-sequence`
+    prints them both ways. None for another row."""
+    if family(row["source"]) != "NeMo long-sequence" or row["metric"] != "tflops_per_chip":
+        return None
+    L, h, f = _num(row["layers"]), _num(row["hidden"]), _num(row["ffn_hidden"])
+    a, g, V, s = _num(row["heads"]), _num(row["kv_heads"]), _num(row["vocab"]), _num(row["seq_len"])
+    per_token = L * h * h * (12 + 12 * g / a + 18 * f / h + 12 * s / h * (0.5 if causal else 1.0) + 6 * V / (L * h))
+    return _num(row["value"]) * 1e12 / per_token
 
 
 def measured_tokens(row):

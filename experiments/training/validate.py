@@ -10,6 +10,7 @@ rows that data/measured/training_split.yaml holds out (whole source families).
 A family with both dense and MoE rows also gets a line for each kind.
 
     .venv/bin/python experiments/training/validate.py [--rows] [--scaling] [--scaling-plot PNG] [--test] [--plot PNG]
+    .venv/bin/python experiments/training/validate.py --long-sequence   # NeMo's long-sequence tables, both readings
 
 --scaling prints, for dev runs that differ only in their chip count (same
 source family, model, chip, precision, sequence, micro-batch and degrees
@@ -18,6 +19,11 @@ count, each relative to the smallest count: how the per-chip rate falls
 as data parallelism grows, measured and modelled; --scaling-plot draws
 those ratios against the chip count, a line per run (solid: published,
 dashed: predicted).
+
+--long-sequence prints, in place of the rest, NeMo's long-sequence
+context-parallel tables (dev rows the figures leave out: their TFLOP/s per
+GPU converts to tokens/s by a FLOP count that is causal in NeMo's 2025
+formula and whole-matrix in its 2024 one), predicted against both readings.
 
 --plot writes predicted against published tokens/s per chip, log-log, and
 their ratio, a point per row (colour: source family; marker: chip
@@ -35,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from runs import family, is_test, runs  # noqa: E402
+from runs import CSV, family, inputs, is_test, nemo_long_sequence_tokens, runs  # noqa: E402
 
 from jaxplat.cost.training import train_step  # noqa: E402
 
@@ -73,7 +79,11 @@ def main():
     ap.add_argument("--plot", metavar="PNG", help="write the parity plot of the rows predicted to this file")
     ap.add_argument("--scaling", action="store_true", help="print per-chip rates against the chip count (dev rows)")
     ap.add_argument("--scaling-plot", metavar="PNG", help="draw those per-chip rates against the chip count")
+    ap.add_argument("--long-sequence", action="store_true",
+                    help="print NeMo's long-sequence tables (left out of the figures) against both FLOP counts")
     args = ap.parse_args()
+    if args.long_sequence:
+        return long_sequence_table()
     dev, test, skipped = [], [], collections.Counter()
     points = []  # (family, chip, measured, predicted, test)
     series = collections.defaultdict(dict)  # scaling_key -> {chips: (measured, predicted)}
@@ -109,6 +119,27 @@ def main():
     if args.plot:
         parity_plot(points, args.plot)
         print(f"\nwrote {args.plot}")
+
+
+def long_sequence_table():
+    """NeMo's long-sequence rows with their degrees: predicted tokens/s per chip against the published
+    TFLOP/s per GPU read with the causal and with the whole-matrix attention count (runs.nemo_long_sequence_tokens)."""
+    import csv
+
+    print(f"{'table':26s} {'chips':>6s} {'tp':>3s} {'cp':>3s} {'seq':>8s} {'predicted':>10s}  "
+          f"{'causal':>17s}  {'whole matrix':>17s}   (tokens/s per chip; published by each count, and the error)")
+    with open(CSV) as f:
+        for row in csv.DictReader(f):
+            causal = nemo_long_sequence_tokens(row, True)
+            inp = inputs(row) if causal is not None else "not a long-sequence row"
+            if isinstance(inp, str):  # the tables' rows without CP give no degrees
+                continue
+            pred, _ = predict(inp)
+            whole = nemo_long_sequence_tokens(row, False)
+            table = f"{row['source'].split('(')[-1].rstrip(')')}, {row['chip'].split(' ')[0][:9]}"
+            print(f"{table[:26]:26s} {row['chips']:>6s} {row['tp']:>3s} {row['cp']:>3s} {row['seq_len']:>8s} "
+                  f"{pred:10.1f}  {causal:9.1f} {100 * (pred / causal - 1):+6.1f}%  "
+                  f"{whole:9.1f} {100 * (pred / whole - 1):+6.1f}%")
 
 
 def scaling_key(row, inp):
