@@ -137,3 +137,18 @@ def test_fp8_recipes_are_read_as_the_tables_name_them():
     assert [recipe(d, "B200")[2] for d in ("FP8-CS", "FP8-MX", "MXFP8", "FP8")] == [0.0, 32.0, 32.0, 0.0]
     assert recipe("NVFP4", "B200") == (0.5 + 1.0 / 16.0, "fp4", 16.0)
     assert recipe("BF16", "B200") == (2.0, "bf16", 0.0)
+
+
+def test_long_sequence_rows_read_both_ways_and_stay_out_of_the_figures():
+    """NeMo's long-sequence tables give TFLOP/s per GPU only; runs.nemo_long_sequence_tokens turns them into
+    tokens/s by NeMo's llama formula, l·h²·(12 + 12·g/a + 18·f/h + 12·s/h·c + 6·V/(l·h)) per token. By hand
+    for Llama-2-7B at 1,048,576 tokens (l 32, h 4,096, f 11,008, a = g = 32, V 32,000; 536 TFLOP/s per GPU):
+    1.6889e12 FLOP per token with the whole attention matrix (c = 1), 317.36 tokens/s; 8.6428e11 with the
+    causal half (c = 1/2), 620.17 tokens/s. Which count the page used is not known, so runs() keeps them out."""
+    runs_py = import_script(TRAINING, "runs")
+    with open(ROOT / "data/measured/training_2026-12.csv") as f:
+        rows = [r for r in csv.DictReader(f) if runs_py.family(r["source"]) == "NeMo long-sequence"]
+    row = next(r for r in rows if r["seq_len"] == "1048576" and r["chip"].startswith("H100") and r["tp"])
+    assert runs_py.nemo_long_sequence_tokens(row, causal=False) == pytest.approx(317.364, rel=1e-5)
+    assert runs_py.nemo_long_sequence_tokens(row, causal=True) == pytest.approx(620.172, rel=1e-5)
+    assert all(runs_py.measured_tokens(r) is None for r in rows)
