@@ -32,6 +32,7 @@ generation; test rows hollow, with --test only) beside y = x and ±10%.
 
 import argparse
 import collections
+import csv
 import sys
 from pathlib import Path
 
@@ -124,8 +125,6 @@ def main():
 def long_sequence_table():
     """NeMo's long-sequence rows with their degrees: predicted tokens/s per chip against the published
     TFLOP/s per GPU read with the causal and with the whole-matrix attention count (runs.nemo_long_sequence_tokens)."""
-    import csv
-
     print(f"{'table':26s} {'chips':>6s} {'tp':>3s} {'cp':>3s} {'seq':>8s} {'predicted':>10s}  "
           f"{'causal':>17s}  {'whole matrix':>17s}   (tokens/s per chip; published by each count, and the error)")
     with open(CSV) as f:
