@@ -167,10 +167,10 @@ def ratio_error(a, h, pred_a, pred_h) -> float:
     return (pred_h / pred_a) / (h.value / a.value) - 1.0
 
 
-def figures(roles=("validation",), cal_path=DEFAULT_FILE, options=OPTS) -> dict:
-    """{role: {stack: {category: {n, median_abs, median_signed}}}} of each role's rows (plus 'all static
-    batch e2e', and for the test rows the A100's end-to-end latency over the H100's on the same batch,
-    RATIO: predicted ratio / measured ratio - 1); rows of one model structure and load are one program."""
+def predicted(roles=("validation",), cal_path=DEFAULT_FILE, options=OPTS) -> tuple:
+    """(rows, [rows] role, rows and the test batches' H100 partners, [(test row, partner)] indices into the
+    latter, {stack: predictions of the latter}): each role's rows predicted once, for `figures` and
+    `loop_rows` both."""
     rows, role_of = [], []
     for role in roles:
         got = check_rows(role)
@@ -181,9 +181,17 @@ def figures(roles=("validation",), cal_path=DEFAULT_FILE, options=OPTS) -> dict:
     found = [(i, h) for i, h in zip(tests, ratio_partners([rows[i] for i in tests]) if tests else []) if h is not None]
     pairs = [(i, len(rows) + k) for k, (i, _) in enumerate(found)]
     allrows = rows + [h for _, h in found]
-    cal = load_calibration(cal_path)
+    return rows, role_of, allrows, pairs, predictions(allrows, load_calibration(cal_path), options)
+
+
+def figures(roles=("validation",), cal_path=DEFAULT_FILE, options=OPTS, got=None) -> dict:
+    """{role: {stack: {category: {n, median_abs, median_signed}}}} of each role's rows (plus 'all static
+    batch e2e', and for the test rows the A100's end-to-end latency over the H100's on the same batch,
+    RATIO: predicted ratio / measured ratio - 1); rows of one model structure and load are one program.
+    `got`: `predicted(roles, cal_path, options)`, when the caller has it already."""
+    rows, role_of, allrows, pairs, preds = got or predicted(roles, cal_path, options)
     out = {role: {} for role in roles}
-    for stack, pred in predictions(allrows, cal, options).items():
+    for stack, pred in preds.items():
         e = errors(rows, pred[:len(rows)])
         for role in roles:
             cats = defaultdict(list)
@@ -246,14 +254,13 @@ def write(cal_path, figs_by_role: dict, replace=False):
     Path(cal_path).write_text("\n".join(head[:cut] + extra + head[cut:] + body + ["  " + ln for ln in block]) + "\n")
 
 
-def loop_rows(roles, cal_path=DEFAULT_FILE, options=OPTS) -> list[list[str]]:
-    """[role, chip, model, ISL/OSL, metric, measured, own, default] of each closed-loop row of `roles`
-    (milliseconds): where a category's median comes from, row by row."""
-    rows = [(role, r) for role in roles for r in check_rows(role) if r.load != "batch"]
-    pred = predictions([r for _, r in rows], load_calibration(cal_path), options)
+def loop_rows(got) -> list[list[str]]:
+    """[role, chip, model, ISL/OSL, metric, measured, own, default] of each closed-loop row of `got`
+    (`predicted(...)`; milliseconds): where a category's median comes from, row by row."""
+    rows, role_of, _, _, preds = got
     return [[role, Path(r.hardware).stem, Path(r.model).stem, f"{r.prompt:.0f}/{r.output:.0f}", r.metric[:-2].upper(),
-             f"{1e3 * r.value:.1f}", *(f"{1e3 * pred[s][i]:.1f}" for s in STACKS)]
-            for i, (role, r) in enumerate(rows)]
+             f"{1e3 * r.value:.1f}", *(f"{1e3 * preds[s][i]:.1f}" for s in STACKS)]
+            for i, (role, r) in enumerate(zip(role_of, rows)) if r.load != "batch"]
 
 
 def main(argv=None):
@@ -274,11 +281,12 @@ def main(argv=None):
     except SpecError as e:
         ap.error(f"--gemm-overlap: {e}")
     roles = ("validation", "test") if args.test else ("validation",)
+    got = predicted(roles, args.calibration, options)
     if args.loop_rows:
         print(table(["role", "chip", "model", "ISL/OSL", "metric", "measured ms", "own ms", "default ms"],
-                    loop_rows(roles, args.calibration, options), "lllllrrr"))
+                    loop_rows(got), "lllllrrr"))
         print()
-    figs = figures(roles, args.calibration, options)
+    figs = figures(roles, got=got)
     for role in roles:
         print("\n".join(lines(role, figs[role])))
     if args.write:

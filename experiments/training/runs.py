@@ -416,13 +416,15 @@ def inputs(row):
     return model, hw, par, twl, train_options(row)
 
 
-def runs():
+def runs(measure=measured_tokens):
     """[(row, measured tokens/s per chip, inputs or reason)] for every row
-    whose metric this script reads."""
+    whose metric `measure` reads (default `measured_tokens`: the rows the
+    figures count; `validate.py --long-sequence` passes
+    `nemo_long_sequence_tokens`)."""
     out = []
     with open(CSV) as f:
         for row in csv.DictReader(f):
-            m = measured_tokens(row)
+            m = measure(row)
             if m is not None:
                 out.append((row, m, inputs(row)))
     return out

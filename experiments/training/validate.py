@@ -32,7 +32,6 @@ generation; test rows hollow, with --test only) beside y = x and ±10%.
 
 import argparse
 import collections
-import csv
 import sys
 from pathlib import Path
 
@@ -42,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from runs import CSV, family, inputs, is_test, nemo_long_sequence_tokens, runs  # noqa: E402
+from runs import family, is_test, nemo_long_sequence_tokens, runs  # noqa: E402
 
 from jaxplat.cost.training import train_step  # noqa: E402
 
@@ -127,18 +126,15 @@ def long_sequence_table():
     TFLOP/s per GPU read with the causal and with the whole-matrix attention count (runs.nemo_long_sequence_tokens)."""
     print(f"{'table':26s} {'chips':>6s} {'tp':>3s} {'cp':>3s} {'seq':>8s} {'predicted':>10s}  "
           f"{'causal':>17s}  {'whole matrix':>17s}   (tokens/s per chip; published by each count, and the error)")
-    with open(CSV) as f:
-        for row in csv.DictReader(f):
-            causal = nemo_long_sequence_tokens(row, True)
-            inp = inputs(row) if causal is not None else "not a long-sequence row"
-            if isinstance(inp, str):  # the tables' rows without CP give no degrees
-                continue
-            pred, _ = predict(inp)
-            whole = nemo_long_sequence_tokens(row, False)
-            table = f"{row['source'].split('(')[-1].rstrip(')')}, {row['chip'].split(' ')[0][:9]}"
-            print(f"{table[:26]:26s} {row['chips']:>6s} {row['tp']:>3s} {row['cp']:>3s} {row['seq_len']:>8s} "
-                  f"{pred:10.1f}  {causal:9.1f} {100 * (pred / causal - 1):+6.1f}%  "
-                  f"{whole:9.1f} {100 * (pred / whole - 1):+6.1f}%")
+    for row, causal, inp in runs(lambda r: nemo_long_sequence_tokens(r, causal=True)):
+        if isinstance(inp, str):  # the tables' rows without CP give no degrees
+            continue
+        pred, _ = predict(inp)
+        whole = nemo_long_sequence_tokens(row, causal=False)
+        table = f"{row['source'].split('(')[-1].rstrip(')')}, {row['chip'].split(' ')[0][:9]}"
+        print(f"{table[:26]:26s} {row['chips']:>6s} {row['tp']:>3s} {row['cp']:>3s} {row['seq_len']:>8s} "
+              f"{pred:10.1f}  {causal:9.1f} {100 * (pred / causal - 1):+6.1f}%  "
+              f"{whole:9.1f} {100 * (pred / whole - 1):+6.1f}%")
 
 
 def scaling_key(row, inp):
