@@ -23,7 +23,7 @@ shipped 0.356 and at NCCL's large-message 0.819, and judged on:
   * the per-chip throughput ratios between chips on that page.
 The declared validation rows (experiments/calibration_check.py --calibration
 FILE, the shipped file with a variant's pins) and the training dev rows are
-judged apart (docs/calibration.md, "The weight GEMMs at their ridge").
+judged apart (docs/calibration_history.md, "The weight GEMMs at their ridge").
 
     .venv/bin/python experiments/gemm_overlap_variants.py [--network 0.356,0.819] [--exponents 0,4,3,2]
 
