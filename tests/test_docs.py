@@ -164,3 +164,52 @@ def test_documented_commands_parse():
         except SystemExit:
             bad.append(param.values[0])
     assert bad == []
+
+
+def _shipped_tables():
+    """{table lead: [(names, value cell)]} of docs/calibration.md's "Every shipped number" tables."""
+    text = (DOCS / "calibration.md").read_text()
+    section = text.split("## Every shipped number", 1)[1].split("\n## ", 1)[0]
+    table = r"\*\*(The calibration|The default software stack)\*\*(?:(?!\n\n).)*\n\n((?:\|[^\n]*\n)+)"
+    tables = {}
+    for lead, body in re.findall(table, section, re.S):
+        rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in body.splitlines()[2:]]
+        tables[lead] = [(re.findall(r"`(\w+)`", r[0]), r[1]) for r in rows if "`" in r[0] and r[0] != "`engines:`"]
+    return tables
+
+
+def _printed(cell: str) -> list[tuple[str, float]]:
+    """[(number as printed, its unit in seconds or 1)] of a cell such as "16.8 µs, 57 µs" or "0.8 ms per ..."."""
+    unit = {"µs": 1e-6, "ms": 1e-3, "": 1.0}
+    return [(num, unit[u]) for num, u in re.findall(r"(\d+(?:\.\d+)?)\s*(µs|ms|)(?![\w.])", cell)]
+
+
+def _rounds_to(value: float, printed: str, unit: float) -> bool:
+    """`value` (SI) in `unit`, shown with as many significant digits as `printed` has, is `printed`."""
+    digits = max(len(printed.replace(".", "").lstrip("0")), 1)
+    return float(f"{value / unit:.{digits}g}") == float(printed)
+
+
+def test_every_shipped_number_matches_the_shipped_files():
+    """The manual's table of every shipped number states the values the shipped calibration and the default
+    software stack hold, to the digits it prints: a refit or a new stack value fails here until the
+    table says it."""
+    import yaml
+
+    calibration = yaml.safe_load((ROOT / "specs/calibration/default.yaml").read_text())["parameters"]
+    stack = {k: v["value"] for k, v in yaml.safe_load((ROOT / "specs/software/graph-captured.yaml").read_text())
+             .items() if isinstance(v, dict) and "value" in v}
+    tables = _shipped_tables()
+    assert set(tables) == {"The calibration", "The default software stack"}
+    checked = []
+    for lead, shipped in (("The calibration", calibration), ("The default software stack", stack)):
+        for names, cell in tables[lead]:
+            values = _printed(cell)[:len(names)]
+            assert len(values) == len(names), f"{lead}: {names} -> {cell!r}"
+            for name, (printed, unit) in zip(names, values):
+                assert _rounds_to(shipped[name], printed, unit), f"{lead}: `{name}` is {shipped[name]}, docs: {cell!r}"
+                checked.append(name)
+    # every fitted or pinned parameter of the calibration, and every number of the stack, has a row
+    assert set(calibration) <= set(checked)
+    assert {"iteration_overhead", "rank_overhead", "kernel_latency", "collective_latency", "sequence_overhead",
+            "moe_speed"} <= {n for names, _ in tables["The default software stack"] for n in names}
