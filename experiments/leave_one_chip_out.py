@@ -34,7 +34,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from jaxplat.cli.calibrate import _category, _stable
+from jaxplat.cli.calibrate import _summary
 from jaxplat.design import calibration as cal
 from jaxplat.design.measured import chip_ratio_errors, read_rows
 from jaxplat.model import load_calibration
@@ -67,10 +67,9 @@ def pinned(values: dict, shipped: dict) -> dict:
 
 
 def errors(pred, rows, mask) -> dict:
-    """{category: summary} of the rows in `mask` whose prediction is a number."""
-    mask = np.asarray(mask) & _stable(pred, rows)
-    cats = sorted({_category(r) for r, m in zip(rows, mask) if m})
-    return {c: cal.summarize(pred, rows, mask & np.array([_category(r) == c for r in rows])) for c in cats}
+    """{category: summary} of the rows in `mask` whose prediction is a number (`jaxplat calibrate`'s
+    summary, without its total and the categories `mask` has no row of)."""
+    return {c: s for c, s in _summary(pred, rows, mask).items() if c != "all" and s["n"]}
 
 
 def main(argv=None):
@@ -108,7 +107,7 @@ def main(argv=None):
     out = []
     for stack in ("own", "default"):
         for chip in chips + ["all"]:
-            mask = np.array([chip == "all" and r.hardware in chips or r.hardware == chip for r in rows])
+            mask = np.array([r.hardware in (chips if chip == "all" else [chip]) for r in rows])
             for cat, s in errors(preds[stack], rows, mask).items():
                 out.append([stack, chip, cat, s["n"], f"{100 * s['median_abs']:.1f}%",
                             f"{100 * s['median_signed']:+.1f}%"])
